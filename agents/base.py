@@ -1,0 +1,138 @@
+"""The agent interface: the plug-in point for ``--agent package.module:Class``.
+
+An agent describes a family of networks for one environment.  Its genomes are flat
+``float64`` arrays of length :attr:`Agent.n_params`; a connection is *pruned* when
+its weight is exactly 0, and pruned connections never come back.  Agents know
+networks, not populations: selection, the hall of fame and the generation loop are
+generic (:mod:`synapto.evolution`).  An agent supplies
+
+* :meth:`Agent.init_genome`  -- a genome of generation 0, from the given Generator;
+* :meth:`Agent.policy`       -- a :class:`Policy` that acts in the environment;
+* :meth:`Agent.mutate`       -- pruning (and nothing else), using per-connection
+  statistics that the policy collected while it was evaluated;
+* :meth:`Agent.groups`       -- the units swapped by recombination;
+* :meth:`Agent.penalty`      -- a complexity penalty subtracted from fitness;
+* :meth:`Agent.next_rate`    -- the pruning rate of the next generation.
+
+All randomness comes from the ``np.random.Generator`` passed in; an agent never
+touches global random state.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from synapto.envs import SpaceInfo
+from synapto.errors import UsageError
+
+
+class Policy(ABC):
+    """One genome acting in an environment, episode after episode."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Start an episode: clear every per-episode state (e.g. Hebbian traces)."""
+
+    @abstractmethod
+    def act(self, obs: np.ndarray) -> Any:
+        """The action for observation ``obs`` (an int for Discrete spaces)."""
+
+    def end_episode(self) -> None:
+        """Finish an episode's bookkeeping (called after its last step)."""
+
+    def trace_stats(self) -> np.ndarray | None:
+        """Per-connection statistics (genome layout) for :meth:`Agent.mutate`, or None."""
+        return None
+
+
+class Agent(ABC):
+    """A family of networks for one environment (see the module docstring)."""
+
+    #: short name written to run files
+    name: ClassVar[str] = "agent"
+    #: options accepted from the config's ``agent_options`` table, with defaults
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, space: SpaceInfo, hidden: tuple[int, ...], options: Mapping[str, Any] | None = None):
+        hidden = tuple(int(h) for h in hidden)
+        if any(h <= 0 for h in hidden):
+            raise UsageError(f"--hidden sizes must be positive integers, got {list(hidden)}")
+        self.space = space
+        self.hidden = hidden
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise UsageError(
+                f"agent {self.name!r} has no option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(self.OPTIONS)) or 'none'}"
+            )
+        self.options = {**self.OPTIONS, **options}
+
+    # -- genome ---------------------------------------------------------------
+    @property
+    @abstractmethod
+    def n_params(self) -> int:
+        """Length of a genome."""
+
+    @abstractmethod
+    def init_genome(self, rng: np.random.Generator) -> np.ndarray:
+        """A generation-0 genome."""
+
+    @abstractmethod
+    def policy(self, genome: np.ndarray) -> Policy:
+        """A policy running ``genome`` (the genome is not modified)."""
+
+    @abstractmethod
+    def groups(self) -> list[list[slice]]:
+        """Recombination units: groups (e.g. all inputs of a layer) of matrices (slices)."""
+
+    @abstractmethod
+    def mutate(self, genome: np.ndarray, stats: np.ndarray | None, rate: float,
+               rng: np.random.Generator) -> np.ndarray:
+        """A pruned copy of ``genome``; ``stats`` are its policy's trace statistics."""
+
+    def connections(self, genome: np.ndarray) -> int:
+        """Number of surviving (non-zero) connections."""
+        return int(np.count_nonzero(genome))
+
+    def penalty(self, genome: np.ndarray) -> float:
+        """Complexity penalty subtracted from the mean episode return."""
+        return 0.0
+
+    initial_rate: float = 0.01
+
+    def next_rate(self, rate: float, elite_connections: np.ndarray, mean_connections: float) -> float:
+        """Pruning rate for the next generation (constant unless overridden)."""
+        return rate
+
+    # -- actions --------------------------------------------------------------
+    def output_to_action(self, out: np.ndarray):
+        """Map a network output to an env action: argmax for Discrete; tanh for Box,
+        scaled to the action bounds when they are finite and not [-1, 1]."""
+        if self.space.discrete:
+            return int(np.argmax(out))
+        a = np.tanh(out)
+        if self._bounds is not None:
+            lo, hi = self._bounds
+            a = lo + (a + 1.0) * 0.5 * (hi - lo)
+        return a
+
+    @property
+    def _bounds(self):
+        cached = self.__dict__.get("_bounds_cache", False)
+        if cached is not False:
+            return cached
+        lo, hi = self.space.low, self.space.high
+        bounds = None
+        if lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) \
+                and not (np.all(lo == -1.0) and np.all(hi == 1.0)):
+            bounds = (lo, hi)
+        self.__dict__["_bounds_cache"] = bounds
+        return bounds
+
+
+def layer_shapes(sizes: list[int]) -> list[tuple[int, int]]:
+    return [(sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]

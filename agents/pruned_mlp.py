@@ -1,0 +1,86 @@
+"""``pruned-mlp``: a tanh MLP whose weights all start at 1.0 and only ever get pruned.
+
+After the reference's PruneableAgent.  Layers ``[obs, *hidden, act]`` without
+biases; hidden units are tanh; the output is tanh (Box, scaled to the bounds) or
+argmax (Discrete).  Generation 0 prunes 25 % of the connections at random; later
+generations prune with an adaptive rate: the spread (root mean square deviation)
+of the elites' connection counts around the population's mean count, divided by
+that mean, clipped to [``min_rate``, ``max_rate``] (the reference computes this
+clip but never applies it).  Fitness is the mean return minus a complexity
+penalty, the mean over layers of the mean absolute weight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.base import Agent, Policy, layer_shapes
+
+
+class MLPPolicy(Policy):
+    __slots__ = ("_mats", "_map", "_discrete")
+
+    def __init__(self, agent: "PrunedMLP", genome: np.ndarray):
+        self._mats = [genome[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
+        self._map = agent.output_to_action
+        self._discrete = agent.space.discrete
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs):
+        x = obs
+        mats = self._mats
+        for w in mats[:-1]:
+            x = np.tanh(x @ w)
+        return self._map(x @ mats[-1])
+
+
+class PrunedMLP(Agent):
+    name = "pruned-mlp"
+    OPTIONS = {
+        "init_prune": 0.25,  # fraction pruned at random in generation 0
+        "min_rate": 0.001,  # bounds of the adaptive pruning rate
+        "max_rate": 0.0125,
+    }
+
+    def __init__(self, space, hidden, options=None):
+        super().__init__(space, hidden, options)
+        sizes = [space.obs_dim, *self.hidden, space.act_dim]
+        self._shapes = layer_shapes(sizes)
+        self._slices = []
+        start = 0
+        for a, b in self._shapes:
+            self._slices.append(slice(start, start + a * b))
+            start += a * b
+        self._n = start
+
+    @property
+    def n_params(self) -> int:
+        return self._n
+
+    @property
+    def initial_rate(self) -> float:
+        return float(self.options["max_rate"])
+
+    def init_genome(self, rng):
+        keep = rng.random(self._n) >= self.options["init_prune"]
+        return keep.astype(np.float64)
+
+    def policy(self, genome):
+        return MLPPolicy(self, np.array(genome, dtype=np.float64))
+
+    def groups(self):
+        return [[s] for s in self._slices]
+
+    def mutate(self, genome, stats, rate, rng):
+        return genome * (rng.random(genome.shape[0]) >= rate)
+
+    def penalty(self, genome):
+        return float(np.mean([np.mean(np.abs(genome[s])) for s in self._slices]))
+
+    def next_rate(self, rate, elite_connections, mean_connections):
+        if mean_connections <= 0:
+            return float(self.options["min_rate"])
+        spread = np.sqrt(np.mean((np.asarray(elite_connections, float) - mean_connections) ** 2))
+        return float(np.clip(spread / mean_connections, self.options["min_rate"], self.options["max_rate"]))

@@ -1,0 +1,235 @@
+"""The command line: the only module that reads argv.
+
+``python -m synapto evolve|replay|ppo|ppo-eval|bench ...``.  Bad input raises
+:class:`synapto.errors.UsageError`, printed by :func:`main` as one line
+(``error: ...``) with exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from synapto.errors import UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).")
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
+app.add_typer(bench_app, name="bench")
+
+#: options taking several space-separated values (``--hidden 8 8``); main() rewrites
+#: them to click's repeated form (``--hidden 8 --hidden 8``).
+MULTI_VALUE_OPTIONS = {"--hidden", "--seed", "--workers-list"}
+
+
+def expand_multi(argv: list[str], names) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in names:
+            j = i + 1
+            while j < len(argv) and not (argv[j].startswith("--") or (argv[j].startswith("-") and
+                                                                       not _is_number(argv[j]))):
+                out += [tok, argv[j]]
+                j += 1
+            if j == i + 1:
+                out.append(tok)  # let click report the missing value
+            i = j
+        else:
+            out.append(tok)
+            i += 1
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _rank() -> int:
+    for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if v in os.environ:
+            try:
+                return int(os.environ[v])
+            except ValueError:
+                pass
+    return 0
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# --------------------------------------------------------------------------- evolve
+EVOLVE_KEYS = {"env", "agent", "population", "generations", "hidden", "episodes", "seed",
+               "test_episodes", "agent_options", "workers", "out"}
+
+
+def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
+    if n_seeds <= 1:
+        return out
+    suffix = out.suffix or ".h5"
+    return out.with_name(f"{out.stem}_s{seed}{suffix}")
+
+
+@app.command(no_args_is_help=False)
+def evolve(
+    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. [default: BipedalWalker-v3]")] = None,
+    agent: Annotated[Optional[str], typer.Option(
+        help="pruned-mlp, hebbian-dag, or package.module:Class. [default: hebbian-dag]")] = None,
+    population: Annotated[Optional[int], typer.Option(help="Individuals per generation. [default: 64]")] = None,
+    generations: Annotated[Optional[int], typer.Option(help="Generations to run. [default: 100]")] = None,
+    hidden: Annotated[Optional[list[int]], typer.Option(
+        help="Hidden layer sizes, e.g. --hidden 8 8. [default: 8 8]")] = None,
+    episodes: Annotated[Optional[int], typer.Option(help="Episodes averaged per fitness. [default: 4]")] = None,
+    seed: Annotated[Optional[list[int]], typer.Option(
+        help="Run seed(s); several run one after another. [default: 0]")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Worker processes: relaunch under `mpiexec -n N+1` (ignored when already under MPI). "
+             "0 runs in this process. [default: 0]")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="TOML file of options (see experiments/); "
+                                                      "command-line options override it.")] = None,
+    test_episodes: Annotated[Optional[int], typer.Option(
+        help="Episodes of the final champion test; 0 skips it. [default: 100]")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="Run file (.h5); with several seeds _s<seed> is inserted before .h5. "
+             "[default: runs/<env>_<agent>_s<seed>.h5]")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing run file.")] = False,
+):
+    """Evolve a population on an environment (coordinator + MPI workers)."""
+    from synapto.config import EvolveConfig, load_toml
+    from synapto.envs import space_info
+    from synapto.parallel.launch import relaunch, under_mpi
+    from synapto.runfile import check_output_path
+
+    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
+    given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
+                 episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out)
+    values.update({k: v for k, v in given.items() if v is not None})
+    seeds = values.pop("seed", [0])
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    n_workers = values.pop("workers", 0)
+    out_path = values.pop("out", None)
+    if not seeds:
+        raise UsageError("--seed needs at least one value")
+    if not isinstance(n_workers, int) or n_workers < 0:
+        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    try:
+        configs = [EvolveConfig(**values, seed=s) for s in seeds]
+    except TypeError as exc:
+        raise UsageError(f"bad option value: {exc}") from None
+    first = configs[0]
+    if out_path is None:
+        out_path = Path("runs") / f"{first.env.replace('/', '_').replace(':', '_')}_{first.agent.split(':')[-1]}.h5"
+        outs = [out_for_seed(out_path, c.seed, 2) for c in configs]
+    else:
+        outs = [out_for_seed(Path(out_path), c.seed, len(configs)) for c in configs]
+    if len(set(outs)) != len(outs):
+        raise UsageError(f"--seed has repeated values {seeds}")
+
+    # Check everything we can before starting processes.
+    from agents import load_agent_class
+
+    cls = load_agent_class(first.agent)
+    cls(space_info(first.env), first.hidden, first.agent_options)
+    if _rank() == 0:
+        for o in outs:
+            check_output_path(o, force)
+
+    if n_workers > 0 and not under_mpi():
+        relaunch(n_workers + 1)
+
+    from synapto.evolution.loop import run_evolution
+    from synapto.parallel.farm import WorkerFailure, make_farm
+
+    farm, coordinator = make_farm()
+    if not coordinator:
+        return
+    try:
+        for cfg, o in zip(configs, outs):
+            check_output_path(o, force)
+            try:
+                run_evolution(cfg, o, farm, log=_log)
+            except WorkerFailure as exc:
+                sys.stderr.write(f"error: {exc}\n{exc.traceback}")
+                raise typer.Exit(1)
+    finally:
+        farm.close()
+
+
+# --------------------------------------------------------------------------- replay
+@app.command()
+def replay(
+    run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay.")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.")] = None,
+    sample: Annotated[Optional[int], typer.Option(
+        help="Replay K evaluations drawn at random across generations and individuals.")] = None,
+    sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
+    workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
+):
+    """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
+    from synapto.parallel.launch import relaunch, under_mpi
+    from synapto.replay import plan_replay, run_replay
+
+    plan = plan_replay(run, generation, individual, sample, sample_seed)
+    if workers > 0 and not under_mpi():
+        relaunch(workers + 1)
+    from synapto.parallel.farm import make_farm
+
+    farm, coordinator = make_farm()
+    if not coordinator:
+        return
+    try:
+        ok = run_replay(plan, farm, log=_log)
+    finally:
+        farm.close()
+    raise typer.Exit(0 if ok else 1)
+
+
+def _register_optional() -> None:
+    try:
+        from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register
+    except ImportError:
+        return
+    register(app, bench_app)
+    MULTI_VALUE_OPTIONS.update(ppo_multi)
+
+
+_register_optional()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    argv = expand_multi(list(argv), MULTI_VALUE_OPTIONS)
+    try:
+        rc = app(args=argv, prog_name="synapto", standalone_mode=False)
+    except UsageError as exc:
+        if _rank() == 0:
+            sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        # typer may vendor click: find its exception base class by name.
+        click_exc = tuple(c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException")
+        if click_exc and isinstance(exc, click_exc):
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                sys.stderr.write(exc.format_message() + "\n")
+            elif _rank() == 0:
+                sys.stderr.write(f"error: {exc.format_message()}\n")
+            sys.exit(2)
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,110 @@
+"""Run configurations: frozen dataclasses, TOML loading, validation.
+
+Precedence: dataclass defaults < ``--config FILE.toml`` < command-line options.
+Library code never reads argv; :mod:`synapto.cli` builds these objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from synapto.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class EvolveConfig:
+    """Everything that determines an evolution run's results."""
+
+    env: str = "BipedalWalker-v3"  #: gymnasium environment id
+    agent: str = "hebbian-dag"  #: pruned-mlp, hebbian-dag, or package.module:Class
+    population: int = 64  #: individuals per generation (>= 2)
+    generations: int = 100  #: generations to run
+    hidden: tuple[int, ...] = (8, 8)  #: hidden layer sizes
+    episodes: int = 4  #: episodes averaged per fitness evaluation
+    seed: int = 0  #: run seed; every random number of the run derives from it
+    test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
+    agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
+
+    # Fields that change what a run computes; --resume refuses to change them.
+    IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options")
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        object.__setattr__(self, "agent_options", dict(self.agent_options))
+        self.validate()
+
+    def validate(self) -> None:
+        def need(ok: bool, msg: str):
+            if not ok:
+                raise UsageError(msg)
+
+        need(isinstance(self.population, int) and self.population >= 2,
+             f"--population must be an integer >= 2, got {self.population!r}")
+        need(isinstance(self.generations, int) and self.generations >= 1,
+             f"--generations must be an integer >= 1, got {self.generations!r}")
+        need(len(self.hidden) >= 1 and all(isinstance(h, int) and h > 0 for h in self.hidden),
+             f"--hidden must be one or more positive integers, got {list(self.hidden)!r}")
+        need(isinstance(self.episodes, int) and self.episodes >= 1,
+             f"--episodes must be a positive integer, got {self.episodes!r}")
+        need(isinstance(self.seed, int) and self.seed >= 0,
+             f"--seed must be a non-negative integer, got {self.seed!r}")
+        need(isinstance(self.test_episodes, int) and self.test_episodes >= 0,
+             f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
+        need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
+
+    @property
+    def elite_count(self) -> int:
+        """Elites, hall-of-fame size and recombination swaps per generation: ceil(P/8)."""
+        return -(-self.population // 8)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EvolveConfig":
+        data = json.loads(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def differences(self, other: "EvolveConfig", names=None) -> list[str]:
+        """``name: ours -> theirs`` for every identity field that differs."""
+        out = []
+        for name in names or self.IDENTITY:
+            a, b = getattr(self, name), getattr(other, name)
+            if a != b:
+                out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} (command line)")
+        return out
+
+
+def _show(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
+    """Read a TOML config; keys may use dashes or underscores; unknown keys are errors."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"--config {str(p)!r} cannot be read ({exc.strerror})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--config {str(p)!r} does not parse as TOML ({exc})") from None
+    data = {k.replace("-", "_"): v for k, v in raw.items()}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise UsageError(
+            f"--config {str(p)!r} has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(allowed))}"
+        )
+    return data

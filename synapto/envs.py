@@ -1,0 +1,76 @@
+"""Gymnasium environments: creation, space checks, friendly errors."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from synapto.errors import UsageError
+
+
+def _gym():
+    warnings.filterwarnings("ignore", module="gymnasium")
+    warnings.filterwarnings("ignore", module="pygame")
+    import gymnasium
+
+    return gymnasium
+
+
+def import_env_module(env_id: str) -> None:
+    """Import the module of ``module:EnvId`` ids (gymnasium's own convention)."""
+    if ":" in env_id:
+        module = env_id.split(":", 1)[0]
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UsageError(f"--env {env_id!r}: cannot import module {module!r} ({exc})") from None
+
+
+def make_env(env_id: str, render_mode: str | None = None, **kwargs):
+    """``gymnasium.make`` without the passive checker, with a one-line error for bad ids."""
+    gym = _gym()
+    import_env_module(env_id)
+    try:
+        return gym.make(env_id, render_mode=render_mode, disable_env_checker=True, **kwargs)
+    except gym.error.Error as exc:
+        raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
+    except ImportError as exc:
+        raise UsageError(f"--env {env_id!r} needs a missing dependency ({exc})") from None
+
+
+@dataclass(frozen=True)
+class SpaceInfo:
+    """What an agent needs to know about an environment's spaces."""
+
+    obs_dim: int
+    act_dim: int  #: number of action components (Box) or of choices (Discrete)
+    discrete: bool
+    low: np.ndarray | None  #: Box action bounds, None for Discrete
+    high: np.ndarray | None
+    max_episode_steps: int | None
+
+    @classmethod
+    def of(cls, env) -> "SpaceInfo":
+        gym = _gym()
+        obs, act = env.observation_space, env.action_space
+        if not isinstance(obs, gym.spaces.Box):
+            raise UsageError(f"observation space must be a Box, got {obs}")
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        if isinstance(act, gym.spaces.Discrete):
+            return cls(int(np.prod(obs.shape)), int(act.n), True, None, None, limit)
+        if isinstance(act, gym.spaces.Box):
+            return cls(int(np.prod(obs.shape)), int(np.prod(act.shape)), False,
+                       act.low.astype(np.float64).ravel(), act.high.astype(np.float64).ravel(), limit)
+        raise UsageError(f"action space must be Box or Discrete, got {act}")
+
+
+def space_info(env_id: str) -> SpaceInfo:
+    env = make_env(env_id)
+    try:
+        return SpaceInfo.of(env)
+    finally:
+        env.close()

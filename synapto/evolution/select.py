@@ -1,0 +1,131 @@
+"""Selection and variation on the coordinator: pure functions of their inputs
+and one explicit ``np.random.Generator``.
+
+One generation's update (after the reference's HebbianDAG.update_pop, with its
+defects fixed), with ``k = ceil(P / 8)``:
+
+1. Rank the population by fitness (descending; ties by index, so the order is
+   deterministic).
+2. Best-ever agent: replaced when this generation's best is at least as good.
+3. Hall of fame: the ``k`` best individuals seen so far (new ones first on ties).
+4. Parent pool, best first: hall of fame, best-ever, this generation's top ``k``;
+   parents are drawn with probability proportional to reversed pool position
+   (``n, n-1, ..., 1``).
+5. Elites: slot 0 is the best-ever agent, slots ``1..k-1`` this generation's top
+   ``k-1``; they are copied unchanged.
+6. The other ``P - k`` slots are drawn parents, varied by ``k`` recombination
+   swaps between random pairs (a whole group of matrices, e.g. every input of a
+   layer, or a single matrix, with equal probability), then pruned by the agent
+   using the trace statistics the parent's evaluation returned (the statistics
+   follow the swapped matrices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class EvolutionState:
+    """Everything the next generation reads; checkpointed after each generation."""
+
+    generation: int  #: index of the next generation to evaluate
+    genomes: np.ndarray  #: (P, n) the population to evaluate next
+    hof_genomes: np.ndarray  #: (k, n) hall of fame, best first
+    hof_stats: np.ndarray  #: (k, n) their trace statistics
+    hof_fitness: np.ndarray  #: (k,) -inf for empty places
+    best_genome: np.ndarray  #: (n,) best-ever agent
+    best_stats: np.ndarray  #: (n,)
+    best_fitness: float
+    best_generation: int  #: -1 before the first generation
+    rate: float  #: pruning rate of the next variation
+    env_steps: int  #: cumulative env steps so far
+    rng: np.random.Generator  #: the coordinator's evolution Generator
+
+    @classmethod
+    def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
+        genomes = np.stack([agent.init_genome(rng) for _ in range(population)])
+        n = agent.n_params
+        return cls(0, genomes, np.zeros((elite, n)), np.zeros((elite, n)), np.full(elite, -np.inf),
+                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), 0, rng)
+
+
+def rank_order(fitness: np.ndarray) -> np.ndarray:
+    """Indices by descending fitness, ties broken by lower index."""
+    fitness = np.asarray(fitness, dtype=np.float64)
+    return np.lexsort((np.arange(fitness.size), -fitness))
+
+
+def rank_weights(n: int) -> np.ndarray:
+    """Rank-proportional selection probabilities ``n, n-1, ..., 1`` normalised."""
+    w = np.arange(n, 0, -1, dtype=np.float64)
+    return w / w.sum()
+
+
+def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k):
+    """The ``k`` best of (hall of fame, this generation's top ``k``); new ones first on ties."""
+    top = order[:k]
+    cand_f = np.concatenate([fitness[top], hof_fitness])
+    cand_g = np.concatenate([genomes[top], hof_genomes])
+    cand_s = np.concatenate([stats[top], hof_stats])
+    pick = rank_order(cand_f)[:k]
+    return cand_f[pick], cand_g[pick], cand_s[pick]
+
+
+def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
+              rng: np.random.Generator) -> None:
+    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo."""
+    P = children.shape[0]
+    if P - lo < 2 or not groups:
+        return
+    for _ in range(n_swaps):
+        a, b = rng.integers(lo, P, size=2)
+        group = groups[rng.integers(len(groups))]
+        parts = group if rng.integers(2) else [group[rng.integers(len(group))]]
+        for s in parts:
+            for arr in (children, child_stats):
+                tmp = arr[a, s].copy()
+                arr[a, s] = arr[b, s]
+                arr[b, s] = tmp
+
+
+def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
+                    connections: np.ndarray) -> None:
+    """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc)."""
+    rng = state.rng
+    genomes = state.genomes
+    P, n = genomes.shape
+    k = elite
+    order = rank_order(fitness)
+    best = order[0]
+    if fitness[best] >= state.best_fitness:
+        state.best_fitness = float(fitness[best])
+        state.best_genome = genomes[best].copy()
+        state.best_stats = stats[best].copy()
+        state.best_generation = state.generation
+    state.hof_fitness, state.hof_genomes, state.hof_stats = merge_hall_of_fame(
+        state.hof_fitness, state.hof_genomes, state.hof_stats, fitness, genomes, stats, order, k)
+
+    pool_g = np.concatenate([state.hof_genomes, state.best_genome[None], genomes[order[:k]]])
+    pool_s = np.concatenate([state.hof_stats, state.best_stats[None], stats[order[:k]]])
+    valid = np.isfinite(np.concatenate([state.hof_fitness, [state.best_fitness], fitness[order[:k]]]))
+    pool_g, pool_s = pool_g[valid], pool_s[valid]
+    if pool_g.shape[0] == 0:  # every fitness non-finite: keep the population as it is
+        pool_g, pool_s = genomes[order[:k]], stats[order[:k]]
+    draws = rng.choice(pool_g.shape[0], size=P - k, p=rank_weights(pool_g.shape[0]))
+
+    children = np.empty_like(genomes)
+    child_stats = np.zeros_like(stats)
+    children[0] = state.best_genome
+    children[1:k] = genomes[order[: k - 1]]
+    children[k:] = pool_g[draws]
+    child_stats[k:] = pool_s[draws]
+    elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
+    state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
+    recombine(children, child_stats, agent.groups(), k, k, rng)
+    for i in range(k, P):
+        children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
+    state.genomes = children
+    state.generation += 1

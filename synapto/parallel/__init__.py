@@ -1,0 +1,1 @@
+"""MPI scaffolding shared by evolution and PPO: launching and the task farm."""

@@ -1,0 +1,226 @@
+"""The HDF5 run file: the one module that writes evolution run files.
+
+Written by the coordinator only.  The file is created with every dataset in place
+(the per-generation ones empty and resizable along the generation axis), then
+switched to HDF5's single-writer/multiple-reader (SWMR) mode, in which the library
+orders its metadata flushes so that the file on disk is always a valid HDF5 file
+-- also when the writer is killed mid-write -- and can be read while it grows.
+After each generation its rows are written and flushed, and only then is the
+counter ``/completed`` advanced and flushed.  Readers trust ``/completed``, never
+the datasets' lengths: rows past it belong to a generation that did not finish.
+
+Layout (G generations, P individuals, E episodes, n genome length, T test episodes)::
+
+    /                   attrs: format="synapto-run", format_version, kind="evolve",
+                        config (JSON), versions (JSON), created (ISO time), n_params
+    /completed          (1,)  int64   generations fully written
+    /fitness            (G, P) float64  fitness (mean return - penalty; -inf if non-finite)
+    /returns            (G, P, E) float64  return of each episode
+    /steps              (G, P) int64    env steps of each evaluation
+    /seeds              (G, P, E) int64  env.reset seeds of each episode
+    /population         (G, P, n) float64  the genomes evaluated (0 = pruned)
+    /connections        (G, P) int64    surviving connections
+    /nonfinite          (G, P) bool     non-finite action or return
+    /stats/<name>       (G,) float64    per-generation statistics (see STATS)
+    /champion/...       genome (n,), fitness, generation, test_seeds (T,),
+                        test_returns (T,), test_steps (T,), tested (0/1)
+    /timing/<name>      (G,) float64    wall-clock figures, the only non-reproducible data
+
+Everything outside ``/timing`` is a pure function of the config, so two runs of
+the same config are bit-identical there whatever the number of MPI ranks.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from synapto.errors import RunFileError, UsageError
+
+FORMAT = "synapto-run"
+FORMAT_VERSION = 1
+
+STATS = (
+    "generation", "env_steps", "best_fitness", "best_ever_fitness",
+    "pop_mean", "pop_std", "pop_min", "pop_max",
+    "elite_mean", "elite_std", "elite_min", "elite_max",
+    "connections_mean", "connections_std", "champion_connections", "prune_rate",
+    "nonfinite_count",
+)
+TIMING = ("wall", "eval_wall", "worker_compute", "worker_idle", "update", "write")
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("synapto", "numpy", "gymnasium", "h5py", "mpi4py", "box2d"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def check_output_path(path: str | Path, force: bool) -> Path:
+    """Refuse to overwrite without ``force``; check the directory is writable."""
+    p = Path(path)
+    if p.exists() and not force:
+        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
+    if p.exists() and p.is_dir():
+        raise UsageError(f"--out {str(p)!r} is a directory, expected a .h5 file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {str(p)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {str(p)!r}: directory {str(parent)!r} is not writable")
+    return p
+
+
+def _h5py():
+    import h5py
+
+    return h5py
+
+
+def open_run(path: str | Path, kind: str | None = None):
+    """Open a run file for reading; one-line :class:`RunFileError` if it is not one."""
+    h5py = _h5py()
+    p = Path(path)
+    if not p.exists():
+        raise RunFileError(f"{str(p)!r}: no such file")
+    if p.is_dir():
+        raise RunFileError(f"{str(p)!r} is a directory, expected a synapto run file (.h5)")
+    try:
+        f = h5py.File(p, "r", swmr=True, locking=False)
+    except OSError:
+        try:
+            f = h5py.File(p, "r", locking=False)
+        except OSError as exc:
+            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+    try:
+        fmt = f.attrs.get("format")
+        if isinstance(fmt, bytes):
+            fmt = fmt.decode()
+        if fmt != FORMAT:
+            raise RunFileError(f"{str(p)!r} is an HDF5 file but not a synapto run")
+        ver = int(f.attrs.get("format_version", -1))
+        if ver != FORMAT_VERSION:
+            raise RunFileError(
+                f"{str(p)!r} has run-file format version {ver}; this synapto reads version {FORMAT_VERSION}"
+            )
+        if kind is not None and f.attrs.get("kind") != kind:
+            raise RunFileError(f"{str(p)!r} is a {f.attrs.get('kind')!r} run, expected a {kind!r} run")
+        if "completed" not in f:
+            raise RunFileError(f"{str(p)!r} is truncated or corrupted (no /completed counter)")
+        f["completed"][0]
+    except RunFileError:
+        f.close()
+        raise
+    except Exception as exc:  # corrupted internals
+        f.close()
+        raise RunFileError(f"{str(p)!r} is truncated or corrupted ({exc})") from None
+    return f
+
+
+def new_file(path: Path, kind: str, config_json: str, extra_attrs: Mapping | None = None):
+    """Create an empty run file with the common root attributes."""
+    h5py = _h5py()
+    f = h5py.File(path, "w", libver="latest", locking=False)
+    f.attrs["format"] = FORMAT
+    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["kind"] = kind
+    f.attrs["config"] = config_json
+    f.attrs["versions"] = json.dumps(package_versions(), sort_keys=True)
+    f.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    for k, v in (extra_attrs or {}).items():
+        f.attrs[k] = v
+    f.create_dataset("completed", data=np.zeros(1, dtype=np.int64))
+    return f
+
+
+def _growing(f, name, tail_shape, dtype, compression=None):
+    return f.create_dataset(name, shape=(0, *tail_shape), maxshape=(None, *tail_shape),
+                            chunks=(1, *tail_shape) if tail_shape else (64,), dtype=dtype,
+                            compression=compression)
+
+
+class EvolveRunWriter:
+    """Appends generations to an evolution run file (coordinator only)."""
+
+    def __init__(self, f):
+        self.f = f
+
+    @classmethod
+    def create(cls, path: Path, config, n_params: int, agent_name: str) -> "EvolveRunWriter":
+        P, E, T = config.population, config.episodes, config.test_episodes
+        f = new_file(path, "evolve", config.to_json(), {"n_params": n_params, "agent_name": agent_name})
+        _growing(f, "fitness", (P,), "f8")
+        _growing(f, "returns", (P, E), "f8")
+        _growing(f, "steps", (P,), "i8")
+        _growing(f, "seeds", (P, E), "i8")
+        _growing(f, "population", (P, n_params), "f8", compression="lzf")
+        _growing(f, "connections", (P,), "i8")
+        _growing(f, "nonfinite", (P,), "?")
+        for name in STATS:
+            _growing(f, f"stats/{name}", (), "f8")
+        for name in TIMING:
+            _growing(f, f"timing/{name}", (), "f8")
+        c = f.create_group("champion")
+        c.create_dataset("genome", data=np.zeros(n_params))
+        c.create_dataset("fitness", data=np.full(1, -np.inf))
+        c.create_dataset("generation", data=np.full(1, -1, dtype=np.int64))
+        c.create_dataset("test_seeds", data=np.zeros(T, dtype=np.int64))
+        c.create_dataset("test_returns", data=np.zeros(T))
+        c.create_dataset("test_steps", data=np.zeros(T, dtype=np.int64))
+        c.create_dataset("tested", data=np.zeros(1, dtype=np.int64))
+        f.flush()
+        f.swmr_mode = True
+        return cls(f)
+
+    def append(self, g: int, data: Mapping[str, np.ndarray], stats: Mapping[str, float],
+               timing: Mapping[str, float]) -> None:
+        """Write generation ``g`` (must equal /completed), flush, then advance the counter."""
+        f = self.f
+        done = int(f["completed"][0])
+        if g != done:
+            raise RuntimeError(f"appending generation {g} to a file with {done} completed")
+        for name, value in data.items():
+            self._put(name, g, value)
+        for name in STATS:
+            self._put(f"stats/{name}", g, stats[name])
+        for name in TIMING:
+            self._put(f"timing/{name}", g, timing.get(name, np.nan))
+        f.flush()
+        f["completed"][0] = g + 1
+        f.flush()
+
+    def _put(self, name: str, g: int, value) -> None:
+        ds = self.f[name]
+        if ds.shape[0] < g + 1:
+            ds.resize(g + 1, axis=0)
+        ds[g] = value
+
+    def write_champion(self, genome, fitness, generation, seeds, returns, steps) -> None:
+        c = self.f["champion"]
+        c["genome"][:] = genome
+        c["fitness"][0] = fitness
+        c["generation"][0] = generation
+        c["test_seeds"][:] = seeds
+        c["test_returns"][:] = returns
+        c["test_steps"][:] = steps
+        self.f.flush()
+        c["tested"][0] = 1 if len(seeds) else 0
+        self.f.flush()
+
+    def close(self) -> None:
+        if self.f.id.valid:
+            self.f.close()
