@@ -53,7 +53,7 @@ STATS = (
     "connections_mean", "connections_std", "champion_connections", "prune_rate",
     "nonfinite_count",
 )
-TIMING = ("wall", "eval_wall", "worker_compute", "worker_idle", "update", "write")
+TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "update", "write")
 
 
 def package_versions() -> dict[str, str]:

@@ -33,8 +33,14 @@ class EvalResult:
     agent_seconds: float  #: time inside the policy (forward passes, traces)
 
 
-def evaluate(agent, env, genome: np.ndarray, seeds, want_stats: bool = True) -> EvalResult:
-    """Run ``genome`` for one episode per seed; pure function of (genome, seeds)."""
+def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = True) -> EvalResult:
+    """Run ``genome`` for one episode per seed; pure function of (genome, seeds).
+
+    ``env_factory()`` makes a fresh environment for every episode: Box2D worlds
+    (BipedalWalker, LunarLander) keep internal state across ``reset`` -- the same
+    seed after a different history gives a different episode -- so reusing an env
+    would make results depend on which evaluations a rank ran before.
+    """
     policy = agent.policy(genome)
     n = len(seeds)
     returns = np.zeros(n)
@@ -44,6 +50,7 @@ def evaluate(agent, env, genome: np.ndarray, seeds, want_stats: bool = True) -> 
     t_env = t_agent = 0.0
     for e in range(n):
         t0 = clock()
+        env = env_factory()
         obs, _ = env.reset(seed=int(seeds[e]))
         t1 = clock()
         t_env += t1 - t0
@@ -65,6 +72,9 @@ def evaluate(agent, env, genome: np.ndarray, seeds, want_stats: bool = True) -> 
             count += 1
             if terminated or truncated:
                 break
+        t0 = clock()
+        env.close()
+        t_env += clock() - t0
         t0 = clock()
         policy.end_episode()
         t_agent += clock() - t0
@@ -97,11 +107,15 @@ class Evaluator:
     """A worker's env and agent, reused for every task."""
 
     def __init__(self, spec: EvolveSpec):
+        from functools import partial
+
         from agents import load_agent_class
         from synapto.envs import SpaceInfo, make_env
 
-        self.env = make_env(spec.env)
-        self.agent = load_agent_class(spec.agent)(SpaceInfo.of(self.env), spec.hidden, spec.agent_options)
+        self.make_env = partial(make_env, spec.env)
+        env = self.make_env()
+        self.agent = load_agent_class(spec.agent)(SpaceInfo.of(env), spec.hidden, spec.agent_options)
+        env.close()
 
     def __call__(self, task: EvalTask) -> EvalResult:
-        return evaluate(self.agent, self.env, task.genome, task.seeds, task.want_stats)
+        return evaluate(self.agent, self.make_env, task.genome, task.seeds, task.want_stats)

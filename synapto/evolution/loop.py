@@ -152,6 +152,8 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
                           gstats,
                           {"wall": time.perf_counter() - t0, "eval_wall": t_eval,
                            "worker_compute": mstats.compute, "worker_idle": mstats.idle,
+                           "worker_env": float(sum(r.env_seconds for r in results)),
+                           "worker_agent": float(sum(r.agent_seconds for r in results)),
                            "update": t_update, "write": time.perf_counter() - t2})
             elapsed = time.perf_counter() - t_start
             log(f"gen {g + 1:>4}/{cfg.generations}  best {gstats['best_fitness']:9.2f}  "

@@ -1,0 +1,55 @@
+"""Shared test helpers: run the CLI in a subprocess, compare run files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    for v in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
+              "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD"):
+        env.pop(v, None)
+    return env
+
+
+def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m synapto <args>``, under ``mpiexec -n ranks`` when given; bounded by ``timeout``."""
+    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
+    if ranks is not None:
+        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"timed out after {timeout}s: {' '.join(cmd)}\n{exc.stdout}\n{exc.stderr}")
+
+
+def datasets(path, skip=("timing",)) -> dict[str, np.ndarray]:
+    """Every dataset of an HDF5 file except those under the ``skip`` groups."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset) and name.split("/")[0] not in skip:
+                out[name] = obj[()]
+        f.visititems(visit)
+    return out
+
+
+def assert_same_run(a, b) -> None:
+    """Bit-identical datasets (timings under /timing excepted)."""
+    da, db = datasets(a), datasets(b)
+    assert sorted(da) == sorted(db)
+    differ = [k for k in da if da[k].dtype != db[k].dtype or da[k].shape != db[k].shape
+              or da[k].tobytes() != db[k].tobytes()]
+    assert not differ, f"datasets differ: {differ}"

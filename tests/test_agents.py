@@ -1,0 +1,207 @@
+"""Both agents: forward pass against a plain re-implementation, traces, pruning."""
+
+import numpy as np
+import pytest
+
+from agents import load_agent_class
+from agents.hebbian_dag import HebbianDAG
+from agents.pruned_mlp import PrunedMLP
+from synapto.envs import SpaceInfo, make_env
+from synapto.errors import UsageError
+from synapto.evolution.evaluate import evaluate
+
+BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
+DISCRETE = SpaceInfo(obs_dim=3, act_dim=4, discrete=True, low=None, high=None, max_episode_steps=50)
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# ---------------------------------------------------------------- pruned-mlp
+def test_pruned_mlp_forward_matches_plain_matrix_products():
+    agent = PrunedMLP(BOX, (4, 5))
+    g = rng().standard_normal(agent.n_params)
+    w1, w2, w3 = g[:12].reshape(3, 4), g[12:32].reshape(4, 5), g[32:42].reshape(5, 2)
+    obs = np.array([0.3, -1.2, 0.7])
+    expected = np.tanh(np.tanh(np.tanh(obs @ w1) @ w2) @ w3)
+    assert agent.n_params == 42
+    np.testing.assert_allclose(agent.policy(g).act(obs), expected, rtol=1e-12)
+
+
+def test_pruned_mlp_starts_at_one_and_only_prunes():
+    agent = PrunedMLP(BOX, (8,))
+    g = agent.init_genome(rng())
+    assert set(np.unique(g)) <= {0.0, 1.0}
+    assert 0.6 < g.mean() < 0.9  # 25 % pruned at random
+    child = agent.mutate(g, None, 0.3, rng(1))
+    assert np.all((child == 0) | (child == g)) and np.all(child[g == 0] == 0)
+    assert np.count_nonzero(child) < np.count_nonzero(g)
+
+
+def test_pruned_mlp_penalty_is_mean_weight_per_layer():
+    agent = PrunedMLP(BOX, (4,))
+    g = np.ones(agent.n_params)
+    g[:12] = 0  # first layer fully pruned
+    assert agent.penalty(g) == pytest.approx(0.5)
+
+
+def test_pruned_mlp_adaptive_rate_follows_elite_spread_and_is_clipped():
+    agent = PrunedMLP(BOX, (4,))
+    assert agent.next_rate(0.01, np.array([1000, 1010, 990]), 1000.0) == pytest.approx(np.sqrt(200 / 3) / 1000)
+    assert agent.next_rate(0.01, np.array([100, 100]), 100.0) == agent.options["min_rate"]
+    assert agent.next_rate(0.01, np.array([10, 200]), 100.0) == agent.options["max_rate"]
+
+
+def test_discrete_actions_are_argmax_ints():
+    for cls in (PrunedMLP, HebbianDAG):
+        agent = cls(DISCRETE, (5,))
+        pol = agent.policy(agent.init_genome(rng()))
+        pol.reset()
+        a = pol.act(np.array([0.1, 0.2, 0.3]))
+        assert isinstance(a, int) and 0 <= a < 4
+
+
+def test_box_actions_are_scaled_to_bounds():
+    space = SpaceInfo(3, 2, False, np.array([0.0, -2.0]), np.array([10.0, 2.0]), 10)
+    agent = PrunedMLP(space, (4,))
+    g = rng().standard_normal(agent.n_params) * 3
+    a = agent.policy(g).act(np.array([1.0, 2.0, 3.0]))
+    raw = PrunedMLP(BOX, (4,)).policy(g).act(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(a, [0.0, -2.0] + (raw + 1) / 2 * np.array([10.0, 4.0]))
+
+
+# ---------------------------------------------------------------- hebbian-dag
+def dag_reference(agent: HebbianDAG, g, observations):
+    """Nested-loop DAG forward pass and trace accumulation, block by block."""
+    sizes = agent.sizes
+    L = len(sizes) - 1
+    W, off = {}, 0
+    for i in range(L):
+        for j in range(i + 1):
+            n = sizes[j] * sizes[i + 1]
+            W[i, j] = g[off:off + n].reshape(sizes[j], sizes[i + 1])
+            off += n
+    H = {key: np.zeros_like(w) for key, w in W.items()}
+    actions = []
+    for obs in observations:
+        xs = [np.asarray(obs, float)]
+        for i in range(L):
+            total = np.zeros(sizes[i + 1])
+            for j in range(i + 1):
+                c = xs[j] @ W[i, j]
+                H[i, j] += np.outer(xs[j], c)
+                total += c
+            xs.append(np.tanh(total))
+        actions.append(np.tanh(xs[-1][1:]))
+    stats = np.concatenate([np.abs(H[i, j]).ravel() for i in range(L) for j in range(i + 1)])
+    return actions, stats
+
+
+def test_hebbian_dag_layout_forward_and_traces_match_reference():
+    agent = HebbianDAG(BOX, (4, 3))
+    assert agent.sizes == [3, 4, 3, 3]
+    assert agent.n_params == 3 * 4 + (3 + 4) * 3 + (3 + 4 + 3) * 3
+    g = agent.init_genome(rng())
+    obs_seq = rng(1).standard_normal((6, 3))
+    pol = agent.policy(g)
+    pol.reset()
+    acts = [pol.act(o) for o in obs_seq]
+    pol.end_episode()
+    ref_acts, ref_stats = dag_reference(agent, g, obs_seq)
+    np.testing.assert_allclose(acts, ref_acts, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pol.trace_stats(), ref_stats, rtol=1e-9, atol=1e-12)
+
+
+def test_hebbian_traces_reset_every_episode():
+    agent = HebbianDAG(BOX, (4,))
+    g = agent.init_genome(rng())
+    a, b = rng(2).standard_normal((5, 3)), rng(3).standard_normal((7, 3))
+    pol = agent.policy(g)
+    for episode in (a, b):
+        pol.reset()
+        for o in episode:
+            pol.act(o)
+        pol.end_episode()
+    _, sa = dag_reference(agent, g, a)
+    _, sb = dag_reference(agent, g, b)
+    # mean over episodes of per-episode traces: nothing leaks from episode a into b
+    np.testing.assert_allclose(pol.trace_stats(), (sa + sb) / 2, rtol=1e-9, atol=1e-12)
+
+
+def test_hebbian_pruning_probabilities_follow_traces():
+    agent = HebbianDAG(BOX, (4,))
+    g = np.ones(agent.n_params)
+    g[0] = 0.0  # a pruned connection: never pruned again, takes no budget
+    stats = rng(4).uniform(0, 3, agent.n_params)
+    p = agent.prune_probabilities(g, stats, 0.01)
+    assert p[0] == 0
+    for group in agent.groups():
+        for s in group:
+            alive = np.flatnonzero(g[s]) + s.start
+            z = np.exp(-stats[alive])
+            np.testing.assert_allclose(p[alive], z / z.sum() * 0.01 * alive.size)
+            # weaker activity -> more likely pruned
+            order = np.argsort(stats[alive])
+            assert np.all(np.diff(p[alive][order]) <= 0)
+    assert not np.allclose(p[1:], p[1])  # not uniform
+
+
+def test_hebbian_mutation_prunes_weak_connections_more_often():
+    agent = HebbianDAG(BOX, (4,), {"random_prune": 0.0, "prune_rate": 0.2})
+    g = np.ones(agent.n_params)
+    stats = np.where(np.arange(agent.n_params) % 2 == 0, 0.0, 2.0)  # even: weak, odd: strong
+    r = rng(5)
+    pruned = np.zeros(agent.n_params)
+    for _ in range(400):
+        pruned += agent.mutate(g, stats, 0.2, r) == 0
+    weak, strong = pruned[::2].sum(), pruned[1::2].sum()
+    assert weak > 3 * strong  # softmax(-stat): exp(2) ~ 7.4 times more likely
+
+
+def test_hebbian_mutation_never_revives():
+    agent = HebbianDAG(BOX, (6, 6))
+    g = agent.init_genome(rng())
+    child = agent.mutate(g, np.abs(rng(1).standard_normal(agent.n_params)), 0.05, rng(2))
+    assert np.all(child[g == 0] == 0) and np.all((child == 0) | (child == g))
+
+
+def test_agents_work_in_a_real_env_and_return_traces():
+    space = SpaceInfo.of(make_env("CartPole-v1"))
+    for cls in (PrunedMLP, HebbianDAG):
+        agent = cls(space, (4,))
+        r = evaluate(agent, lambda: make_env("CartPole-v1"), agent.init_genome(rng()), [1, 2])
+        assert r.steps.min() >= 1 and np.isfinite(r.fitness)
+        if cls is HebbianDAG:
+            assert r.stats.shape == (agent.n_params,) and r.stats.max() > 0
+
+
+def test_episode_result_does_not_depend_on_history():
+    # Box2D keeps state across reset(): a fresh env per episode makes each episode's
+    # return a pure function of (genome, seed), whatever ran before it.
+    factory = lambda: make_env("BipedalWalker-v3")
+    agent = HebbianDAG(SpaceInfo.of(factory()), (4,))
+    g = agent.init_genome(rng())
+    alone = evaluate(agent, factory, g, [5])
+    after = evaluate(agent, factory, g, [7, 9, 5])
+    assert alone.returns[0] == after.returns[2]
+
+
+def test_nonfinite_action_gives_minus_inf_fitness():
+    agent = PrunedMLP(SpaceInfo.of(make_env("Pendulum-v1")), (4,))
+    g = np.ones(agent.n_params)
+    g[0] = np.nan
+    r = evaluate(agent, lambda: make_env("Pendulum-v1"), g, [1, 2])
+    assert r.nonfinite and r.fitness == -np.inf
+
+
+def test_agent_loading_errors():
+    assert load_agent_class("pruned-mlp") is PrunedMLP
+    assert load_agent_class("agents.hebbian_dag:HebbianDAG") is HebbianDAG
+    for bad in ("nope", "no_such_module:Agent", "agents.hebbian_dag:Missing", "numpy:ndarray"):
+        with pytest.raises(UsageError):
+            load_agent_class(bad)
+    with pytest.raises(UsageError):
+        HebbianDAG(BOX, (4, 0))
+    with pytest.raises(UsageError):
+        HebbianDAG(BOX, (4,), {"no_such_option": 1})

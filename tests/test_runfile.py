@@ -1,0 +1,62 @@
+"""Run-file layout of an evolution run (in-process, serial farm)."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from synapto import seeding
+from synapto.config import EvolveConfig
+from synapto.evolution.loop import run_evolution
+from synapto.parallel.farm import SerialFarm
+from synapto.runfile import FORMAT, FORMAT_VERSION, STATS, TIMING
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", population=10, generations=3,
+                       hidden=(4,), episodes=2, seed=3, test_episodes=4)
+    out = tmp_path_factory.mktemp("rf") / "run.h5"
+    run_evolution(cfg, out, SerialFarm(), log=lambda m: None)
+    return cfg, out
+
+
+def test_layout_and_shapes(run):
+    cfg, out = run
+    with h5py.File(out, "r") as f:
+        assert f.attrs["format"] == FORMAT and f.attrs["format_version"] == FORMAT_VERSION
+        assert f.attrs["kind"] == "evolve"
+        assert EvolveConfig.from_json(f.attrs["config"]) == cfg
+        assert {"numpy", "gymnasium", "h5py", "python"} <= set(json.loads(f.attrs["versions"]))
+        n = int(f.attrs["n_params"])
+        G, P, E = 3, 10, 2
+        assert f["completed"][0] == G
+        assert f["fitness"].shape == (G, P)
+        assert f["returns"].shape == (G, P, E)
+        assert f["seeds"].shape == (G, P, E)
+        assert f["population"].shape == (G, P, n)
+        assert f["steps"].shape == (G, P) and f["connections"].shape == (G, P)
+        for name in STATS:
+            assert f[f"stats/{name}"].shape == (G,)
+        for name in TIMING:
+            assert f[f"timing/{name}"].shape == (G,)
+        assert f["champion/test_returns"].shape == (4,) and f["champion/tested"][0] == 1
+
+
+def test_contents_are_consistent(run):
+    cfg, out = run
+    with h5py.File(out, "r") as f:
+        fit, ret, pop = f["fitness"][()], f["returns"][()], f["population"][()]
+        np.testing.assert_array_equal(f["seeds"][1], seeding.train_seeds(cfg.seed, 1, 10, 2))
+        np.testing.assert_allclose(fit, ret.mean(axis=2))  # hebbian-dag has no penalty
+        np.testing.assert_array_equal(f["stats/best_fitness"][()], fit.max(axis=1))
+        np.testing.assert_allclose(f["stats/pop_mean"][()], fit.mean(axis=1))
+        np.testing.assert_array_equal(f["connections"][()], np.count_nonzero(pop, axis=2))
+        assert np.all(np.diff(f["stats/env_steps"][()]) > 0)
+        np.testing.assert_array_equal(f["stats/env_steps"][()], np.cumsum(f["steps"][()].sum(axis=1)))
+        champ = f["champion/genome"][()]
+        g = int(f["champion/generation"][0])
+        assert f["champion/fitness"][0] == fit.max()
+        assert any(np.array_equal(champ, p) for p in pop[g])
+        np.testing.assert_array_equal(f["champion/test_seeds"][()], seeding.test_seeds(cfg.seed, 4))
