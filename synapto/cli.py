@@ -102,6 +102,10 @@ def evolve(
         help="Run file (.h5); with several seeds _s<seed> is inserted before .h5. "
              "[default: runs/<env>_<agent>_s<seed>.h5]")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing run file.")] = False,
+    schedule: Annotated[str, typer.Option(
+        help="dynamic: a worker gets its next individual as soon as it is free; waves: the reference's "
+             "blocking waves (one individual per worker, all wait for the slowest). Results are identical.")]
+        = "dynamic",
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
@@ -119,6 +123,8 @@ def evolve(
     out_path = values.pop("out", None)
     if not seeds:
         raise UsageError("--seed needs at least one value")
+    if schedule not in ("dynamic", "waves"):
+        raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {schedule!r}")
     if not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     try:
@@ -156,7 +162,7 @@ def evolve(
         for cfg, o in zip(configs, outs):
             check_output_path(o, force)
             try:
-                run_evolution(cfg, o, farm, log=_log)
+                run_evolution(cfg, o, farm, log=_log, schedule=schedule)
             except WorkerFailure as exc:
                 sys.stderr.write(f"error: {exc}\n{exc.traceback}")
                 raise typer.Exit(1)
