@@ -102,6 +102,13 @@ def evolve(
         help="Run file (.h5); with several seeds _s<seed> is inserted before .h5. "
              "[default: runs/<env>_<agent>_s<seed>.h5]")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing run file.")] = False,
+    resume: Annotated[Optional[Path], typer.Option(
+        help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
+             "the run are refused; --generations may be raised to extend a finished run.")] = None,
+    on_error: Annotated[str, typer.Option(
+        help="abort: an evaluation that raises stops the run (checkpoint kept, replay command printed); "
+             "skip: that individual gets fitness -inf and the run goes on.")] = "abort",
+    checkpoint_every: Annotated[int, typer.Option(help="Generations between checkpoints.")] = 1,
     schedule: Annotated[str, typer.Option(
         help="dynamic: a worker gets its next individual as soon as it is free; waves: the reference's "
              "blocking waves (one individual per worker, all wait for the slowest). Results are identical.")]
@@ -113,7 +120,10 @@ def evolve(
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.runfile import check_output_path
 
+    from synapto.evolution.loop import RunOptions
+
     values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
+    file_values = dict(values)
     given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
                  episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out)
     values.update({k: v for k, v in given.items() if v is not None})
@@ -125,8 +135,19 @@ def evolve(
         raise UsageError("--seed needs at least one value")
     if schedule not in ("dynamic", "waves"):
         raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {schedule!r}")
+    if on_error not in ("abort", "skip"):
+        raise UsageError(f"--on-error must be 'abort' or 'skip', got {on_error!r}")
+    if checkpoint_every < 1:
+        raise UsageError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
     if not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every)
+    if resume is not None:
+        if out_path is not None or force:
+            raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
+        resume_evolution(resume, values, given_seeds=None if seed is None and "seed" not in file_values
+                         else seeds, n_workers=n_workers, options=options)
+        return
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
     except TypeError as exc:
@@ -152,22 +173,95 @@ def evolve(
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
 
-    from synapto.evolution.loop import run_evolution
-    from synapto.parallel.farm import WorkerFailure, make_farm
+    _run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force)
+
+
+def _run_on_farm(jobs, options, force: bool = False) -> None:
+    """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
+    from synapto.evolution.loop import RunStopped, run_evolution
+    from synapto.parallel.farm import make_farm
+    from synapto.runfile import check_output_path
+    from synapto.stopping import StopSignals
 
     farm, coordinator = make_farm()
     if not coordinator:
         return
+    stop = StopSignals().install()
     try:
-        for cfg, o in zip(configs, outs):
-            check_output_path(o, force)
+        for cfg, o, resuming in jobs:
+            if not resuming:
+                check_output_path(o, force)
             try:
-                run_evolution(cfg, o, farm, log=_log, schedule=schedule)
-            except WorkerFailure as exc:
-                sys.stderr.write(f"error: {exc}\n{exc.traceback}")
-                raise typer.Exit(1)
+                run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop)
+            except RunStopped as exc:
+                farm.close()
+                _report_stop(exc, farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0, stop)
     finally:
         farm.close()
+
+
+def _rank_count() -> int:
+    from synapto.parallel.launch import world
+
+    return world()[2]
+
+
+def _report_stop(exc, workers: int, stop) -> None:
+    resume_cmd = f"python -m synapto evolve --resume {exc.out}" + (f" --workers {workers}" if workers else "")
+    if exc.failure is not None:
+        f = exc.failure
+        seeds = " ".join(str(int(s)) for s in getattr(f, "seeds", []))
+        sys.stderr.write(
+            f"error: generation {getattr(f, 'generation', '?')} individual {f.index} failed on rank {f.rank} "
+            f"({f.host}), episode seeds [{seeds}]\n{f.traceback}"
+            f"the checkpoint of generation {exc.generation} is saved.\n"
+            f"reproduce: python -m synapto replay {exc.out} --generation {getattr(f, 'generation', '?')} "
+            f"--individual {f.index}\n"
+            f"resume:    {resume_cmd}\n")
+        raise typer.Exit(1)
+    sys.stderr.write(f"stopped after {exc.generation} completed generation(s); checkpoint saved.\n"
+                     f"resume with: {resume_cmd}\n")
+    raise typer.Exit(stop.exit_code)
+
+
+def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options) -> None:
+    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
+    import dataclasses
+
+    from synapto.config import EvolveConfig
+    from synapto.evolution.loop import run_status
+    from synapto.parallel.launch import relaunch, under_mpi
+    from synapto.runfile import open_run, read_checkpoint
+
+    with open_run(path, kind="evolve") as f:
+        stored = EvolveConfig.from_json(f.attrs["config"])
+    completed, finished = run_status(path)
+    checkpoint = read_checkpoint(path)
+    if checkpoint is None and completed > 0:
+        raise UsageError(f"--resume {str(path)!r}: its checkpoint {str(path)}.ckpt is missing")
+    if given_seeds is not None:
+        if len(given_seeds) != 1:
+            raise UsageError("--resume continues one run: give at most one --seed")
+        values = {**values, "seed": given_seeds[0]}
+    try:
+        wanted = dataclasses.replace(stored, **values)
+    except TypeError as exc:
+        raise UsageError(f"bad option value: {exc}") from None
+    diffs = stored.differences(wanted)
+    if diffs:
+        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
+    done_generations = checkpoint[0].generation if checkpoint is not None else 0
+    if wanted.generations < done_generations:
+        raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
+                         f"{str(path)!r} already holds")
+    if finished and wanted.generations == done_generations:
+        if _rank() == 0:
+            _log(f"{path} is finished ({done_generations} generations); nothing to do "
+                 f"(raise --generations to extend it)")
+        return
+    if n_workers > 0 and not under_mpi():
+        relaunch(n_workers + 1)
+    _run_on_farm([(wanted, Path(path), True)], options)
 
 
 # --------------------------------------------------------------------------- replay

@@ -20,8 +20,8 @@ class ReplayItem:
     individual: int
     genome: np.ndarray
     seeds: np.ndarray
-    fitness: float
-    returns: np.ndarray
+    fitness: float | None  #: None for a generation that did not complete
+    returns: np.ndarray | None
 
 
 @dataclass
@@ -42,6 +42,8 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         cfg = EvolveConfig.from_json(f.attrs["config"])
         done = int(f["completed"][0])
         P = cfg.population
+        if sample is None and generation == done and not int(f["champion/tested"][0]):
+            return _plan_unfinished(Path(path), cfg, generation, individual)
         if done == 0:
             raise RunFileError(f"{str(path)!r} has no completed generation to replay")
         if sample is not None:
@@ -63,6 +65,22 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
     return ReplayPlan(Path(path), cfg, items, note)
 
 
+def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int) -> ReplayPlan:
+    """Replay an individual of the generation that did not complete (e.g. one whose
+    evaluation raised): its genome is in the checkpoint, its seeds follow from the config."""
+    from synapto.runfile import read_checkpoint
+
+    checkpoint = read_checkpoint(path)
+    if checkpoint is None or checkpoint[0].generation != generation:
+        raise UsageError(f"--generation {generation} did not complete and {str(path)!r} has no checkpoint of it")
+    if not 0 <= individual < cfg.population:
+        raise UsageError(f"--individual {individual} is out of range: the population has 0..{cfg.population - 1}")
+    seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes)[individual]
+    item = ReplayItem(generation, individual, checkpoint[0].genomes[individual], seeds, None, None)
+    return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
+                                         f"checkpoint), individual {individual}")
+
+
 def same_float(a, b) -> bool:
     """Bit-identical float64 values (NaN equal to NaN)."""
     return np.asarray(a, np.float64).tobytes() == np.asarray(b, np.float64).tobytes()
@@ -73,9 +91,22 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
 
     log(plan.note)
     farm.setup(spec_of(plan.config))
-    results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False) for it in plan.items])
+    from synapto.parallel.farm import WorkerFailure
+
+    try:
+        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False) for it in plan.items])
+    except WorkerFailure as exc:
+        it = plan.items[exc.index]
+        log(f"generation {it.generation} individual {it.individual} raised on rank {exc.rank} ({exc.host}):\n"
+            f"{exc.traceback}")
+        return False
     matches = 0
     for it, r in zip(plan.items, results):
+        if it.fitness is None:
+            log(f"generation {it.generation} individual {it.individual}: no stored result; "
+                f"recomputed {r.fitness!r}")
+            matches += 1
+            continue
         ok = same_float(it.fitness, r.fitness) and same_float(it.returns, r.returns)
         matches += ok
         log(f"generation {it.generation} individual {it.individual}: stored {it.fitness!r} "

@@ -21,9 +21,10 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
     /population         (G, P, n) float64  the genomes evaluated (0 = pruned)
     /connections        (G, P) int64    surviving connections
     /nonfinite          (G, P) bool     non-finite action or return
+    /failed             (G, P) bool     evaluation raised (``--on-error skip``)
     /stats/<name>       (G,) float64    per-generation statistics (see STATS)
     /champion/...       genome (n,), fitness, generation, test_seeds (T,),
-                        test_returns (T,), test_steps (T,), tested (0/1)
+                        test_returns (T,), test_steps (T,), tested (1 once the run finished)
     /timing/<name>      (G,) float64    wall-clock figures, the only non-reproducible data
 
 Everything outside ``/timing`` is a pure function of the config, so two runs of
@@ -51,7 +52,7 @@ STATS = (
     "pop_mean", "pop_std", "pop_min", "pop_max",
     "elite_mean", "elite_std", "elite_min", "elite_max",
     "connections_mean", "connections_std", "champion_connections", "prune_rate",
-    "nonfinite_count",
+    "nonfinite_count", "failure_count",
 )
 TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "update", "write")
 
@@ -105,7 +106,8 @@ def open_run(path: str | Path, kind: str | None = None):
         try:
             f = h5py.File(p, "r", locking=False)
         except OSError as exc:
-            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
+                               f"{str(exc).splitlines()[0]}") from None
     try:
         fmt = f.attrs.get("format")
         if isinstance(fmt, bytes):
@@ -170,6 +172,7 @@ class EvolveRunWriter:
         _growing(f, "population", (P, n_params), "f8", compression="lzf")
         _growing(f, "connections", (P,), "i8")
         _growing(f, "nonfinite", (P,), "?")
+        _growing(f, "failed", (P,), "?")
         for name in STATS:
             _growing(f, f"stats/{name}", (), "f8")
         for name in TIMING:
@@ -200,6 +203,9 @@ class EvolveRunWriter:
         for name in TIMING:
             self._put(f"timing/{name}", g, timing.get(name, np.nan))
         f.flush()
+        from synapto import faults
+
+        faults.point("runfile", g)
         f["completed"][0] = g + 1
         f.flush()
 
@@ -218,9 +224,123 @@ class EvolveRunWriter:
         c["test_returns"][:] = returns
         c["test_steps"][:] = steps
         self.f.flush()
-        c["tested"][0] = 1 if len(seeds) else 0
+        c["tested"][0] = 1  # the run's last step is done
         self.f.flush()
 
     def close(self) -> None:
         if self.f.id.valid:
             self.f.close()
+
+
+# --------------------------------------------------------------------------- resume
+PER_GENERATION = ("fitness", "returns", "steps", "seeds", "population", "connections", "nonfinite", "failed",
+                  *(f"stats/{n}" for n in STATS), *(f"timing/{n}" for n in TIMING))
+
+
+def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_name: str) -> "EvolveRunWriter":
+    """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
+
+    Rows of a generation that did not finish (and of any generation after the last
+    checkpoint) are dropped.  The new file is written beside the old one and
+    ``os.replace``-d over it, so a crash here leaves the old file in place.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".resume.tmp")
+    with open_run(path, kind="evolve") as old:
+        if int(old["completed"][0]) < generations:
+            raise RunFileError(f"{str(path)!r} holds {int(old['completed'][0])} generations, "
+                               f"fewer than its checkpoint's {generations}")
+        rows = {name: old[name][:generations] for name in PER_GENERATION if name in old}
+    writer = EvolveRunWriter.create(tmp, config, n_params, agent_name)
+    f = writer.f
+    for name, data in rows.items():
+        if len(data):
+            f[name].resize(generations, axis=0)
+            f[name][:] = data
+    f.flush()
+    f["completed"][0] = generations
+    f.flush()
+    writer.close()
+    _fsync(tmp)
+    os.replace(tmp, path)
+    h5py = _h5py()
+    f = h5py.File(path, "r+", libver="latest", locking=False)
+    f.swmr_mode = True
+    return EvolveRunWriter(f)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checkpoint_path(run_path: Path) -> Path:
+    run_path = Path(run_path)
+    return run_path.with_name(run_path.name + ".ckpt")
+
+
+CHECKPOINT_ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
+CHECKPOINT_SCALARS = ("generation", "best_fitness", "best_generation", "rate", "env_steps")
+
+
+def write_checkpoint(run_path: Path, state, config_json: str) -> Path:
+    """Atomically replace the checkpoint of ``run_path`` with ``state``.
+
+    Written to a temporary file, fsync-ed, then ``os.replace``-d: a crash at any
+    instant leaves either the old or the new checkpoint, never a mixture.
+    """
+    from synapto import faults
+
+    h5py = _h5py()
+    final = checkpoint_path(run_path)
+    tmp = final.with_name(final.name + ".tmp")
+    with h5py.File(tmp, "w", locking=False) as f:
+        f.attrs["format"] = FORMAT + "-checkpoint"
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["config"] = config_json
+        f.attrs["rng_state"] = json.dumps(state.rng.bit_generator.state)
+        f.attrs["bit_generator"] = type(state.rng.bit_generator).__name__
+        for name in CHECKPOINT_SCALARS:
+            f.attrs[name] = getattr(state, name)
+        for name in CHECKPOINT_ARRAYS:
+            f.create_dataset(name, data=getattr(state, name))
+        f.flush()
+        faults.point("checkpoint", state.generation)
+    _fsync(tmp)
+    os.replace(tmp, final)
+    return final
+
+
+def read_checkpoint(run_path: Path):
+    """``(state, config_json)`` from the checkpoint of ``run_path``, or None if there is none."""
+    import numpy as np
+
+    from synapto.evolution.select import EvolutionState
+
+    h5py = _h5py()
+    path = checkpoint_path(run_path)
+    if not path.exists():
+        return None
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            if f.attrs.get("format") != FORMAT + "-checkpoint":
+                raise RunFileError(f"{str(path)!r} is not a synapto checkpoint")
+            if int(f.attrs.get("format_version", -1)) != FORMAT_VERSION:
+                raise RunFileError(f"{str(path)!r} has checkpoint format version "
+                                   f"{int(f.attrs.get('format_version', -1))}; expected {FORMAT_VERSION}")
+            bitgen = getattr(np.random, str(f.attrs["bit_generator"]))()
+            bitgen.state = json.loads(f.attrs["rng_state"])
+            arrays = {name: f[name][()] for name in CHECKPOINT_ARRAYS}
+            scalars = {name: f.attrs[name].item() for name in CHECKPOINT_SCALARS}
+            config_json = str(f.attrs["config"])
+    except RunFileError:
+        raise
+    except Exception as exc:
+        raise RunFileError(f"checkpoint {str(path)!r} is unreadable ({exc})") from None
+    state = EvolutionState(rng=np.random.Generator(bitgen), **arrays,
+                           **{k: (int(v) if k in ("generation", "best_generation", "env_steps") else float(v))
+                              for k, v in scalars.items()})
+    return state, config_json

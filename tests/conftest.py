@@ -17,11 +17,52 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     for v in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
               "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD"):
         env.pop(v, None)
     return env
+
+
+def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Popen:
+    """Start ``python -m synapto <args>`` in its own process group (to signal or kill it whole)."""
+    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
+    if ranks is not None:
+        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
+    env = {**_env(), **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 120) -> str:
+    """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit."""
+    import selectors
+    import time
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            break
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return line
+    kill_group(proc)
+    pytest.fail(f"never saw {needle!r}; output:\n{''.join(seen)}\n{proc.stderr.read()}")
+
+
+def kill_group(proc: subprocess.Popen, sig=None) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, sig or signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from synapto import seeding
+from synapto import faults, seeding
 from synapto.config import EvolveConfig
 from synapto.evolution.evaluate import EvalTask, EvolveSpec
 from synapto.evolution.select import EvolutionState, next_generation, rank_order
@@ -105,82 +105,170 @@ def generation_stats(g, fitness, connections, elite, state, nonfinite) -> dict[s
     }
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed; none of these change its results."""
+
+    schedule: str = "dynamic"  #: "dynamic" or "waves" (see synapto.parallel.farm)
+    on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
+    checkpoint_every: int = 1  #: generations between checkpoints
+
+
+class RunStopped(Exception):
+    """The run stopped early; the checkpoint of the last completed generation is on disk."""
+
+    def __init__(self, message: str, out: Path, generation: int, failure=None):
+        super().__init__(message)
+        self.out, self.generation, self.failure = out, generation, failure
+
+
+def _failed_result(n_params: int, episodes: int):
+    from synapto.evolution.evaluate import EvalResult
+
+    return EvalResult(-np.inf, np.full(episodes, np.nan), np.zeros(episodes, dtype=np.int64),
+                      np.zeros(n_params), False, 0.0, 0.0)
+
+
 def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
-                  schedule: str = "dynamic") -> RunSummary:
-    """Run ``cfg`` to completion on ``farm``, writing the run file ``out``."""
+                  options: RunOptions = RunOptions(), resume: bool = False,
+                  stop: Callable[[], bool] | None = None) -> RunSummary:
+    """Run ``cfg`` to completion on ``farm``, writing the run file ``out``.
+
+    With ``resume`` the run continues from ``out``'s checkpoint (rows after it are
+    dropped).  ``stop()`` returning True (a signal arrived) ends the run after the
+    tasks in flight, with the checkpoint of the last completed generation on disk:
+    :class:`RunStopped` is raised, as it is when an evaluation fails under
+    ``on_error="abort"``.
+    """
+    from synapto.parallel.farm import FarmInterrupted, WorkerFailure
+    from synapto.runfile import read_checkpoint, rebuild_prefix, write_checkpoint
+
     t_start = time.perf_counter()
     agent = make_agent(cfg)
-    farm.setup(spec_of(cfg))
     P, E, k = cfg.population, cfg.episodes, cfg.elite_count
-    rng = seeding.generator(cfg.seed, seeding.Stream.EVOLVE)
-    state = EvolutionState.initial(agent, P, k, rng)
-    writer = EvolveRunWriter.create(out, cfg, agent.n_params, agent.name)
+    cfg_json = cfg.to_json()
+    checkpoint = read_checkpoint(out) if resume else None
+    if checkpoint is not None:
+        state = checkpoint[0]
+        writer = rebuild_prefix(out, state.generation, cfg, agent.n_params, agent.name)
+        log(f"resuming {out} at generation {state.generation} of {cfg.generations}")
+    else:
+        rng = seeding.generator(cfg.seed, seeding.Stream.EVOLVE)
+        state = EvolutionState.initial(agent, P, k, rng)
+        writer = EvolveRunWriter.create(out, cfg, agent.n_params, agent.name)
+        write_checkpoint(out, state, cfg_json)
+    saved_generation = state.generation  # generation of the checkpoint on disk
+    farm.setup(spec_of(cfg))
     progress = Progress()
+    map_kw = dict(schedule=options.schedule, stop=stop, progress=progress,
+                  on_error="skip" if options.on_error == "skip" else "raise")
     log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {P}, "
         f"{cfg.generations} generations, {E} episodes, seed {cfg.seed}, "
         f"{farm.n_workers} worker(s) -> {out}")
+
+    def save() -> None:
+        nonlocal saved_generation
+        if saved_generation != state.generation:
+            write_checkpoint(out, state, cfg_json)
+            saved_generation = state.generation
+
     try:
-        while state.generation < cfg.generations:
-            g = state.generation
-            t0 = time.perf_counter()
-            seeds = seeding.train_seeds(cfg.seed, g, P, E)
-            genomes = state.genomes
-            tasks = [EvalTask(genomes[i], seeds[i]) for i in range(P)]
-            results = farm.map(tasks, schedule=schedule, progress=progress)
-            progress.clear()
-            t_eval = time.perf_counter() - t0
-            mstats = farm.last_stats
+        try:
+            while state.generation < cfg.generations:
+                g = state.generation
+                t0 = time.perf_counter()
+                seeds = seeding.train_seeds(cfg.seed, g, P, E)
+                genomes = state.genomes
+                tasks = [EvalTask(genomes[i], seeds[i]) for i in range(P)]
+                faults.point("generation", g)
+                try:
+                    results = farm.map(tasks, **map_kw)
+                except WorkerFailure as exc:
+                    exc.generation, exc.seeds = g, seeds[exc.index]
+                    raise
+                finally:
+                    progress.clear()
+                t_eval = time.perf_counter() - t0
+                mstats = farm.last_stats
+                failed = np.zeros(P, dtype=bool)
+                for fail in farm.last_failures:
+                    failed[fail.index] = True
+                    results[fail.index] = _failed_result(agent.n_params, E)
+                    log(f"warning: generation {g} individual {fail.index} failed on rank {fail.rank} "
+                        f"({fail.host}): {str(fail).split(': ', 1)[-1]}; fitness set to -inf")
 
-            fitness = np.array([r.fitness for r in results])
-            nonfinite = np.array([r.nonfinite for r in results])
-            returns = np.stack([r.returns for r in results])
-            steps = np.array([int(r.steps.sum()) for r in results], dtype=np.int64)
-            stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params) for r in results])
-            connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
-            for i in np.flatnonzero(nonfinite):
-                log(f"warning: generation {g} individual {i}: non-finite action or return; fitness set to -inf")
-            state.env_steps += int(steps.sum())
+                fitness = np.array([r.fitness for r in results])
+                nonfinite = np.array([r.nonfinite for r in results])
+                returns = np.stack([r.returns for r in results])
+                steps = np.array([int(r.steps.sum()) for r in results], dtype=np.int64)
+                stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params)
+                                  for r in results])
+                connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
+                for i in np.flatnonzero(nonfinite):
+                    log(f"warning: generation {g} individual {i}: non-finite action or return; "
+                        f"fitness set to -inf")
+                state.env_steps += int(steps.sum())
 
-            t1 = time.perf_counter()
-            next_generation(state, fitness, stats, agent, k, connections)
-            t_update = time.perf_counter() - t1
-            gstats = generation_stats(g, fitness, connections, k, state, nonfinite)
+                t1 = time.perf_counter()
+                next_generation(state, fitness, stats, agent, k, connections)
+                t_update = time.perf_counter() - t1
+                gstats = generation_stats(g, fitness, connections, k, state, nonfinite)
+                gstats["failure_count"] = float(failed.sum())
 
-            t2 = time.perf_counter()
-            writer.append(g, {"fitness": fitness, "returns": returns, "steps": steps, "seeds": seeds,
-                              "population": genomes, "connections": connections, "nonfinite": nonfinite},
-                          gstats,
-                          {"wall": time.perf_counter() - t0, "eval_wall": t_eval,
-                           "worker_compute": mstats.compute, "worker_idle": mstats.idle,
-                           "worker_env": float(sum(r.env_seconds for r in results)),
-                           "worker_agent": float(sum(r.agent_seconds for r in results)),
-                           "update": t_update, "write": time.perf_counter() - t2})
-            elapsed = time.perf_counter() - t_start
-            log(f"gen {g + 1:>4}/{cfg.generations}  best {gstats['best_fitness']:9.2f}  "
-                f"mean {gstats['pop_mean']:9.2f}  conn {gstats['connections_mean']:8.1f}  "
-                f"steps {state.env_steps:>10,}  {int(steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-                f"elapsed {_fmt_time(elapsed)}")
+                t2 = time.perf_counter()
+                writer.append(g, {"fitness": fitness, "returns": returns, "steps": steps, "seeds": seeds,
+                                  "population": genomes, "connections": connections,
+                                  "nonfinite": nonfinite, "failed": failed},
+                              gstats,
+                              {"wall": time.perf_counter() - t0, "eval_wall": t_eval,
+                               "worker_compute": mstats.compute, "worker_idle": mstats.idle,
+                               "worker_env": float(sum(r.env_seconds for r in results)),
+                               "worker_agent": float(sum(r.agent_seconds for r in results)),
+                               "update": t_update, "write": time.perf_counter() - t2})
+                if state.generation % options.checkpoint_every == 0 or state.generation == cfg.generations:
+                    save()
+                elapsed = time.perf_counter() - t_start
+                log(f"gen {g + 1:>4}/{cfg.generations}  best {gstats['best_fitness']:9.2f}  "
+                    f"mean {gstats['pop_mean']:9.2f}  conn {gstats['connections_mean']:8.1f}  "
+                    f"steps {state.env_steps:>10,}  {int(steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
+                    f"elapsed {_fmt_time(elapsed)}")
 
-        test_mean = test_std = None
-        seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
-        if cfg.test_episodes:
-            log(f"testing the champion (generation {state.best_generation}, fitness "
-                f"{state.best_fitness:.2f}) on {cfg.test_episodes} test episodes")
-            tasks = [EvalTask(state.best_genome, seeds[e:e + 1], want_stats=False)
-                     for e in range(cfg.test_episodes)]
-            results = farm.map(tasks, schedule=schedule, progress=progress)
-            progress.clear()
-            test_returns = np.concatenate([r.returns for r in results])
-            test_steps = np.concatenate([r.steps for r in results])
-            test_mean, test_std = float(np.mean(test_returns)), float(np.std(test_returns))
-            log(f"champion test: {test_mean:.2f} +/- {test_std:.2f} over {cfg.test_episodes} episodes")
-        else:
-            test_returns = np.zeros(0)
-            test_steps = np.zeros(0, dtype=np.int64)
-        writer.write_champion(state.best_genome, state.best_fitness, state.best_generation,
-                              seeds, test_returns, test_steps)
+            test_mean = test_std = None
+            seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
+            if cfg.test_episodes:
+                log(f"testing the champion (generation {state.best_generation}, fitness "
+                    f"{state.best_fitness:.2f}) on {cfg.test_episodes} test episodes")
+                tasks = [EvalTask(state.best_genome, seeds[e:e + 1], want_stats=False)
+                         for e in range(cfg.test_episodes)]
+                try:
+                    results = farm.map(tasks, **{**map_kw, "on_error": "raise"})
+                finally:
+                    progress.clear()
+                test_returns = np.concatenate([r.returns for r in results])
+                test_steps = np.concatenate([r.steps for r in results])
+                test_mean, test_std = float(np.mean(test_returns)), float(np.std(test_returns))
+                log(f"champion test: {test_mean:.2f} +/- {test_std:.2f} over {cfg.test_episodes} episodes")
+            else:
+                test_returns = np.zeros(0)
+                test_steps = np.zeros(0, dtype=np.int64)
+            writer.write_champion(state.best_genome, state.best_fitness, state.best_generation,
+                                  seeds, test_returns, test_steps)
+        except FarmInterrupted:
+            save()
+            raise RunStopped(f"stopped at generation {state.generation}", out, state.generation) from None
+        except WorkerFailure as exc:
+            save()
+            raise RunStopped(str(exc), out, state.generation, failure=exc) from None
     finally:
         writer.close()
     wall = time.perf_counter() - t_start
     log(f"done in {_fmt_time(wall)}: {state.env_steps:,} env steps -> {out}")
     return RunSummary(out, state.generation, state.env_steps, state.best_fitness, test_mean, test_std, wall)
+
+
+def run_status(out: Path) -> tuple[int, bool]:
+    """``(generations completed, finished)`` of an existing run file."""
+    from synapto.runfile import open_run
+
+    with open_run(out, kind="evolve") as f:
+        return int(f["completed"][0]), bool(f["champion/tested"][0])

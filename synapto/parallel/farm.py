@@ -83,24 +83,31 @@ class SerialFarm:
     def __init__(self):
         self._handler: Callable | None = None
         self.last_stats = MapStats()
+        self.last_failures: list[WorkerFailure] = []
 
     def setup(self, spec) -> None:
         self._handler = spec.build()
 
     def map(self, payloads: Sequence, schedule: str = "dynamic",
             stop: Callable[[], bool] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> list:
+            progress: Callable[[int, int], None] | None = None,
+            on_error: str = "raise") -> list:
         if self._handler is None:
             raise RuntimeError("SerialFarm.map called before setup")
         t0 = time.perf_counter()
         out = []
+        self.last_failures = []
         for i, p in enumerate(payloads):
             if stop is not None and stop():
                 raise FarmInterrupted()
             try:
                 out.append(self._handler(p))
             except Exception:
-                raise _failure_from_exc(i, 0) from None
+                failure = _failure_from_exc(i, 0)
+                if on_error != "skip":
+                    raise failure from None
+                self.last_failures.append(failure)
+                out.append(None)
             if progress is not None:
                 progress(i + 1, len(payloads))
         wall = time.perf_counter() - t0
@@ -143,6 +150,7 @@ class MPIFarm:
         self._any = MPI.ANY_SOURCE
         self._closed = False
         self.last_stats = MapStats()
+        self.last_failures: list[WorkerFailure] = []
 
     def setup(self, spec) -> None:
         for r in self.workers:
@@ -150,7 +158,15 @@ class MPIFarm:
 
     def map(self, payloads: Sequence, schedule: str = "dynamic",
             stop: Callable[[], bool] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> list:
+            progress: Callable[[int, int], None] | None = None,
+            on_error: str = "raise") -> list:
+        """Results in the order of ``payloads``.
+
+        ``on_error="raise"``: the first failing task stops the map (tasks in flight
+        are drained) and raises :class:`WorkerFailure`.  ``"skip"``: a failing task
+        gives ``None`` and its :class:`WorkerFailure` is kept in ``last_failures``.
+        """
+        self.last_failures = []
         if schedule not in ("dynamic", "waves"):
             raise ValueError(f"schedule must be 'dynamic' or 'waves', got {schedule!r}")
         t0 = time.perf_counter()
@@ -198,7 +214,11 @@ class MPIFarm:
                     progress(n_done, n)
             elif tag == Tag.ERROR:
                 index, rank, host, tb = msg
-                if failure is None:
+                if on_error == "skip":
+                    self.last_failures.append(WorkerFailure(index, rank, host, tb))
+                    results[index], done[index] = None, True
+                    n_done += 1
+                elif failure is None:
                     failure = WorkerFailure(index, rank, host, tb)
             else:  # pragma: no cover - protocol violation
                 raise RuntimeError(f"unexpected message tag {tag} from rank {src} (task {i})")
@@ -222,6 +242,9 @@ def serve(comm, max_sleep: float = 1e-3) -> None:
     """A worker rank's loop: build handlers, run tasks, until STOP."""
     from mpi4py import MPI
 
+    from synapto.stopping import ignore_in_worker
+
+    ignore_in_worker()  # the coordinator decides when workers stop
     status = MPI.Status()
     rank = comm.Get_rank()
     host = socket.gethostname()

@@ -1,0 +1,163 @@
+"""Crash safety: kill -9 anywhere, signals, worker failures, bad run files."""
+
+import signal
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+
+RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "10", "--generations", "6",
+       "--episodes", "2", "--hidden", "4", "--seed", "8", "--test-episodes", "4"]
+
+
+def killed_at(out, fault, ranks=None, args=None, resume=False):
+    """Start a run (or a resume) and SIGKILL its whole process group at ``fault``."""
+    cmd = ["evolve", "--resume", out] if resume else ["evolve", *RUN, "--out", out, "--force"]
+    proc = start_cli(*cmd, *(args or []), ranks=ranks, extra_env={"SYNAPTO_FAULT": fault})
+    wait_for_line(proc, "FAULT-POINT")
+    kill_group(proc)
+    proc.wait(timeout=30)
+    with h5py.File(out, "r", swmr=True) as f:  # the run file stays readable
+        return int(f["completed"][0])
+
+
+@pytest.mark.mpi
+def test_sigkill_at_several_moments_then_resume_equals_uninterrupted(tmp_path):
+    reference = tmp_path / "reference.h5"
+    assert run_cli("evolve", *RUN, "--out", reference).returncode == 0
+    out = tmp_path / "crashed.h5"
+    # 1. between generation 1's rows and its counter: the counter still says 1
+    assert killed_at(out, "runfile:1") == 1
+    # 2. while the checkpoint after generation 3 is being written (resumed serially)
+    assert killed_at(out, "checkpoint:3", resume=True) == 3
+    # 3. in the middle of generation 4, resumed under MPI with 3 ranks
+    assert killed_at(out, "generation:4", ranks=3, resume=True) >= 3
+    # finish under yet another rank count
+    proc = run_cli("evolve", "--resume", out, ranks=2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "resuming" in proc.stdout
+    assert_same_run(reference, out)
+
+
+def test_checkpoint_write_is_atomic(tmp_path):
+    out = tmp_path / "r.h5"
+    killed_at(out, "checkpoint:2")
+    ckpt = tmp_path / "r.h5.ckpt"
+    with h5py.File(ckpt, "r") as f:  # the previous checkpoint, whole
+        assert int(f.attrs["generation"]) == 1
+    assert (tmp_path / "r.h5.ckpt.tmp").exists()  # the half-written one never replaced it
+    proc = run_cli("evolve", "--resume", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming" in proc.stdout and "at generation 1" in proc.stdout
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("ranks", [None, 3], ids=["serial", "mpi"])
+def test_signal_checkpoints_and_prints_resume_command(tmp_path, sig, code, ranks):
+    args = ["--env", "BipedalWalker-v3", "--population", "6", "--generations", "200", "--episodes", "1",
+            "--hidden", "4", "--seed", "1", "--test-episodes", "2"]
+    out = tmp_path / "r.h5"
+    proc = start_cli("evolve", *args, "--out", out, ranks=ranks)
+    wait_for_line(proc, "gen    2/")
+    if ranks is None:
+        proc.send_signal(sig)
+    else:
+        kill_group(proc, sig)  # a terminal's Ctrl-C / Slurm's SIGTERM reach every rank
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stderr
+    assert f"resume with: python -m synapto evolve --resume {out}" in stderr
+    with h5py.File(out, "r", swmr=True) as f:
+        done = int(f["completed"][0])
+    with h5py.File(str(out) + ".ckpt", "r") as f:
+        assert int(f.attrs["generation"]) == done >= 2
+    # the stopped run continues exactly as an uninterrupted one
+    short = [a if a != "200" else str(done + 1) for a in args]
+    reference = tmp_path / "reference.h5"
+    assert run_cli("evolve", *short, "--out", reference).returncode == 0
+    proc = run_cli("evolve", "--resume", out, "--generations", str(done + 1))
+    assert proc.returncode == 0, proc.stderr
+    assert_same_run(reference, out)
+
+
+FAILING = ["--env", "failing_env:FailingCartPole-v0", "--agent", "pruned-mlp", "--population", "12",
+           "--generations", "3", "--episodes", "2", "--hidden", "4", "--seed", "3", "--test-episodes", "0"]
+
+
+@pytest.mark.mpi
+def test_on_error_abort_reports_where_and_how_to_replay(tmp_path):
+    out = tmp_path / "r.h5"
+    proc = run_cli("evolve", *FAILING, "--out", out, ranks=3)
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "simulated environment failure" in err and "Traceback" in err
+    assert "generation 0 individual" in err and "on rank" in err and "episode seeds [" in err
+    assert f"python -m synapto replay {out} --generation 0 --individual" in err
+    assert f"python -m synapto evolve --resume {out}" in err
+    with h5py.File(str(out) + ".ckpt", "r") as f:
+        assert int(f.attrs["generation"]) == 0
+    # the printed replay command reproduces the failure
+    replay = err.split("python -m synapto replay ", 1)[1].split("\n")[0].split()
+    proc = run_cli("replay", *replay)
+    assert proc.returncode == 1 and "simulated environment failure" in proc.stdout + proc.stderr
+
+
+def test_on_error_skip_records_failures_and_goes_on(tmp_path):
+    out = tmp_path / "r.h5"
+    proc = run_cli("evolve", *FAILING, "--out", out, "--on-error", "skip")
+    assert proc.returncode == 0, proc.stderr
+    assert "failed on rank" in proc.stdout and "fitness set to -inf" in proc.stdout
+    with h5py.File(out, "r") as f:
+        failed = f["failed"][()]
+        assert failed.any() and not failed.all()
+        assert np.all(f["fitness"][()][failed] == -np.inf)
+        np.testing.assert_array_equal(f["stats/failure_count"][()], failed.sum(axis=1))
+        seeds = f["seeds"][()]
+        # exactly the individuals with a doomed episode failed
+        np.testing.assert_array_equal(failed, (seeds % 5 == 0).any(axis=2))
+
+
+def test_resume_refuses_changes_and_handles_finished_runs(tmp_path):
+    out = tmp_path / "r.h5"
+    assert run_cli("evolve", *RUN, "--out", out).returncode == 0
+    before = out.read_bytes()
+    proc = run_cli("evolve", "--resume", out, "--population", "12", "--episodes", "3", "--env", "Acrobot-v1",
+                   "--hidden", "4", "4", "--seed", "9", "--agent", "pruned-mlp")
+    assert proc.returncode == 2
+    for name in ("population", "episodes", "env", "hidden", "seed", "agent"):
+        assert f"{name}:" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = run_cli("evolve", "--resume", out)
+    assert proc.returncode == 0 and "finished" in proc.stdout
+    assert out.read_bytes() == before
+    # --generations may be raised to extend a finished run
+    reference = tmp_path / "reference.h5"
+    longer = [a if a != "6" else "7" for a in RUN]
+    assert run_cli("evolve", *longer, "--out", reference).returncode == 0
+    assert run_cli("evolve", "--resume", out, "--generations", "7").returncode == 0
+    assert_same_run(reference, out)
+
+
+def test_bad_run_files_for_resume_and_replay(tmp_path):
+    good = tmp_path / "good.h5"
+    assert run_cli("evolve", *RUN, "--out", good).returncode == 0
+    truncated = tmp_path / "truncated.h5"
+    truncated.write_bytes(good.read_bytes()[:2000])
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f["data"] = np.arange(3)
+    future = tmp_path / "future.h5"
+    future.write_bytes(good.read_bytes())
+    with h5py.File(future, "r+") as f:
+        f.attrs["format_version"] = 99
+    cases = {tmp_path / "missing.h5": "no such file", truncated: "truncated or corrupted",
+             other: "not a synapto run", future: "format version 99"}
+    for path, needle in cases.items():
+        before = path.read_bytes() if path.exists() else None
+        for cmd in (["evolve", "--resume", path], ["replay", path, "--sample", "1"]):
+            proc = run_cli(*cmd, timeout=60)
+            assert proc.returncode == 2, (cmd, proc.stderr)
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and needle in lines[0], lines
+        assert (path.read_bytes() if path.exists() else None) == before
