@@ -1,0 +1,1 @@
+"""Benchmarks: timed runs that print and write tables (never timed tests)."""

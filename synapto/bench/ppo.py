@@ -1,0 +1,147 @@
+"""The origin's PPO benchmark, scaled to the machine: ``make bench-ppo``.
+
+The origin ran Spinning Up's PPO on BipedalWalker with ``--hid "[32,32]" --gamma 0.999
+--epochs 1000 --steps_per_epoch 40000 --seed 13 42 1337 --cpu 40`` and reported the
+wall time per seed, mean +- std, per process count.  This runs the same command
+through ``python -m synapto ppo --cpu P`` for every P in ``procs`` and every seed,
+one after another, and reports:
+
+* wall time per seed: the run's own clock (its last ``Time``, like Spinning Up's
+  column: from the start of training, including setup, excluding interpreter and MPI
+  start-up), and mean +- std over seeds (population std);
+* env steps per second, seconds per epoch, the final training return;
+* where an epoch's time goes on rank 0 (env stepping, policy forward passes in the
+  rollout, batched value pass, GAE, policy and value updates, MPI collectives).
+
+Results go to ``<out_dir>/ppo.md`` and ``<out_dir>/ppo.json``; run files and logs
+to ``<out_dir>/runs/``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from synapto.errors import UsageError
+
+SPLIT = (("env", "env stepping"), ("act", "policy fwd (rollout)"), ("values", "value fwd (batched)"),
+         ("gae", "GAE + normalise"), ("update_pi", "policy update"), ("update_v", "value update"))
+
+ORIGIN = ("origin (Spinning Up, 3960x, 1000 epochs x 40000 steps): 1448 +- 29 s at 40 processes, "
+          "1505 +- 17 s at 20, 2737 +- 23 s at 10; 2315 +- 31 s on an n1-highcpu-64")
+
+
+def run_one(cmd: list[str], log_path: Path) -> float:
+    t = time.perf_counter()
+    with open(log_path, "w") as logf:
+        proc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
+        raise UsageError(f"benchmark run failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return time.perf_counter() - t
+
+
+def summarise(run_path: Path) -> dict:
+    from synapto.ppo.record import PPORun
+
+    with PPORun(run_path) as run:
+        n = run.completed
+        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup") + tuple(k for k, _ in SPLIT)}
+        steps = int(run.stats("TotalEnvInteracts")[-1])
+        ret = run.stats("AverageEpRet")
+        stop = run.stats("StopIter")
+    wall = float(timing["Time"][-1])
+    split = {k: float(np.mean(timing[k])) for k, _ in SPLIT}
+    split["comm"] = float(np.mean(timing["comm"]))
+    split["epoch"] = float(np.mean(timing["epoch"]))
+    split["other"] = split["epoch"] - sum(split[k] for k, _ in SPLIT)
+    return {"wall": wall, "epochs": n, "env_steps": steps, "steps_per_s": steps / wall,
+            "epoch_s": float(np.mean(timing["epoch"])), "setup_s": float(timing["setup"][0]),
+            "final_return": float(ret[-1]), "last10_return": float(np.nanmean(ret[-10:])),
+            "mean_stop_iter": float(np.mean(stop)), "split": split}
+
+
+def markdown(result: dict) -> str:
+    s = result["settings"]
+    seeds = s["seeds"]
+    lines = [
+        f"## PPO benchmark: {s['env']}, hid {' '.join(map(str, s['hid']))}, gamma {s['gamma']}, "
+        f"max_ep_len {s['max_ep_len']}, {s['epochs']} epochs x {s['steps']} steps, seeds {' '.join(map(str, seeds))}",
+        "",
+        f"Machine: {s['machine']}.  Wall time per seed = the run's own clock (setup + epochs); "
+        f"std over seeds is the population std.",
+        "",
+        "| processes | " + " | ".join(f"seed {x} (s)" for x in seeds)
+        + " | mean ± std (s) | s / epoch | env steps/s | policy stop iter | final return (mean of seeds) |",
+        "|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|",
+    ]
+    for p, runs in result["runs"].items():
+        walls = [runs[str(x)]["wall"] for x in seeds]
+        lines.append(
+            f"| {p} | " + " | ".join(f"{w:.1f}" for w in walls)
+            + f" | {np.mean(walls):.1f} ± {np.std(walls):.1f}"
+            + f" | {np.mean([runs[str(x)]['epoch_s'] for x in seeds]):.3f}"
+            + f" | {np.mean([runs[str(x)]['steps_per_s'] for x in seeds]):.0f}"
+            + f" | {np.mean([runs[str(x)]['mean_stop_iter'] for x in seeds]):.1f}"
+            + f" | {np.mean([runs[str(x)]['final_return'] for x in seeds]):.1f} |")
+    lines += ["", ORIGIN + ".", "",
+              "Mean time per epoch on rank 0, seconds (mean over seeds and epochs):", "",
+              "| processes | " + " | ".join(label for _, label in SPLIT) + " | of which MPI | other | epoch |",
+              "|---:|" + "---:|" * (len(SPLIT) + 3)]
+    for p, runs in result["runs"].items():
+        split = {k: np.mean([runs[str(x)]["split"][k] for x in seeds]) for k in runs[str(seeds[0])]["split"]}
+        lines.append(f"| {p} | " + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT)
+                     + f" | {split['comm']:.3f} | {split['other']:.3f} | {split['epoch']:.3f} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: str, hid: tuple[int, ...],
+              gamma: float, max_ep_len: int, out_dir: Path, log: Callable[[str], None] = print) -> dict:
+    out_dir = Path(out_dir)
+    runs_dir = out_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    from synapto.ppo.config import safe_name
+
+    result = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
+                           "epochs": epochs, "steps": steps, "procs": procs, "seeds": seeds,
+                           "machine": f"{platform.machine()}, {_cpu_count()} cores, Python {platform.python_version()}",
+                           "date": time.strftime("%Y-%m-%d %H:%M:%S")},
+              "runs": {}}
+    for p in procs:
+        result["runs"][str(p)] = {}
+        for seed in seeds:
+            run_path = runs_dir / f"ppo_{safe_name(env)}_p{p}_s{seed}.h5"
+            cmd = [sys.executable, "-m", "synapto", "ppo", "--env", env, "--hid", *map(str, hid),
+                   "--gamma", str(gamma), "--epochs", str(epochs), "--steps-per-epoch", str(steps),
+                   "--seed", str(seed), "--cpu", str(p), "--max-ep-len", str(max_ep_len),
+                   "--out", str(run_path), "--force"]
+            process_s = run_one(cmd, run_path.with_suffix(".log"))
+            summary = summarise(run_path)
+            summary["process_s"] = process_s
+            result["runs"][str(p)][str(seed)] = summary
+            log(f"procs {p} seed {seed}: {summary['wall']:.1f} s ({summary['epoch_s']:.3f} s/epoch, "
+                f"{summary['steps_per_s']:.0f} env steps/s, final return {summary['final_return']:.1f})")
+    md = markdown(result)
+    (out_dir / "ppo.md").write_text(md)
+    (out_dir / "ppo.json").write_text(json.dumps(result, indent=2) + "\n")
+    log("")
+    log(md)
+    log(f"written: {out_dir / 'ppo.md'}, {out_dir / 'ppo.json'}")
+    return result
+
+
+def _cpu_count() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1

@@ -1,0 +1,251 @@
+"""Command line of the PPO baseline: ``ppo``, ``ppo-eval`` and ``bench ppo``.
+
+:func:`register` adds the commands to synapto's typer apps.  Option names and
+defaults follow Spinning Up (``python -m spinup.run ppo``), with its underscore
+spellings accepted too, so an origin command carries over::
+
+    python -m synapto ppo --hid "[32,32]" --env BipedalWalker-v3 --exp_name x --gamma 0.999 \\
+        --epochs 1000 --steps_per_epoch 40000 --seed 13 42 1337 --cpu 40
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from synapto.errors import UsageError
+
+#: options taking several space-separated values; synapto's main() rewrites
+#: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
+MULTI_VALUE_OPTIONS = ("--hid", "--seed", "--procs")
+
+_D = "[default: {}]"
+
+
+def _default(name: str) -> str:
+    from synapto.ppo.config import PPOConfig
+
+    return _D.format(getattr(PPOConfig(), name))
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _agree(comm, rank: int, check) -> None:
+    """Run ``check()`` on rank 0 only (file-system checks) and make every rank raise its error."""
+    error = None
+    if rank == 0:
+        try:
+            check()
+        except UsageError as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error is not None:
+        raise UsageError(error)
+
+
+def _outputs(out: Optional[Path], configs) -> list[Path]:
+    from synapto.ppo.config import safe_name
+
+    if out is None:
+        return [Path("runs") / f"ppo_{safe_name(c.env)}_s{c.seed}.h5" for c in configs]
+    out = Path(out)
+    if out.suffix != ".h5":
+        raise UsageError(f"--out {str(out)!r} must end in .h5 (progress.txt goes in the folder of the same name)")
+    if len(configs) == 1:
+        return [out]
+    return [out.with_name(f"{out.stem}_s{c.seed}{out.suffix}") for c in configs]
+
+
+def _check_new_outputs(outs: list[Path], force: bool) -> None:
+    from synapto.ppo.record import log_dir
+    from synapto.runfile import check_output_path
+
+    for o in outs:
+        check_output_path(o, force)
+        progress = log_dir(o) / "progress.txt"
+        if progress.exists() and not force:
+            raise UsageError(f"--out {str(o)!r}: {str(progress)!r} exists; pass --force to overwrite it")
+        if log_dir(o).exists() and not log_dir(o).is_dir():
+            raise UsageError(f"--out {str(o)!r}: {str(log_dir(o))!r} exists and is not a folder")
+
+
+def ppo(
+    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. " + _D.format("BipedalWalker-v3"))] = None,
+    hid: Annotated[Optional[list[str]], typer.Option(
+        help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\". [default: 64 64]")] = None,
+    gamma: Annotated[Optional[float], typer.Option(help="Discount factor. [default: 0.99]")] = None,
+    lam: Annotated[Optional[float], typer.Option(help="GAE lambda. [default: 0.97]")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Epochs to run (with --resume: the new total). [default: 50]")] = None,
+    steps_per_epoch: Annotated[Optional[int], typer.Option(
+        "--steps-per-epoch", "--steps_per_epoch",
+        help="Env steps per epoch over all ranks; each rank runs steps // ranks. [default: 4000]")] = None,
+    seed: Annotated[Optional[list[int]], typer.Option(
+        help="Run seed(s); several run one after another. [default: 0]")] = None,
+    cpu: Annotated[Optional[int], typer.Option(
+        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match). "
+             "[default: 1]")] = None,
+    pi_lr: Annotated[Optional[float], typer.Option("--pi-lr", "--pi_lr", help="Policy learning rate (Adam). [default: 0.0003]")] = None,
+    vf_lr: Annotated[Optional[float], typer.Option("--vf-lr", "--vf_lr", help="Value learning rate (Adam). [default: 0.001]")] = None,
+    train_pi_iters: Annotated[Optional[int], typer.Option(
+        "--train-pi-iters", "--train_pi_iters", help="Maximum policy steps per epoch. [default: 80]")] = None,
+    train_v_iters: Annotated[Optional[int], typer.Option(
+        "--train-v-iters", "--train_v_iters", help="Value steps per epoch. [default: 80]")] = None,
+    clip_ratio: Annotated[Optional[float], typer.Option(
+        "--clip-ratio", "--clip_ratio", help="PPO clip epsilon. [default: 0.2]")] = None,
+    target_kl: Annotated[Optional[float], typer.Option(
+        "--target-kl", "--target_kl", help="Stop policy steps when the KL exceeds 1.5 x this. [default: 0.01]")] = None,
+    max_ep_len: Annotated[Optional[int], typer.Option(
+        "--max-ep-len", "--max_ep_len",
+        help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up. "
+             "[default: the env's time limit, 1600 for BipedalWalker-v3]")] = None,
+    save_freq: Annotated[Optional[int], typer.Option(
+        "--save-freq", "--save_freq", help="Keep the parameters after epochs 0, N, 2N, ... [default: 10]")] = None,
+    exp_name: Annotated[Optional[str], typer.Option(
+        "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it). "
+                                         "[default: ppo_<env>]")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Network arithmetic: float32 or float64. [default: float32]")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
+             "With several seeds _s<seed> is inserted before .h5. [default: runs/ppo_<env>_s<seed>.h5]")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        help="TOML file of options (see experiments/ppo_bipedal.toml); command-line options override it.")] = None,
+    resume: Annotated[Optional[Path], typer.Option(
+        help="Continue a stopped PPO run file bit-identically (same number of processes; "
+             "only --epochs and --cpu may be given).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite existing output files.")] = False,
+):
+    """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
+    from synapto.envs import space_info
+    from synapto.parallel.launch import relaunch, under_mpi, world
+    from synapto.ppo.config import build_config, load_ppo_toml, parse_hid
+    from synapto.ppo.record import PPORun
+    from synapto.ppo.train import train
+
+    given = dict(env=env, hid=parse_hid(hid), gamma=gamma, lam=lam, epochs=epochs,
+                 steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
+                 train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
+                 target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
+                 dtype=dtype, out=out)
+    given = {k: v for k, v in given.items() if v is not None}
+    if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
+        raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
+
+    if resume is not None:
+        extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
+        if extra:
+            raise UsageError(f"--resume continues the run as it was configured; drop "
+                             f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
+        with PPORun(resume) as run:
+            stored, ranks, completed = run.config, run.ranks, run.completed
+        cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
+        if cpu is not None and cpu != ranks:
+            raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
+                             f"resume it with --cpu {ranks} to continue it bit-identically")
+        if completed >= cfg.epochs:
+            raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
+                             f"pass --epochs N > {completed} to continue it")
+        configs, outs, n_procs = [cfg], [Path(resume)], ranks
+    else:
+        values = load_ppo_toml(config) if config is not None else {}
+        values.update(given)
+        seeds = values.pop("seed", [0])
+        seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+        if not seeds:
+            raise UsageError("--seed needs at least one value")
+        if len(set(seeds)) != len(seeds):
+            raise UsageError(f"--seed has repeated values {seeds}")
+        toml_cpu = values.pop("cpu", None)
+        n_procs = cpu if cpu is not None else toml_cpu
+        if n_procs is not None and (not isinstance(n_procs, int) or isinstance(n_procs, bool) or n_procs < 1):
+            raise UsageError(f"cpu must be an integer >= 1, got {n_procs!r}")
+        out_path = values.pop("out", None)
+        configs = [build_config({**values, "seed": s}) for s in seeds]
+        outs = _outputs(out_path, configs)
+
+    if under_mpi():
+        comm, rank, size = world()
+        if n_procs is not None and n_procs != size:
+            raise UsageError(f"--cpu {n_procs} but this MPI world has {size} process(es); "
+                             f"pass --cpu {size} or drop --cpu")
+    else:
+        comm, rank, size = None, 0, n_procs or 1
+    for cfg in configs:
+        if cfg.steps_per_epoch < size:
+            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                             f"processes ({size}); each process needs at least one step")
+    space_info(configs[0].env)  # a bad --env fails here, once, before any process starts
+    if resume is None:
+        _agree(comm, rank, lambda: _check_new_outputs(outs, force))
+
+    if size > 1 and comm is None:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        relaunch(size)
+
+    for cfg, o in zip(configs, outs):
+        train(cfg, o, comm, resume=resume is not None, force=force, log=_log)
+
+
+def ppo_eval(
+    run: Annotated[Path, typer.Argument(help="PPO run file (.h5) written by `synapto ppo`.")],
+    episodes: Annotated[int, typer.Option(help="Test episodes.")] = 100,
+    params: Annotated[str, typer.Option(
+        help="Which parameters: latest (final, else the last checkpoint), final, or an epoch number "
+             "kept by --save-freq.")] = "latest",
+    max_ep_len: Annotated[Optional[int], typer.Option(
+        "--max-ep-len", "--max_ep_len", help="Episode cap. [default: the run's]")] = None,
+):
+    """Test a trained policy deterministically (mean action) on the test seed stream."""
+    from synapto.ppo.train import evaluate_run
+
+    if episodes < 1:
+        raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
+    if max_ep_len is not None and max_ep_len < 1:
+        raise UsageError(f"--max-ep-len must be an integer >= 1, got {max_ep_len}")
+    result = evaluate_run(run, episodes, params, max_ep_len)
+    r = result["returns"]
+    _log(f"ppo-eval {run} ({result['params']}, {result['env']}, seed stream PPO_TEST of run seed "
+         f"{result['seed']}): {episodes} episodes, return {r.mean():.2f} +- {r.std():.2f} "
+         f"(min {r.min():.2f}, max {r.max():.2f}), length {result['lengths'].mean():.1f}")
+
+
+def bench_ppo(
+    epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
+    steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
+    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run. [default: 1 2]")] = None,
+    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another. [default: 13 42 1337]")] = None,
+    env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
+    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes. [default: 32 32]")] = None,
+    gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
+    max_ep_len: Annotated[int, typer.Option(
+        "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
+    out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
+):
+    """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
+    from synapto.bench.ppo import run_bench
+    from synapto.ppo.config import parse_hid
+
+    procs = procs or [1, 2]
+    seeds = seed or [13, 42, 1337]
+    if any(p < 1 for p in procs):
+        raise UsageError(f"--procs must be integers >= 1, got {procs}")
+    if epochs < 1 or steps < 1:
+        raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
+    if steps < max(procs):
+        raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
+    run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,
+              hid=parse_hid(hid) if hid else (32, 32), gamma=gamma, max_ep_len=max_ep_len,
+              out_dir=out_dir, log=_log)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``ppo`` and ``ppo-eval`` to ``app`` and ``ppo`` to ``bench_app``."""
+    app.command("ppo")(ppo)
+    app.command("ppo-eval")(ppo_eval)
+    bench_app.command("ppo")(bench_ppo)

@@ -1,0 +1,158 @@
+"""The PPO run configuration: a frozen dataclass, TOML loading, validation.
+
+Names and defaults are Spinning Up's (``spinup/algos/pytorch/ppo``), so an origin
+command carries over.  Two defaults differ on purpose and say so: ``max_ep_len``
+(the environment's own time limit instead of 1000) and ``env``.
+Precedence: these defaults < ``--config FILE.toml`` < command-line options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from synapto.errors import UsageError
+
+#: keys a ``--config`` TOML file may hold: the fields below plus how to run them.
+RUN_KEYS = frozenset({"cpu", "out"})
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Everything that determines a PPO run's results (given the number of ranks)."""
+
+    env: str = "BipedalWalker-v3"  #: gymnasium environment id
+    hid: tuple[int, ...] = (64, 64)  #: hidden layer sizes of both the policy and the value MLP
+    gamma: float = 0.99  #: discount factor
+    lam: float = 0.97  #: GAE lambda
+    epochs: int = 50  #: epochs (rollout + update) to run
+    steps_per_epoch: int = 4000  #: env steps per epoch over all ranks (each rank runs steps // ranks)
+    seed: int = 0  #: run seed; every random number of the run derives from it
+    pi_lr: float = 3e-4  #: Adam learning rate of the policy
+    vf_lr: float = 1e-3  #: Adam learning rate of the value function
+    train_pi_iters: int = 80  #: maximum policy steps per epoch (fewer on early stopping)
+    train_v_iters: int = 80  #: value-function steps per epoch
+    clip_ratio: float = 0.2  #: PPO clip epsilon
+    target_kl: float = 0.01  #: policy updates stop once rank-averaged approx. KL > 1.5 * target_kl
+    max_ep_len: int | None = None  #: episode cap; None = the env's time limit (min of the two when both)
+    save_freq: int = 10  #: keep the parameters after every epoch k with k % save_freq == 0
+    exp_name: str = ""  #: experiment name in config.json (Spinning Up's plotter groups by it); "" = ppo_<env>
+    dtype: str = "float32"  #: network arithmetic: float32 (as PyTorch) or float64
+
+    #: fields that ``--resume`` may change (everything else would change the run)
+    RESUMABLE = ("epochs",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "hid", tuple(self.hid))
+        if not self.exp_name and isinstance(self.env, str):
+            object.__setattr__(self, "exp_name", "ppo_" + safe_name(self.env))
+        self.validate()
+
+    def validate(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise UsageError(msg)
+
+        def integer(name: str, low: int) -> None:
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool) and v >= low,
+                 f"--{name.replace('_', '-')} must be an integer >= {low}, got {v!r}")
+
+        def real(name: str, low: float, high: float, low_open: bool = False) -> None:
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = ok and (v > low if low_open else v >= low) and v <= high
+            interval = f"{'(' if low_open else '['}{low}, {high}]"
+            need(ok, f"--{name.replace('_', '-')} must be a number in {interval}, got {v!r}")
+
+        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
+        need(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hid),
+             f"--hid must be positive integer layer sizes, got {list(self.hid)!r}")
+        integer("epochs", 1)
+        integer("steps_per_epoch", 1)
+        integer("seed", 0)
+        integer("train_pi_iters", 1)
+        integer("train_v_iters", 1)
+        integer("save_freq", 1)
+        if self.max_ep_len is not None:
+            integer("max_ep_len", 1)
+        real("gamma", 0.0, 1.0)
+        real("lam", 0.0, 1.0)
+        real("pi_lr", 0.0, math.inf, low_open=True)
+        real("vf_lr", 0.0, math.inf, low_open=True)
+        real("clip_ratio", 0.0, 1.0, low_open=True)
+        real("target_kl", 0.0, math.inf, low_open=True)
+        need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
+        need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "PPOConfig":
+        data = json.loads(text)
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+    def changed(self, other: "PPOConfig") -> list[str]:
+        """Names of the fields that differ (``RESUMABLE`` ones excepted)."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)]
+
+
+def field_names() -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(PPOConfig))
+
+
+def safe_name(text: str) -> str:
+    """``text`` usable in a file name (env ids may hold ``/`` or ``:``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
+    """``--hid 32 32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``."""
+    if values is None:
+        return None
+    if isinstance(values, (str, int)):
+        values = [values]
+    sizes: list[int] = []
+    for value in values:
+        text = str(value).strip()
+        bracketed = text[:1] in "[(" and text[-1:] in "])"
+        body = text[1:-1] if bracketed else text
+        parts = [p for p in re.split(r"[,\s]+", body.strip()) if p]
+        if not parts and not bracketed:
+            raise UsageError(f"--hid {value!r} is not a layer size; expected e.g. --hid 32 32 or --hid \"[32,32]\"")
+        for part in parts:
+            try:
+                size = int(part)
+            except ValueError:
+                raise UsageError(f"--hid {value!r} does not parse; expected positive integers, "
+                                 f"e.g. --hid 32 32 or --hid \"[32,32]\"") from None
+            if size <= 0:
+                raise UsageError(f"--hid {value!r}: layer sizes must be positive integers, got {size}")
+            sizes.append(size)
+    return tuple(sizes)
+
+
+def load_ppo_toml(path: str | Path) -> dict[str, Any]:
+    """The keys of a ``--config`` file: PPOConfig fields, ``seed`` (one or a list), ``cpu``, ``out``."""
+    from synapto.config import load_toml
+
+    data = load_toml(path, set(field_names() | RUN_KEYS))
+    if "hid" in data:
+        hid = data["hid"]
+        data["hid"] = parse_hid(list(hid) if isinstance(hid, (list, tuple)) else [hid])
+    return data
+
+
+def build_config(values: Mapping[str, Any]) -> PPOConfig:
+    """A validated PPOConfig from a mapping of field values (bad types -> UsageError)."""
+    try:
+        return PPOConfig(**values)
+    except TypeError as exc:
+        raise UsageError(f"bad option value: {exc}") from None

@@ -1,0 +1,488 @@
+"""The PPO training loop over MPI collectives (Spinning Up's PPO-clip, in numpy).
+
+Per epoch, on every rank:
+
+1. **Rollout**: ``steps_per_epoch // ranks`` steps in a fresh environment.  Episode
+   ``e`` of epoch ``k`` on rank ``r`` starts from ``reset(seed=int_seed(seed, PPO, 1,
+   r, k, e))``; exploration noise for the whole epoch is drawn up front from
+   ``generator(seed, PPO, 2, r, k)``.  Each epoch starts with a fresh reset (as Spinning
+   Up does) and a fresh env object (Box2D worlds keep state across ``reset``), so an
+   epoch depends only on the parameters and (seed, rank, epoch): a checkpoint at an
+   epoch boundary is all that resuming needs.
+2. **Values and GAE** (:mod:`synapto.ppo.buffer`), V in one batched forward pass.
+3. **Advantage normalisation** with the mean and std over all ranks (2 Allreduces).
+4. **Policy update**: up to ``train_pi_iters`` full-batch Adam steps.  Each step sends
+   the local gradient and the local approximate KL in *one* flat Allreduce; if the
+   rank-averaged KL exceeds ``1.5 * target_kl`` the loop stops before stepping.
+5. **Value update**: ``train_v_iters`` Adam steps on the mean squared error to the
+   reward-to-go, one Allreduce each.
+6. **Statistics**: one Allreduce of the update statistics, three of the episode and
+   value statistics (sum, sum of squared deviations, max / -min).  Rank 0 writes.
+
+Parameters are initialised on rank 0 from ``generator(seed, PPO, 0)`` and broadcast.
+Gradients are averaged across ranks, so with equal local batches they equal the
+gradient of the pooled batch, and every rank applies the same Adam step.  Outside MPI
+(``comm is None``) the collectives are no-ops and mpi4py is never imported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from synapto.envs import SpaceInfo, make_env
+from synapto.errors import UsageError
+from synapto.ppo.adam import Adam
+from synapto.ppo.buffer import EpochBuffer
+from synapto.ppo.config import PPOConfig
+from synapto.ppo.policy import Policy, ValueFunction
+from synapto.seeding import Stream, generator, int_seed
+
+clock = time.perf_counter
+
+#: wrappers that gym.make adds and that change nothing but bookkeeping: with only these,
+#: the rollout steps the bare env and applies the time limit itself (~10 % faster)
+_TRANSPARENT_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker"}
+
+
+def limit_blas_threads(n: int = 1) -> bool:
+    """Make an already loaded OpenBLAS use ``n`` threads (best effort; True if done).
+
+    The update's matrices are small: on a 2-core machine OpenBLAS's threads make a
+    4000 x 32 matrix product 4x *slower*, and with one MPI rank per core they fight
+    over the cores.  Skipped if the user set ``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS``.
+    """
+    if "OPENBLAS_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
+        return False
+    try:
+        with open("/proc/self/maps") as maps:
+            libs = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return False
+    done = False
+    for lib in libs:
+        try:
+            handle = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                       "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            fn = getattr(handle, symbol, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                done = True
+                break
+    return done
+
+
+# ------------------------------------------------------------------------- collectives
+class Collectives:
+    """The MPI calls of training; no-ops in a single process.  Times itself."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.size = 1 if comm is None else comm.Get_size()
+        self.seconds = 0.0  # time spent inside collectives (transfer + waiting for other ranks)
+        if comm is not None:
+            from mpi4py import MPI
+
+            self._MPI = MPI
+
+    def bcast_(self, array: np.ndarray) -> None:
+        if self.comm is not None:
+            self.comm.Bcast(array, root=0)
+
+    def _allreduce(self, array: np.ndarray, op_name: str) -> np.ndarray:
+        if self.comm is not None and self.size > 1:
+            t = clock()
+            self.comm.Allreduce(self._MPI.IN_PLACE, array, op=getattr(self._MPI, op_name))
+            self.seconds += clock() - t
+        return array
+
+    def sum_(self, array: np.ndarray) -> np.ndarray:
+        return self._allreduce(array, "SUM")
+
+    def max_(self, array: np.ndarray) -> np.ndarray:
+        return self._allreduce(array, "MAX")
+
+    def mean_(self, array: np.ndarray) -> np.ndarray:
+        self._allreduce(array, "SUM")
+        if self.size > 1:
+            array /= self.size
+        return array
+
+    def statistics(self, x: np.ndarray) -> tuple[float, float, float, float]:
+        """(mean, std, max, min) of the values of all ranks together (NaN if there are none)."""
+        x = np.asarray(x, dtype=np.float64)
+        s = self.sum_(np.array([x.sum(), x.size], dtype=np.float64))
+        if s[1] == 0:
+            self.sum_(np.zeros(1))  # every rank makes the same calls
+            self.max_(np.full(2, -np.inf))
+            return (np.nan,) * 4
+        mean = s[0] / s[1]
+        sq = self.sum_(np.array([np.sum((x - mean) ** 2)]))
+        ext = self.max_(np.array([x.max() if x.size else -np.inf, -x.min() if x.size else -np.inf]))
+        return float(mean), float(np.sqrt(sq[0] / s[1])), float(ext[0]), float(-ext[1])
+
+
+def average_gradient(coll: Collectives, grad: np.ndarray, extra: float | None = None,
+                     buf: np.ndarray | None = None) -> float | None:
+    """Replace ``grad`` by its mean over ranks -- one flat float64 Allreduce, with ``extra``
+    (a scalar to average, e.g. the KL) riding along.  Returns the averaged ``extra``."""
+    n = grad.size
+    if buf is None:
+        buf = np.empty(n + 1, np.float64)
+    buf[:n] = grad
+    buf[n] = 0.0 if extra is None else extra
+    coll.mean_(buf)
+    grad[...] = buf[:n]
+    return None if extra is None else float(buf[n])
+
+
+# ------------------------------------------------------------------------- environment
+@dataclass
+class EnvHandle:
+    env: object  # what gym.make returned (closed after the epoch)
+    step: Callable  # the step function the rollout calls
+    reset: Callable
+    limit: int  # steps after which an episode is truncated
+
+
+def open_env(cfg: PPOConfig) -> tuple[EnvHandle, SpaceInfo]:
+    env = make_env(cfg.env)
+    info = SpaceInfo.of(env)
+    names, e = [], env
+    while hasattr(e, "env"):
+        names.append(type(e).__name__)
+        e = e.env
+    stepped = env.unwrapped if set(names) <= _TRANSPARENT_WRAPPERS else env
+    limits = [x for x in (cfg.max_ep_len, info.max_episode_steps) if x is not None]
+    limit = min(limits) if limits else 2**62
+    return EnvHandle(env, stepped.step, stepped.reset, limit), info
+
+
+# ------------------------------------------------------------------------------ trainer
+def _zero_timing() -> dict[str, float]:
+    return {k: 0.0 for k in ("rollout", "env", "act", "values", "gae", "update_pi", "update_v", "comm", "stats")}
+
+
+class Trainer:
+    """One rank's PPO state: networks, optimisers, buffer; :meth:`epoch` runs one epoch."""
+
+    def __init__(self, cfg: PPOConfig, coll: Collectives, rank: int, info: SpaceInfo,
+                 checkpoint: dict | None = None):
+        self.cfg, self.coll, self.rank = cfg, coll, rank
+        self.info = info
+        self.dtype = np.dtype(cfg.dtype)
+        self.n_local = cfg.steps_per_epoch // coll.size
+        if self.n_local < 1:
+            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                             f"MPI ranks ({coll.size}); each rank needs at least one step")
+        hid, d = cfg.hid, self.dtype
+        init = generator(cfg.seed, Stream.PPO, 0)
+        pi = Policy.init_params(info.obs_dim, info.act_dim, hid, info.discrete, init, d)
+        v = ValueFunction.init_params(info.obs_dim, hid, init, d)
+        self.pi = Policy(info.obs_dim, info.act_dim, hid, info.discrete, pi)
+        self.vf = ValueFunction(info.obs_dim, hid, v)
+        self.pi_opt = Adam(pi.size, cfg.pi_lr, dtype=d)
+        self.vf_opt = Adam(v.size, cfg.vf_lr, dtype=d)
+        if checkpoint is not None:
+            self.pi.params[...] = checkpoint["pi"]
+            self.vf.params[...] = checkpoint["v"]
+            self.pi_opt.load_state({k: checkpoint[f"pi_adam_{k}"] for k in "mvt"})
+            self.vf_opt.load_state({k: checkpoint[f"v_adam_{k}"] for k in "mvt"})
+        # rank 0's parameters are everyone's (on resume every rank got the checkpoint)
+        coll.bcast_(self.pi.params)
+        coll.bcast_(self.vf.params)
+        self.buf = EpochBuffer(self.n_local, info.obs_dim, info.act_dim, info.discrete, d)
+        self._pi_comm = np.empty(self.pi.params.size + 1, np.float64)
+        self._v_comm = np.empty(self.vf.params.size + 1, np.float64)
+
+    # -- 1. rollout -----------------------------------------------------------------------
+    def rollout(self, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
+        """Fill the buffer; return the returns and lengths of the episodes that ended."""
+        cfg, buf, n = self.cfg, self.buf, self.n_local
+        t_start = clock()
+        buf.clear()
+        rng = generator(cfg.seed, Stream.PPO, 2, self.rank, epoch)
+        if self.info.discrete:
+            noise = rng.random(n)
+        else:
+            noise = rng.standard_normal((n, self.info.act_dim), dtype=self.dtype)
+        noise = self.pi.scale_noise(noise)
+        handle, _ = open_env(cfg)
+        self.env_obs_shape = handle.env.observation_space.shape
+        step, limit = handle.step, handle.limit
+        act = self.pi.sampler()
+        obs_buf, act_buf, rew_buf = buf.obs, buf.act, buf.rew
+        discrete = self.info.discrete
+        ep_returns: list[float] = []
+        ep_lengths: list[int] = []
+        episode = 0
+        t = clock()
+        o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO, 1, self.rank, epoch, episode))
+        t_env = clock() - t
+        t_act = 0.0
+        ep_ret, ep_len = 0.0, 0
+        flat = len(self.env_obs_shape) == 1
+        for i in range(n):
+            row = obs_buf[i]
+            row[:] = o if flat else np.ravel(o)
+            t0 = clock()
+            if discrete:
+                a = act_buf[i] = act(row, noise[i])
+            else:
+                a = act(row, noise[i], act_buf[i])
+            t1 = clock()
+            o, r, terminated, truncated, _ = step(a)
+            t_env += clock() - t1
+            t_act += t1 - t0
+            rew_buf[i] = r
+            ep_ret += r
+            ep_len += 1
+            if terminated or truncated or ep_len >= limit:
+                buf.end_path(i + 1, None if terminated else np.ravel(o))
+                ep_returns.append(ep_ret)
+                ep_lengths.append(ep_len)
+                if i + 1 < n:
+                    episode += 1
+                    t0 = clock()
+                    o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO, 1, self.rank, epoch, episode))
+                    t_env += clock() - t0
+                    ep_ret, ep_len = 0.0, 0
+        if not buf.path_ends or buf.path_ends[-1] != n:
+            buf.end_path(n, np.ravel(o))  # cut by the end of the epoch: bootstrap, not logged
+        handle.env.close()
+        timing["env"] += t_env
+        timing["act"] += t_act
+        timing["rollout"] += clock() - t_start
+        return ep_returns, ep_lengths
+
+    # -- 2.-3. values, GAE, normalised advantages --------------------------------------
+    def advantages(self, timing: dict) -> None:
+        cfg, buf = self.cfg, self.buf
+        t = clock()
+        values = self.vf.values
+
+        def timed_values(obs):
+            t0 = clock()
+            out = values(obs)
+            timing["values"] += clock() - t0
+            return out
+
+        buf.finish(timed_values, cfg.gamma, cfg.lam)
+        s = self.coll.sum_(np.array([buf.adv.sum(), buf.n], dtype=np.float64))
+        mean = s[0] / s[1]
+        buf.adv -= mean
+        sq = self.coll.sum_(np.array([np.dot(buf.adv, buf.adv)]))
+        std = np.sqrt(sq[0] / s[1])
+        buf.adv /= std if std > 0 else 1.0
+        timing["gae"] += clock() - t - timing["values"]
+
+    # -- 4.-5. update ----------------------------------------------------------------------
+    def update(self, timing: dict) -> dict[str, float]:
+        cfg, buf, coll = self.cfg, self.buf, self.coll
+        obs, act = buf.obs, buf.act
+        adv = buf.adv.astype(self.dtype)
+        ret = buf.ret.astype(self.dtype)
+        comm_before = coll.seconds
+        t = clock()
+        logp_old = self.pi.logp(obs, act)
+        stop_iter = 0
+        for i in range(cfg.train_pi_iters):
+            loss_pi, kl, ent, clip_frac = self.pi.surrogate(obs, act, adv, logp_old, cfg.clip_ratio)
+            if i == 0:
+                loss_pi_old, ent_old = loss_pi, ent
+            kl = average_gradient(coll, self.pi.grad, kl, self._pi_comm)
+            stop_iter = i
+            if kl > 1.5 * cfg.target_kl:
+                break
+            self.pi_opt.step(self.pi.params, self.pi.grad)
+        t1 = clock()
+        for i in range(cfg.train_v_iters):
+            loss_v = self.vf.loss(obs, ret)
+            if i == 0:
+                loss_v_old = loss_v
+            average_gradient(coll, self.vf.grad, None, self._v_comm)
+            self.vf_opt.step(self.vf.params, self.vf.grad)
+        t2 = clock()
+        timing["update_pi"] += t1 - t
+        timing["update_v"] += t2 - t1
+        timing["comm"] += coll.seconds - comm_before
+        return {"LossPi": loss_pi_old, "LossV": loss_v_old, "DeltaLossPi": loss_pi - loss_pi_old,
+                "DeltaLossV": loss_v - loss_v_old, "Entropy": ent_old, "KL": kl, "ClipFrac": clip_frac,
+                "StopIter": float(stop_iter)}
+
+    # -- one epoch -----------------------------------------------------------------------
+    def epoch(self, epoch: int) -> tuple[dict, dict]:
+        timing = _zero_timing()
+        t = clock()
+        ep_returns, ep_lengths = self.rollout(epoch, timing)
+        self.advantages(timing)
+        values = self.buf.val.copy()
+        upd = self.update(timing)
+        t_stats = clock()
+        coll = self.coll
+        names = ("LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "ClipFrac", "StopIter")
+        means = coll.mean_(np.array([upd[k] for k in names], dtype=np.float64))
+        stats: dict[str, float] = dict(zip(names, means.tolist()))
+        r_mean, r_std, r_max, r_min = coll.statistics(np.array(ep_returns))
+        len_mean = coll.statistics(np.array(ep_lengths, dtype=np.float64))[0]
+        v_mean, v_std, v_max, v_min = coll.statistics(values)
+        stats.update(Epoch=epoch, AverageEpRet=r_mean, StdEpRet=r_std, MaxEpRet=r_max, MinEpRet=r_min,
+                     EpLen=len_mean, AverageVVals=v_mean, StdVVals=v_std, MaxVVals=v_max, MinVVals=v_min,
+                     TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size)
+        timing["stats"] = clock() - t_stats
+        timing["epoch"] = clock() - t
+        return stats, timing
+
+    def checkpoint(self) -> dict[str, np.ndarray]:
+        ck = {"pi": self.pi.params.copy(), "v": self.vf.params.copy()}
+        for prefix, opt in (("pi", self.pi_opt), ("v", self.vf_opt)):
+            for k, value in opt.state().items():
+                ck[f"{prefix}_adam_{k}"] = value
+        return ck
+
+
+# --------------------------------------------------------------------------------- runs
+def _broadcast_error(comm, message: str | None) -> None:
+    """Rank 0's verdict, shared: every rank raises the same UsageError (printed once by main)."""
+    if comm is not None:
+        message = comm.bcast(message, root=0)
+    if message is not None:
+        raise UsageError(message)
+
+
+def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
+          log: Callable[[str], None] = print) -> Path | None:
+    """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs."""
+    from synapto.ppo.record import PPORun, PPORunWriter, ProgressWriter, log_dir, prepare_resume
+
+    t_start = time.time()
+    limit_blas_threads(1)
+    coll = Collectives(comm)
+    rank = 0 if comm is None else comm.Get_rank()
+    size = coll.size
+    handle, info = open_env(cfg)
+    handle.env.close()
+
+    writer = progress = None
+    checkpoint, start, time_offset = None, 0, 0.0
+    error = None
+    if rank == 0:
+        try:
+            if cfg.steps_per_epoch < size:
+                raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                                 f"MPI ranks ({size}); each rank needs at least one step")
+            if resume:
+                with PPORun(out) as run:
+                    if run.ranks != size:
+                        raise UsageError(f"{str(out)!r} was run with {run.ranks} MPI rank(s); resume it with "
+                                         f"--cpu {run.ranks} (got {size}) to continue it bit-identically")
+                    if run.completed >= cfg.epochs:
+                        raise UsageError(f"{str(out)!r} has completed all {run.completed} epochs; "
+                                         f"pass --epochs N > {run.completed} to continue it")
+                    if run.completed < 1:
+                        raise UsageError(f"{str(out)!r} has no completed epoch to resume from; "
+                                         f"start it again with --force")
+                writer, checkpoint, start = prepare_resume(out, cfg, size)
+                with PPORun(out) as run:
+                    rows = run.progress_rows()
+                time_offset = float(rows[-1]["Time"]) if rows else 0.0
+            else:
+                n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
+                                          np.random.default_rng(0)).size
+                n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
+                if force:
+                    out.unlink(missing_ok=True)
+                writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v)
+                rows = []
+            progress = ProgressWriter(log_dir(out), cfg, size, rows)
+        except UsageError as exc:
+            error = str(exc)
+    _broadcast_error(comm, error)
+    if comm is not None:
+        start, checkpoint = comm.bcast((start, checkpoint), root=0)
+
+    try:
+        trainer = Trainer(cfg, coll, rank, info, checkpoint)
+        setup = time.time() - t_start
+        if rank == 0:
+            log(f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
+                f"epochs {start}..{cfg.epochs - 1} -> {out}")
+        for k in range(start, cfg.epochs):
+            stats, timing = trainer.epoch(k)
+            if rank == 0:
+                t = clock()
+                timing["setup"] = setup if k == start else 0.0
+                timing["Time"] = time_offset + time.time() - t_start
+                writer.append(k, stats, timing, trainer.checkpoint())
+                progress.write({**stats, "Time": timing["Time"]})
+                timing["write"] = clock() - t
+                writer.f["timing/write"][k] = timing["write"]
+                log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
+                    f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
+                    f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
+                    f"{timing['update_pi'] + timing['update_v']:.2f})")
+    except Exception:
+        if comm is not None and size > 1:
+            traceback.print_exc()
+            comm.Abort(1)
+        raise
+    finally:
+        if writer is not None:
+            writer.close()
+        if progress is not None:
+            progress.close()
+    return out if rank == 0 else None
+
+
+# ----------------------------------------------------------------------------- testing
+def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | None = None) -> dict:
+    """Deterministic test of a run's policy (mean action / most likely choice).
+
+    Episode ``e`` starts from ``reset(seed=int_seed(seed, PPO_TEST, e))`` in a fresh env,
+    a stream no training episode uses; episodes end at termination, the env's time
+    limit or ``max_ep_len`` (default: the run's).
+    """
+    import dataclasses
+
+    from synapto.errors import RunFileError
+    from synapto.ppo.record import PPORun
+
+    with PPORun(path) as run:
+        cfg = run.config
+        pi_params, _, label = run.params(which)
+        dims = (run.obs_dim, run.act_dim, run.discrete)
+    if max_ep_len is not None:
+        cfg = dataclasses.replace(cfg, max_ep_len=max_ep_len)
+    handle, info = open_env(cfg)
+    handle.env.close()
+    if (info.obs_dim, info.act_dim, info.discrete) != dims:
+        raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
+    limit_blas_threads(1)
+    policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, pi_params.astype(cfg.dtype))
+    obs = np.zeros(info.obs_dim, cfg.dtype)
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, np.int64)
+    for e in range(episodes):
+        handle, _ = open_env(cfg)
+        o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO_TEST, e))
+        total, n = 0.0, 0
+        while True:
+            obs[:] = np.ravel(o)
+            o, r, terminated, truncated, _ = handle.step(policy.mode(obs))
+            total += r
+            n += 1
+            if terminated or truncated or n >= handle.limit:
+                break
+        handle.env.close()
+        returns[e], lengths[e] = total, n
+    return {"returns": returns, "lengths": lengths, "params": label, "env": cfg.env, "seed": cfg.seed}
