@@ -144,6 +144,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     from synapto.runfile import read_checkpoint, rebuild_prefix, write_checkpoint
 
     t_start = time.perf_counter()
+    cpu_start = time.process_time()
     agent = make_agent(cfg)
     P, E, k = cfg.population, cfg.episodes, cfg.elite_count
     cfg_json = cfg.to_json()
@@ -262,7 +263,9 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     finally:
         writer.close()
     wall = time.perf_counter() - t_start
-    log(f"done in {_fmt_time(wall)}: {state.env_steps:,} env steps -> {out}")
+    cpu = time.process_time() - cpu_start
+    log(f"done in {_fmt_time(wall)}: {state.env_steps:,} env steps -> {out} "
+        f"(coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
     return RunSummary(out, state.generation, state.env_steps, state.best_fitness, test_mean, test_std, wall)
 
 
