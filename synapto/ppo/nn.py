@@ -119,7 +119,7 @@ class MLP:
         a = x
         last = len(self.W) - 1
         for l, (W, b, h) in enumerate(zip(self.W, self.b, ws.h)):
-            np.matmul(a, W, out=h)
+            np.dot(a, W, out=h)
             h += b
             if l < last:
                 tanh_(h)
@@ -130,12 +130,12 @@ class MLP:
         """Output for one input vector (the rollout's per-step call); reuses internal buffers."""
         rows = self._row
         h = rows[0][:-1]
-        np.matmul(x, self.W[0], out=h)
+        np.dot(x, self.W[0], out=h)
         h += self.b[0]
         for l in range(1, len(rows)):
             np.tanh(h, out=h)
             h = rows[l][:-1]
-            np.matmul(rows[l - 1], self._Wb[l], out=h)
+            np.dot(rows[l - 1], self._Wb[l], out=h)
         return h
 
     def backward(self, ws: Workspace, d_out: np.ndarray) -> np.ndarray:
@@ -143,11 +143,11 @@ class MLP:
         d = d_out
         for l in range(len(self.W) - 1, -1, -1):
             a_prev = ws.h[l - 1] if l > 0 else ws.x
-            np.matmul(a_prev.T, d, out=self.gW[l])
-            np.matmul(ws.ones, d, out=self.gb[l])
+            np.dot(a_prev.T, d, out=self.gW[l])
+            np.dot(ws.ones, d, out=self.gb[l])
             if l > 0:
                 d_prev, slope = ws.d[l - 1], ws.tmp[l - 1]
-                np.matmul(d, self.W[l].T, out=d_prev)
+                np.dot(d, self.W[l].T, out=d_prev)
                 np.multiply(a_prev, a_prev, out=slope)
                 np.subtract(1.0, slope, out=slope)
                 d_prev *= slope

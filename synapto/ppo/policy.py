@@ -38,23 +38,32 @@ class GaussianHead:
         self.n_extra = act_dim
 
     def logp(self, mean, log_std, act):
-        """``(logp (n,), z)`` where ``z = (act - mean) / std`` is reused by :meth:`logp_grad`."""
-        z = act - mean
-        z *= np.exp(-log_std)
-        logp = np.einsum("ij,ij->i", z, z)
+        """``(logp (n,), (diff, diff^2, w))`` with ``diff = act - mean``, ``w = 1 / std^2``.
+
+        Written as ``-1/2 (diff^2 @ w) - sum log_std - k/2 log 2 pi``: a matrix-vector
+        product instead of per-column broadcasting, which is slow on (n, k) arrays
+        with small k.  The tuple is what :meth:`logp_grad` reuses.
+        """
+        diff = act - mean
+        sq = diff * diff
+        w = np.exp(-2.0 * log_std)
+        logp = np.dot(sq, w)
         logp *= -0.5
         logp -= log_std.sum() + 0.5 * LOG_2PI * self.act_dim
-        return logp, z
+        return logp, (diff, sq, w)
 
-    def logp_grad(self, g, mean, log_std, act, z):
+    def logp_grad(self, g, mean, log_std, act, aux):
         """Gradients of ``sum_i g_i logp_i``: w.r.t. the mean (n, k) and the log-std (k,).
 
-        d logp / d mean = z / std,   d logp / d log_std = z^2 - 1.
+        d logp / d mean_j = diff_j w_j,   d logp / d log_std_j = diff_j^2 w_j - 1.
         """
-        gz = z * g[:, None]
-        d_mean = gz * np.exp(-log_std)
-        d_log_std = np.einsum("ij,ij->j", gz, z) - g.sum()
+        diff, sq, w = aux
+        d_mean = diff * np.dot(g[:, None], w[None, :])  # g_i w_j as a rank-1 product (fast)
+        d_log_std = np.dot(g, sq) * w - g.sum()
         return d_mean, d_log_std
+
+    def mean_entropy(self, mean, log_std) -> float:
+        return float(np.sum(log_std) + 0.5 * (1.0 + LOG_2PI) * self.act_dim)
 
     def entropy(self, mean, log_std):
         """Per-row entropy (n,): sum over dimensions of 1/2 + 1/2 log 2 pi + log_std."""
@@ -117,6 +126,9 @@ class CategoricalHead:
         shifted = logits - logits.max(axis=1, keepdims=True)
         log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
         return -(np.exp(log_p) * log_p).sum(axis=1)
+
+    def mean_entropy(self, logits, log_std) -> float:
+        return float(self.entropy(logits, log_std).mean())
 
     def entropy_grad(self, g, logits, log_std):
         """d H / d logits_j = -p_j (log p_j + H)."""
@@ -206,22 +218,22 @@ class Policy:
         n = len(obs)
         out = self.mlp.forward(obs)
         logp, aux = self.head.logp(out, self.log_std, act)
-        ratio = np.exp(logp - logp_old)
+        ratio = np.subtract(logp, logp_old)
+        np.exp(ratio, out=ratio)
         unclipped = ratio * adv
         clipped = np.clip(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
+        clip_frac = np.count_nonzero(clipped != ratio) / n
         clipped *= adv
-        chosen = np.minimum(unclipped, clipped)
-        loss = -float(chosen.mean())
-        g = np.where(unclipped <= clipped, unclipped, 0.0).astype(out.dtype, copy=False)
+        loss = -float(np.minimum(unclipped, clipped).sum()) / n
+        # d loss / d logp_i = -r_i A_i / n where the unclipped term is the minimum, else 0
+        g = unclipped * (unclipped <= clipped)
         g *= -1.0 / n
         d_out, d_extra = self.head.logp_grad(g, out, self.log_std, act, aux)
         self.mlp.backward(self.mlp.workspace(n), d_out)
         if d_extra is not None:
             self.grad_log_std[...] = d_extra
-        approx_kl = float((logp_old - logp).mean())
-        entropy = float(self.head.entropy(out, self.log_std).mean())
-        clip_frac = float(np.mean((ratio > 1.0 + clip_ratio) | (ratio < 1.0 - clip_ratio)))
-        return loss, approx_kl, entropy, clip_frac
+        approx_kl = float(logp_old.sum() - logp.sum()) / n
+        return loss, approx_kl, self.head.mean_entropy(out, self.log_std), clip_frac
 
 
 class ValueFunction:
