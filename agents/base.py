@@ -120,6 +120,11 @@ class Agent(ABC):
             a = lo + (a + 1.0) * 0.5 * (hi - lo)
         return a
 
+    def action_map(self) -> "ActionMap":
+        """A callable doing :meth:`output_to_action` with preallocated scratch buffers
+        (for a policy's per-step path; one per policy)."""
+        return ActionMap(self)
+
     @property
     def _bounds(self):
         cached = self.__dict__.get("_bounds_cache", False)
@@ -132,6 +137,39 @@ class Agent(ABC):
             bounds = (lo, hi)
         self.__dict__["_bounds_cache"] = bounds
         return bounds
+
+
+class ActionMap:
+    """:meth:`Agent.output_to_action` for the per-step path, bit for bit the same.
+
+    The only array allocated per call is the returned action (the caller keeps
+    it; a policy must not hand out an array it will overwrite later).  Scaling to
+    finite bounds runs in place in a scratch buffer, in the same operation order
+    as :meth:`Agent.output_to_action`.
+    """
+
+    __slots__ = ("discrete", "_lo", "_span", "_tmp")
+
+    def __init__(self, agent: Agent):
+        self.discrete = agent.space.discrete
+        bounds = None if self.discrete else agent._bounds
+        self._lo = self._span = self._tmp = None
+        if bounds is not None:
+            lo, hi = bounds
+            self._lo, self._span = lo, hi - lo
+            self._tmp = np.zeros(lo.shape)
+
+    def __call__(self, out: np.ndarray):
+        if self.discrete:
+            return int(out.argmax())
+        if self._tmp is None:
+            return np.tanh(out)
+        t = self._tmp
+        np.tanh(out, t)
+        t += 1.0
+        t *= 0.5
+        t *= self._span
+        return self._lo + t
 
 
 def layer_shapes(sizes: list[int]) -> list[tuple[int, int]]:

@@ -44,6 +44,14 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 class DAGPolicy(Policy):
+    """Per step, without neuromodulation: the observation is copied into a work
+    vector holding every unit's activity, then one ``dot`` and one in-place ``tanh``
+    per layer through views made once; the activity is copied into a ring of
+    ``RING`` preallocated rows, flushed into the episode record every ``RING``
+    steps.  The returned action is the only array allocated per step."""
+
+    RING = 64
+
     def __init__(self, agent: "HebbianDAG", genome: np.ndarray):
         self.agent = agent
         self.genome = genome
@@ -52,40 +60,64 @@ class DAGPolicy(Policy):
         self.obs_dim = agent.sizes[0]
         self.out_lo = agent._cum[-2] + 1  # skip the modulation unit
         self.neuromodulate = bool(agent.options["neuromodulate"])
-        self._map = agent.output_to_action
+        self._map = agent.action_map()
+        units = agent._cum[-1]
         self._rows = max(16, agent.space.max_episode_steps or 1000)
-        self._acts = np.zeros((self._rows, agent._cum[-1]))
+        self._acts = np.zeros((self._rows, units))  # the episode's record (rows 0.._t-1)
         self._t = 0
         self._stats = np.zeros(agent.n_params)
         self._episodes = 0
-        if self.neuromodulate:
+        # per-step work: the current activity and views of it made once
+        x = self._x = np.zeros(units)
+        self._x_obs = x[: self.obs_dim]
+        self._layers = tuple((x[: self.cum[i + 1]], w, x[self.cum[i + 1]: self.cum[i + 2]])
+                             for i, w in enumerate(self.mats))
+        self._x_out = x[self.out_lo:]
+        self._ring = np.zeros((self.RING, units))
+        self._ring_rows = list(self._ring)
+        self._k = 0  # rows of the ring in use
+        if self.neuromodulate:  # traces per step; no activity record
             self._traces = [np.zeros(m.shape) for m in self.mats]
             self._mod = 0.0
+            self.act = self._act_modulated_step
 
     def reset(self) -> None:
         self._t = 0
+        self._k = 0
         if self.neuromodulate:
             for h in self._traces:
                 h[:] = 0.0
             self._mod = 0.0
 
+    def _flush(self) -> None:
+        """Move the ring's rows to the episode record (growing it past the env's time limit)."""
+        k, t0 = self._k, self._t - self._k
+        if t0 + k > self._rows:
+            grow = max(self._rows, t0 + k - self._rows)
+            self._acts = np.concatenate([self._acts, np.zeros((grow, self._acts.shape[1]))])
+            self._rows += grow
+        self._acts[t0:t0 + k] = self._ring[:k]
+        self._k = 0
+
     def act(self, obs):
-        t = self._t
-        if t == self._rows:  # longer than the env's time limit: grow the record
-            self._acts = np.concatenate([self._acts, np.zeros_like(self._acts)])
-            self._rows *= 2
-        a = self._acts[t]
-        cum = self.cum
-        a[: self.obs_dim] = obs
-        if not self.neuromodulate:
-            for i, w in enumerate(self.mats):
-                lo, hi = cum[i + 1], cum[i + 2]
-                np.dot(a[:lo], w, out=a[lo:hi])
-                np.tanh(a[lo:hi], out=a[lo:hi])
-        else:
-            self._act_modulated(a)
-        self._t = t + 1
-        return self._map(a[self.out_lo:])
+        np.copyto(self._x_obs, obs, casting="unsafe")
+        tanh = np.tanh
+        for xin, w, xout in self._layers:
+            xin.dot(w, xout)
+            tanh(xout, xout)
+        k = self._k
+        np.copyto(self._ring_rows[k], self._x)
+        self._t += 1
+        self._k = k + 1
+        if k + 1 == self.RING:
+            self._flush()
+        return self._map(self._x_out)
+
+    def _act_modulated_step(self, obs):
+        np.copyto(self._x_obs, obs, casting="unsafe")
+        self._act_modulated(self._x)
+        self._t += 1
+        return self._map(self._x_out)
 
     def _act_modulated(self, a: np.ndarray) -> None:
         cum = self.cum
@@ -102,6 +134,8 @@ class DAGPolicy(Policy):
         self._mod = float(a[cum[-2]])
 
     def end_episode(self) -> None:
+        if self._k:
+            self._flush()
         cum, stats = self.cum, self._stats
         if self.neuromodulate:
             for s, h in zip(self.agent._slices, self._traces):

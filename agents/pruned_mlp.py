@@ -18,22 +18,34 @@ from agents.base import Agent, Policy, layer_shapes
 
 
 class MLPPolicy(Policy):
-    __slots__ = ("_mats", "_map", "_discrete")
+    """Per step: the observation is copied into a float64 buffer, then one ``dot``
+    and one in-place ``tanh`` per layer into preallocated buffers; the returned
+    action is the only new array (bit for bit ``tanh(x @ W)`` chained)."""
+
+    __slots__ = ("_mats", "_map", "_discrete", "_x0", "_layers", "_last", "_z")
 
     def __init__(self, agent: "PrunedMLP", genome: np.ndarray):
         self._mats = [genome[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
-        self._map = agent.output_to_action
+        self._map = agent.action_map()
         self._discrete = agent.space.discrete
+        self._x0 = np.zeros(agent._shapes[0][0])
+        bufs = [np.zeros(w.shape[1]) for w in self._mats]
+        ins = [self._x0, *bufs[:-1]]
+        self._layers = tuple(zip(ins[:-1], self._mats[:-1], bufs[:-1]))  # (input, W, output) of hidden layers
+        self._last = (ins[-1], self._mats[-1])
+        self._z = bufs[-1]
 
     def reset(self) -> None:
         pass
 
     def act(self, obs):
-        x = obs
-        mats = self._mats
-        for w in mats[:-1]:
-            x = np.tanh(x @ w)
-        return self._map(x @ mats[-1])
+        np.copyto(self._x0, obs, casting="unsafe")
+        tanh = np.tanh
+        for x, w, h in self._layers:
+            x.dot(w, h)
+            tanh(h, h)
+        x, w = self._last
+        return self._map(x.dot(w, self._z))
 
 
 class PrunedMLP(Agent):

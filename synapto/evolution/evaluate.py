@@ -1,7 +1,8 @@
 """Rollouts of one individual: fitness, env steps and trace statistics.
 
 This is the per-step hot path: one ``policy.act`` and one ``env.step`` per step,
-nothing else but a finiteness check and two clock reads for the time breakdown.
+nothing else but a finiteness check of the action and two clock reads for the
+time breakdown.
 """
 
 from __future__ import annotations
@@ -40,38 +41,57 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     (BipedalWalker, LunarLander) keep internal state across ``reset`` -- the same
     seed after a different history gives a different episode -- so reusing an env
     would make results depend on which evaluations a rank ran before.
+
+    Time split: ``env_seconds`` covers making, resetting, stepping and closing the
+    env; ``agent_seconds`` the policy (construction, forward passes, the action
+    check, trace updates and statistics) and the loop's own bookkeeping.  Two clock
+    reads per step (about 0.1 % of a BipedalWalker step).
     """
+    clock = time.perf_counter
+    t0 = clock()
     policy = agent.policy(genome)
+    act = policy.act
+    check = not agent.space.discrete
+    isfinite = math.isfinite
+    zeros = np.zeros(agent.space.act_dim)
     n = len(seeds)
     returns = np.zeros(n)
     steps = np.zeros(n, dtype=np.int64)
     nonfinite = False
-    clock = time.perf_counter
-    t_env = t_agent = 0.0
+    t_env = 0.0
+    t_agent = clock() - t0
     for e in range(n):
         t0 = clock()
         env = env_factory()
         obs, _ = env.reset(seed=int(seeds[e]))
-        t1 = clock()
-        t_env += t1 - t0
+        step = env.step
+        t_loop = t2 = clock()
+        t_env += t_loop - t0
         policy.reset()
         total, count = 0.0, 0
+        t_step = 0.0  # this episode's time in env.step; the rest of the loop is the agent's
         while True:
-            t0 = clock()
-            action = policy.act(obs)
+            action = act(obs)
+            if check:
+                # action . 0 is NaN iff a component is inf or NaN, and cannot overflow
+                try:
+                    finite = isfinite(action.dot(zeros))
+                except (AttributeError, TypeError, ValueError):  # not a flat float array
+                    finite = isfinite(float(np.sum(action)))
+                if not finite:
+                    nonfinite = True
+                    t2 = clock()
+                    break
             t1 = clock()
-            if not agent.space.discrete and not math.isfinite(float(np.sum(action))):
-                nonfinite = True
-                t_agent += t1 - t0
-                break
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, _ = step(action)
             t2 = clock()
-            t_agent += t1 - t0
-            t_env += t2 - t1
+            t_step += t2 - t1
             total += float(reward)
             count += 1
             if terminated or truncated:
                 break
+        t_env += t_step
+        t_agent += t2 - t_loop - t_step
         t0 = clock()
         env.close()
         t_env += clock() - t0
@@ -86,7 +106,9 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         fitness = -math.inf
     else:
         fitness = float(np.mean(returns)) - agent.penalty(genome)
+    t0 = clock()
     stats = policy.trace_stats() if want_stats else None
+    t_agent += clock() - t0
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
 
 

@@ -65,10 +65,15 @@ class MapStats:
     """Worker-side time of one ``map`` call, summed over workers (seconds)."""
 
     compute: float = 0.0  #: inside the handler
-    idle: float = 0.0  #: waiting for a task (load imbalance, coordinator latency)
+    #: holding no task during the map (coordinator clock: load imbalance, waves,
+    #: the coordinator's latency in handing out the next task)
+    idle: float = 0.0
     wall: float = 0.0  #: wall time of the map call on the coordinator
     tasks: int = 0
     per_worker_compute: dict = field(default_factory=dict)
+    #: as the workers report it: from their previous result to this task's start,
+    #: so it also covers the coordinator's work between two maps
+    worker_wait: float = 0.0
 
 
 def _failure_from_exc(index: int, rank: int) -> WorkerFailure:
@@ -180,9 +185,13 @@ class MPIFarm:
         failure: WorkerFailure | None = None
         interrupted = False
 
+        busy = 0.0  # worker-seconds with a task assigned: from its send to its result's receipt
+
         def send(rank: int) -> None:
+            nonlocal busy
             i = queue.popleft()
             inflight[rank] = i
+            busy -= time.perf_counter()
             self.comm.send((i, payloads[i]), dest=rank, tag=Tag.TASK)
 
         def may_send() -> bool:
@@ -203,12 +212,14 @@ class MPIFarm:
                 break
             msg, tag, src = poll_recv(self.comm, self._any, self._status, self.max_sleep)
             i = inflight.pop(src, None)
+            if i is not None:
+                busy += time.perf_counter()
             if tag == Tag.RESULT:
                 index, value, compute, idle = msg
                 results[index], done[index] = value, True
                 n_done += 1
                 stats.compute += compute
-                stats.idle += idle
+                stats.worker_wait += idle
                 stats.per_worker_compute[src] = stats.per_worker_compute.get(src, 0.0) + compute
                 if progress is not None:
                     progress(n_done, n)
@@ -223,6 +234,7 @@ class MPIFarm:
             else:  # pragma: no cover - protocol violation
                 raise RuntimeError(f"unexpected message tag {tag} from rank {src} (task {i})")
         stats.wall = time.perf_counter() - t0
+        stats.idle = max(self.n_workers * stats.wall - busy, 0.0)
         self.last_stats = stats
         if failure is not None:
             raise failure
