@@ -69,7 +69,8 @@ def _log(msg: str) -> None:
 
 # --------------------------------------------------------------------------- evolve
 EVOLVE_KEYS = {"env", "agent", "population", "generations", "hidden", "episodes", "seed",
-               "test_episodes", "agent_options", "workers", "out"}
+               "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
+               "validate_episodes", "mutation_std"}
 
 
 def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
@@ -102,6 +103,18 @@ def evolve(
         help="Run file (.h5); with several seeds _s<seed> is inserted before .h5. "
              "[default: runs/<env>_<agent>_s<seed>.h5]")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing run file.")] = False,
+    crn: Annotated[Optional[bool], typer.Option(
+        "--crn/--no-crn", help="Common random numbers: every individual of a generation gets the same "
+                               "training episodes. [default: --crn]")] = None,
+    validate_top: Annotated[Optional[int], typer.Option(
+        help="Candidates (top by training fitness) re-evaluated each generation on validation episodes; "
+             "0 means the elite count, ceil(population/8). [default: 0]")] = None,
+    validate_episodes: Annotated[Optional[int], typer.Option(
+        help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
+             "on them. 0 chooses on training fitness, as the reference does. [default: 16]")] = None,
+    mutation_std: Annotated[Optional[float], typer.Option(
+        help="Std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.02]")]
+        = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
              "the run are refused; --generations may be raised to extend a finished run.")] = None,
@@ -125,7 +138,9 @@ def evolve(
     values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
     file_values = dict(values)
     given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
-                 episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out)
+                 episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
+                 crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
+                 mutation_std=mutation_std)
     values.update({k: v for k, v in given.items() if v is not None})
     seeds = values.pop("seed", [0])
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
@@ -273,13 +288,16 @@ def replay(
     sample: Annotated[Optional[int], typer.Option(
         help="Replay K evaluations drawn at random across generations and individuals.")] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
+    validation: Annotated[bool, typer.Option(
+        help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
+        = False,
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.replay import plan_replay, run_replay
 
-    plan = plan_replay(run, generation, individual, sample, sample_seed)
+    plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
     if workers > 0 and not under_mpi():
         relaunch(workers + 1)
     from synapto.parallel.farm import make_farm
@@ -295,6 +313,16 @@ def replay(
 
 
 def _register_optional() -> None:
+    from synapto.bench.learn import register as learn_register
+
+    learn_register(bench_app)
+    MULTI_VALUE_OPTIONS.add("--mode")
+    try:
+        from synapto.viz.cli import register as viz_register
+    except ImportError:
+        pass
+    else:
+        viz_register(app)
     try:
         from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register
     except ImportError:

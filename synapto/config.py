@@ -34,9 +34,14 @@ class EvolveConfig:
     seed: int = 0  #: run seed; every random number of the run derives from it
     test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
     agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
+    crn: bool = True  #: common random numbers: a generation's individuals share training episodes
+    validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
+    validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
+    mutation_std: float = 0.02  #: Gaussian perturbation of surviving weights (0: pure pruning)
 
     # Fields that change what a run computes; --resume refuses to change them.
-    IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options")
+    IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",
+                "crn", "validate_top", "validate_episodes", "mutation_std")
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(self.hidden))
@@ -61,11 +66,26 @@ class EvolveConfig:
         need(isinstance(self.test_episodes, int) and self.test_episodes >= 0,
              f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
         need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
+        need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
+        need(isinstance(self.validate_top, int) and 0 <= self.validate_top <= self.population,
+             f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
+        need(isinstance(self.validate_episodes, int) and self.validate_episodes >= 0,
+             f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}")
+        need(isinstance(self.mutation_std, (int, float)) and not isinstance(self.mutation_std, bool)
+             and 0 <= self.mutation_std < float("inf"),
+             f"--mutation-std must be a number >= 0, got {self.mutation_std!r}")
 
     @property
     def elite_count(self) -> int:
         """Elites, hall-of-fame size and recombination swaps per generation: ceil(P/8)."""
         return -(-self.population // 8)
+
+    @property
+    def validation_count(self) -> int:
+        """Candidates validated per generation (0 when validation is off)."""
+        if self.validate_episodes == 0:
+            return 0
+        return self.validate_top or self.elite_count
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

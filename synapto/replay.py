@@ -32,8 +32,13 @@ class ReplayPlan:
     note: str
 
 
-def plan_replay(path, generation=None, individual=None, sample=None, sample_seed=0) -> ReplayPlan:
-    """Read what to replay; one-line errors for bad files and out-of-range picks."""
+def plan_replay(path, generation=None, individual=None, sample=None, sample_seed=0,
+                validation=False) -> ReplayPlan:
+    """Read what to replay; one-line errors for bad files and out-of-range picks.
+
+    With ``validation`` the validation evaluations (fresh episodes of the top
+    candidates) are replayed instead of the training ones.
+    """
     if sample is None and (generation is None or individual is None):
         raise UsageError("replay needs --generation G --individual I, or --sample K")
     if sample is not None and (generation is not None or individual is not None):
@@ -60,9 +65,33 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
                 raise UsageError(f"--individual {individual} is out of range: the population has 0..{P - 1}")
             picks = [(generation, individual)]
             note = f"replaying generation {generation}, individual {individual}"
+        if validation:
+            return _plan_validation(Path(path), f, cfg, done, generation, individual, sample, sample_seed)
         items = [ReplayItem(g, i, f["population"][g, i], f["seeds"][g, i], float(f["fitness"][g, i]),
                             f["returns"][g, i]) for g, i in picks]
     return ReplayPlan(Path(path), cfg, items, note)
+
+
+def _plan_validation(path, f, cfg, done, generation, individual, sample, sample_seed) -> ReplayPlan:
+    K = cfg.validation_count
+    if K == 0:
+        raise UsageError(f"{str(path)!r} was run without validation (validate_episodes = 0)")
+    who = f["validation/individual"][:done]
+    if sample is not None:
+        rng = seeding.generator(sample_seed, seeding.Stream.REPLAY_SAMPLE)
+        flat = rng.choice(done * K, size=min(sample, done * K), replace=False)
+        picks = sorted((int(x) // K, int(x) % K) for x in flat)
+        note = f"replaying {len(picks)} validation evaluation(s) drawn with --sample-seed {sample_seed}"
+    else:
+        slots = np.flatnonzero(who[generation] == individual)
+        if slots.size == 0:
+            raise UsageError(f"--individual {individual} was not validated in generation {generation}; "
+                             f"validated: {sorted(int(i) for i in who[generation])}")
+        picks = [(generation, int(slots[0]))]
+        note = f"replaying the validation of generation {generation}, individual {individual}"
+    items = [ReplayItem(g, int(who[g, j]), f["population"][g, int(who[g, j])], f["validation/seeds"][g],
+                        float(f["validation/fitness"][g, j]), f["validation/returns"][g, j]) for g, j in picks]
+    return ReplayPlan(path, cfg, items, note)
 
 
 def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int) -> ReplayPlan:
@@ -75,7 +104,7 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
         raise UsageError(f"--generation {generation} did not complete and {str(path)!r} has no checkpoint of it")
     if not 0 <= individual < cfg.population:
         raise UsageError(f"--individual {individual} is out of range: the population has 0..{cfg.population - 1}")
-    seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes)[individual]
+    seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes, common=cfg.crn)[individual]
     item = ReplayItem(generation, individual, checkpoint[0].genomes[individual], seeds, None, None)
     return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
                                          f"checkpoint), individual {individual}")

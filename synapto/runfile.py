@@ -22,6 +22,8 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
     /connections        (G, P) int64    surviving connections
     /nonfinite          (G, P) bool     non-finite action or return
     /failed             (G, P) bool     evaluation raised (``--on-error skip``)
+    /validation/...     individual (G, K), fitness (G, K), returns (G, K, V), steps (G, K),
+                        seeds (G, V): the top K candidates re-evaluated on V fresh episodes
     /stats/<name>       (G,) float64    per-generation statistics (see STATS)
     /champion/...       genome (n,), fitness, generation, test_seeds (T,),
                         test_returns (T,), test_steps (T,), tested (1 once the run finished)
@@ -52,9 +54,10 @@ STATS = (
     "pop_mean", "pop_std", "pop_min", "pop_max",
     "elite_mean", "elite_std", "elite_min", "elite_max",
     "connections_mean", "connections_std", "champion_connections", "prune_rate",
-    "nonfinite_count", "failure_count",
+    "nonfinite_count", "failure_count", "validation_best", "validation_mean", "validation_env_steps",
 )
-TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "update", "write")
+TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "validation",
+          "update", "write")
 
 
 def package_versions() -> dict[str, str]:
@@ -150,8 +153,10 @@ def new_file(path: Path, kind: str, config_json: str, extra_attrs: Mapping | Non
 
 
 def _growing(f, name, tail_shape, dtype, compression=None):
-    return f.create_dataset(name, shape=(0, *tail_shape), maxshape=(None, *tail_shape),
-                            chunks=(1, *tail_shape) if tail_shape else (64,), dtype=dtype,
+    # An empty trailing dimension (no validation, say) still needs a non-empty chunk.
+    maxshape = (None, *(None if d == 0 else d for d in tail_shape))
+    chunks = (1, *(max(d, 1) for d in tail_shape)) if tail_shape else (64,)
+    return f.create_dataset(name, shape=(0, *tail_shape), maxshape=maxshape, chunks=chunks, dtype=dtype,
                             compression=compression)
 
 
@@ -173,6 +178,12 @@ class EvolveRunWriter:
         _growing(f, "connections", (P,), "i8")
         _growing(f, "nonfinite", (P,), "?")
         _growing(f, "failed", (P,), "?")
+        K, V = config.validation_count, config.validate_episodes
+        _growing(f, "validation/individual", (K,), "i8")
+        _growing(f, "validation/fitness", (K,), "f8")
+        _growing(f, "validation/returns", (K, V), "f8")
+        _growing(f, "validation/steps", (K,), "i8")
+        _growing(f, "validation/seeds", (V,), "i8")
         for name in STATS:
             _growing(f, f"stats/{name}", (), "f8")
         for name in TIMING:
@@ -234,6 +245,8 @@ class EvolveRunWriter:
 
 # --------------------------------------------------------------------------- resume
 PER_GENERATION = ("fitness", "returns", "steps", "seeds", "population", "connections", "nonfinite", "failed",
+                  "validation/individual", "validation/fitness", "validation/returns", "validation/steps",
+                  "validation/seeds",
                   *(f"stats/{n}" for n in STATS), *(f"timing/{n}" for n in TIMING))
 
 
@@ -283,7 +296,7 @@ def checkpoint_path(run_path: Path) -> Path:
 
 
 CHECKPOINT_ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
-CHECKPOINT_SCALARS = ("generation", "best_fitness", "best_generation", "rate", "env_steps")
+CHECKPOINT_SCALARS = ("generation", "best_fitness", "best_generation", "rate", "env_steps", "validation_steps")
 
 
 def write_checkpoint(run_path: Path, state, config_json: str) -> Path:
@@ -341,6 +354,7 @@ def read_checkpoint(run_path: Path):
     except Exception as exc:
         raise RunFileError(f"checkpoint {str(path)!r} is unreadable ({exc})") from None
     state = EvolutionState(rng=np.random.Generator(bitgen), **arrays,
-                           **{k: (int(v) if k in ("generation", "best_generation", "env_steps") else float(v))
+                           **{k: (int(v) if k in ("generation", "best_generation", "env_steps", "validation_steps")
+                                  else float(v))
                               for k, v in scalars.items()})
     return state, config_json

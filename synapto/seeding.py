@@ -73,3 +73,8 @@ def train_seeds(run_seed: int, generation: int, population: int, episodes: int,
 def test_seeds(run_seed: int, episodes: int) -> np.ndarray:
     """Seeds of the final champion test: a stream of its own."""
     return episode_seeds(run_seed, Stream.TEST, (), episodes)
+
+
+def validation_seeds(run_seed: int, generation: int, episodes: int) -> np.ndarray:
+    """Seeds of generation ``generation``'s validation episodes (shared by its candidates)."""
+    return episode_seeds(run_seed, Stream.VALIDATE, (generation,), episodes)

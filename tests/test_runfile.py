@@ -16,7 +16,7 @@ from synapto.runfile import FORMAT, FORMAT_VERSION, STATS, TIMING
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", population=10, generations=3,
-                       hidden=(4,), episodes=2, seed=3, test_episodes=4)
+                       hidden=(4,), episodes=2, seed=3, test_episodes=4, crn=False, validate_episodes=0)
     out = tmp_path_factory.mktemp("rf") / "run.h5"
     run_evolution(cfg, out, SerialFarm(), log=lambda m: None)
     return cfg, out
@@ -48,7 +48,7 @@ def test_contents_are_consistent(run):
     cfg, out = run
     with h5py.File(out, "r") as f:
         fit, ret, pop = f["fitness"][()], f["returns"][()], f["population"][()]
-        np.testing.assert_array_equal(f["seeds"][1], seeding.train_seeds(cfg.seed, 1, 10, 2))
+        np.testing.assert_array_equal(f["seeds"][1], seeding.train_seeds(cfg.seed, 1, 10, 2, common=cfg.crn))
         np.testing.assert_allclose(fit, ret.mean(axis=2))  # hebbian-dag has no penalty
         np.testing.assert_array_equal(f["stats/best_fitness"][()], fit.max(axis=1))
         np.testing.assert_allclose(f["stats/pop_mean"][()], fit.mean(axis=1))

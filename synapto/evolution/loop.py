@@ -105,6 +105,33 @@ def generation_stats(g, fitness, connections, elite, state, nonfinite) -> dict[s
     }
 
 
+def validate(cfg: EvolveConfig, g: int, genomes, fitness, farm, map_kw, agent) -> dict:
+    """Re-evaluate the top candidates (by training fitness) on fresh validation episodes.
+
+    All candidates of generation ``g`` face the same ``validate_episodes`` episodes of
+    the VALIDATE stream.  Returns the candidates' indices, validation fitness,
+    returns, steps and seeds, and ``select``: the fitness that chooses the best-ever
+    agent and the hall of fame (validation fitness for candidates, -inf elsewhere;
+    the training fitness itself when validation is off).
+    """
+    K, V = cfg.validation_count, cfg.validate_episodes
+    seeds = seeding.validation_seeds(cfg.seed, g, V)
+    if K == 0:
+        return {"individual": np.zeros(0, np.int64), "fitness": np.zeros(0), "returns": np.zeros((0, V)),
+                "steps": np.zeros(0, np.int64), "seeds": seeds, "select": fitness}
+    cand = rank_order(fitness)[:K]
+    results = farm.map([EvalTask(genomes[i], seeds, want_stats=False) for i in cand], **map_kw)
+    for fail in farm.last_failures:
+        results[fail.index] = _failed_result(agent.n_params, V)
+    vfit = np.array([r.fitness for r in results])
+    select = np.full(len(fitness), -np.inf)
+    select[cand] = vfit
+    return {"individual": cand.astype(np.int64), "fitness": vfit,
+            "returns": np.stack([r.returns for r in results]),
+            "steps": np.array([int(r.steps.sum()) for r in results], dtype=np.int64),
+            "seeds": seeds, "select": select}
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a run is executed; none of these change its results."""
@@ -178,7 +205,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             while state.generation < cfg.generations:
                 g = state.generation
                 t0 = time.perf_counter()
-                seeds = seeding.train_seeds(cfg.seed, g, P, E)
+                seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
                 genomes = state.genomes
                 tasks = [EvalTask(genomes[i], seeds[i]) for i in range(P)]
                 faults.point("generation", g)
@@ -210,26 +237,42 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
                         f"fitness set to -inf")
                 state.env_steps += int(steps.sum())
 
+                t_val = time.perf_counter()
+                validation = validate(cfg, g, genomes, fitness, farm, map_kw, agent)
+                state.validation_steps += int(validation["steps"].sum())
+                t_val = time.perf_counter() - t_val
+
                 t1 = time.perf_counter()
-                next_generation(state, fitness, stats, agent, k, connections)
+                next_generation(state, fitness, stats, agent, k, connections,
+                                select_fitness=validation["select"], mutation_std=cfg.mutation_std)
                 t_update = time.perf_counter() - t1
                 gstats = generation_stats(g, fitness, connections, k, state, nonfinite)
                 gstats["failure_count"] = float(failed.sum())
+                vf = validation["fitness"]
+                gstats["validation_best"] = float(vf.max()) if vf.size else float("nan")
+                gstats["validation_mean"] = float(vf[np.isfinite(vf)].mean()) if np.isfinite(vf).any() \
+                    else float("nan")
+                gstats["validation_env_steps"] = float(state.validation_steps)
 
                 t2 = time.perf_counter()
                 writer.append(g, {"fitness": fitness, "returns": returns, "steps": steps, "seeds": seeds,
                                   "population": genomes, "connections": connections,
-                                  "nonfinite": nonfinite, "failed": failed},
+                                  "nonfinite": nonfinite, "failed": failed,
+                                  "validation/individual": validation["individual"],
+                                  "validation/fitness": vf, "validation/returns": validation["returns"],
+                                  "validation/steps": validation["steps"],
+                                  "validation/seeds": validation["seeds"]},
                               gstats,
                               {"wall": time.perf_counter() - t0, "eval_wall": t_eval,
                                "worker_compute": mstats.compute, "worker_idle": mstats.idle,
                                "worker_env": float(sum(r.env_seconds for r in results)),
                                "worker_agent": float(sum(r.agent_seconds for r in results)),
-                               "update": t_update, "write": time.perf_counter() - t2})
+                               "validation": t_val, "update": t_update, "write": time.perf_counter() - t2})
                 if state.generation % options.checkpoint_every == 0 or state.generation == cfg.generations:
                     save()
                 elapsed = time.perf_counter() - t_start
-                log(f"gen {g + 1:>4}/{cfg.generations}  best {gstats['best_fitness']:9.2f}  "
+                val = f"val {gstats['validation_best']:9.2f}  " if validation["fitness"].size else ""
+                log(f"gen {g + 1:>4}/{cfg.generations}  best {gstats['best_fitness']:9.2f}  {val}"
                     f"mean {gstats['pop_mean']:9.2f}  conn {gstats['connections_mean']:8.1f}  "
                     f"steps {state.env_steps:>10,}  {int(steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
                     f"elapsed {_fmt_time(elapsed)}")

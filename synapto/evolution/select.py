@@ -17,7 +17,11 @@ defects fixed), with ``k = ceil(P / 8)``:
    swaps between random pairs (a whole group of matrices, e.g. every input of a
    layer, or a single matrix, with equal probability), then pruned by the agent
    using the trace statistics the parent's evaluation returned (the statistics
-   follow the swapped matrices).
+   follow the swapped matrices), then -- with ``mutation_std > 0`` -- perturbed
+   by Gaussian noise on the surviving weights.
+
+With validation, steps 2, 3 and 5 rank by validation fitness (fresh episodes)
+instead of the noisy training fitness.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class EvolutionState:
     rate: float  #: pruning rate of the next variation
     env_steps: int  #: cumulative env steps so far
     rng: np.random.Generator  #: the coordinator's evolution Generator
+    validation_steps: int = 0  #: cumulative env steps of validation episodes
 
     @classmethod
     def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
@@ -91,22 +96,44 @@ def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: in
                 arr[b, s] = tmp
 
 
+def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
+    """Gaussian perturbation of the surviving weights; pruned ones stay exactly 0."""
+    alive = np.flatnonzero(genome)
+    child = genome.copy()
+    child[alive] += std * rng.standard_normal(alive.size)
+    return child
+
+
 def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
-                    connections: np.ndarray) -> None:
-    """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc)."""
+                    connections: np.ndarray, select_fitness: np.ndarray | None = None,
+                    mutation_std: float = 0.0) -> None:
+    """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc).
+
+    ``select_fitness`` (default: ``fitness``) decides the best-ever agent, the hall
+    of fame and the elites: with validation it holds the validation fitness of the
+    validated candidates and -inf elsewhere (ties keep the training order).
+    ``mutation_std > 0`` adds a Gaussian perturbation to the surviving weights of
+    every non-elite child, after pruning.
+    """
     rng = state.rng
     genomes = state.genomes
     P, n = genomes.shape
     k = elite
     order = rank_order(fitness)
+    if select_fitness is None:
+        select_fitness = fitness
+    position = np.empty(P, dtype=np.int64)
+    position[order] = np.arange(P)
+    order = np.lexsort((position, -np.asarray(select_fitness, dtype=np.float64)))
     best = order[0]
-    if fitness[best] >= state.best_fitness:
-        state.best_fitness = float(fitness[best])
+    if select_fitness[best] >= state.best_fitness:
+        state.best_fitness = float(select_fitness[best])
         state.best_genome = genomes[best].copy()
         state.best_stats = stats[best].copy()
         state.best_generation = state.generation
     state.hof_fitness, state.hof_genomes, state.hof_stats = merge_hall_of_fame(
-        state.hof_fitness, state.hof_genomes, state.hof_stats, fitness, genomes, stats, order, k)
+        state.hof_fitness, state.hof_genomes, state.hof_stats, np.asarray(select_fitness, np.float64),
+        genomes, stats, order, k)
 
     pool_g = np.concatenate([state.hof_genomes, state.best_genome[None], genomes[order[:k]]])
     pool_s = np.concatenate([state.hof_stats, state.best_stats[None], stats[order[:k]]])
@@ -127,5 +154,7 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     recombine(children, child_stats, agent.groups(), k, k, rng)
     for i in range(k, P):
         children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
+        if mutation_std > 0:
+            children[i] = perturb(children[i], mutation_std, rng)
     state.genomes = children
     state.generation += 1
