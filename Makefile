@@ -39,3 +39,10 @@ PROCS  ?= 1 2
 .PHONY: bench-ppo
 bench-ppo: install
 	$(PY) -m synapto bench ppo --epochs $(EPOCHS) --steps $(STEPS) --procs $(PROCS)
+
+# Learning benchmark: reference mode vs synapto's defaults on LunarLander-v3 (3 seeds,
+# under 30 minutes on 2 cores); LEARN_ARGS=--long runs BipedalWalker-v3 for hours.
+LEARN_ARGS ?=
+.PHONY: bench-learn
+bench-learn: install
+	$(PY) -m synapto bench learn --workers $(WORKERS) $(LEARN_ARGS)

@@ -113,7 +113,7 @@ def evolve(
         help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
              "on them. 0 chooses on training fitness, as the reference does. [default: 16]")] = None,
     mutation_std: Annotated[Optional[float], typer.Option(
-        help="Std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.02]")]
+        help="Std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.5]")]
         = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
@@ -323,6 +323,13 @@ def _register_optional() -> None:
         pass
     else:
         viz_register(app)
+    try:
+        from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
+    except ImportError:
+        pass
+    else:
+        bench_evolve_register(bench_app)
+        MULTI_VALUE_OPTIONS.update(bench_evolve_multi)
     try:
         from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register
     except ImportError:

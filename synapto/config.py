@@ -37,7 +37,7 @@ class EvolveConfig:
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
     validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
     validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
-    mutation_std: float = 0.02  #: Gaussian perturbation of surviving weights (0: pure pruning)
+    mutation_std: float = 0.5  #: Gaussian perturbation of surviving weights (0: pure pruning)
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",

@@ -39,7 +39,7 @@ MODES = {
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 BUDGETS = {
     # LunarLander: finishes in well under 30 minutes on 2 cores (2 modes x 3 seeds).
-    "short": dict(env="LunarLander-v3", population=48, generations=25, episodes=4, hidden=(8, 8)),
+    "short": dict(env="LunarLander-v3", population=64, generations=40, episodes=4, hidden=(8, 8)),
     # BipedalWalker (--long): hours on 2 cores; meant for a bigger machine.
     "long": dict(env="BipedalWalker-v3", population=128, generations=200, episodes=4, hidden=(8, 8)),
 }
