@@ -46,3 +46,15 @@ LEARN_ARGS ?=
 .PHONY: bench-learn
 bench-learn: install
 	$(PY) -m synapto bench learn --workers $(WORKERS) $(LEARN_ARGS)
+
+# Evolution benchmark (docs/bench_evolve.md): evolve through the CLI at each worker count in
+# BENCH_WORKERS (plus --schedule waves above 1 worker), for each seed; prints and writes
+# bench/evolve_<agent>.md/.json/.png with the raw-environment ratio, the time breakdown
+# and the projection to 24/40/64 ranks.  About 10 minutes on 2 idle cores.
+BENCH_WORKERS ?= 1 2
+BENCH_AGENT   ?= hebbian-dag
+BENCH_SEEDS   ?= 13 41337
+BENCH_ARGS    ?=
+.PHONY: bench-evolve
+bench-evolve: install
+	$(PY) -m synapto bench evolve --agent $(BENCH_AGENT) --workers-list $(BENCH_WORKERS) --seed $(BENCH_SEEDS) $(BENCH_ARGS)

@@ -62,8 +62,9 @@ class DAGPolicy(Policy):
         self.neuromodulate = bool(agent.options["neuromodulate"])
         self._map = agent.action_map()
         units = agent._cum[-1]
-        self._rows = max(16, agent.space.max_episode_steps or 1000)
-        self._acts = np.zeros((self._rows, units))  # the episode's record (rows 0.._t-1)
+        # the episode's record (rows 0.._t-1), doubled when an episode outgrows it
+        self._rows = min(256, max(16, agent.space.max_episode_steps or 1000))
+        self._acts = np.zeros((self._rows, units))
         self._t = 0
         self._stats = np.zeros(agent.n_params)
         self._episodes = 0
@@ -90,7 +91,7 @@ class DAGPolicy(Policy):
             self._mod = 0.0
 
     def _flush(self) -> None:
-        """Move the ring's rows to the episode record (growing it past the env's time limit)."""
+        """Move the ring's rows to the episode record (growing it as needed)."""
         k, t0 = self._k, self._t - self._k
         if t0 + k > self._rows:
             grow = max(self._rows, t0 + k - self._rows)

@@ -16,6 +16,9 @@ MPI design (:class:`MPIFarm`, rank 0 = coordinator, ranks 1.. = workers):
 
 * Dynamic scheduling: a worker gets its next task as soon as it returns a result
   (``schedule="waves"`` reproduces the reference's blocking waves for comparison).
+  A busy worker also holds its next task (prefetch), so that it never waits for the
+  coordinator's reply -- except for the last ``n_workers`` tasks of a map, which go
+  to whichever worker is free first.
   Tasks and results carry the task's index; results are placed by index.
 * No busy waiting.  MPI's blocking receive spins on a core.  Here every receive
   (coordinator waiting for results, worker waiting for work) polls ``Iprobe`` and
@@ -179,19 +182,21 @@ class MPIFarm:
         results: list[Any] = [None] * n
         done = [False] * n
         queue = deque(range(n))
-        inflight: dict[int, int] = {}  # rank -> task index
+        inflight: dict[int, deque] = {r: deque() for r in self.workers}  # rank -> task indices, oldest first
+        n_inflight = 0
         stats = MapStats(tasks=n)
         n_done = 0
         failure: WorkerFailure | None = None
         interrupted = False
-
-        busy = 0.0  # worker-seconds with a task assigned: from its send to its result's receipt
+        busy = 0.0  # worker-seconds holding a task: from a send to an idle worker to its last result
 
         def send(rank: int) -> None:
-            nonlocal busy
+            nonlocal busy, n_inflight
             i = queue.popleft()
-            inflight[rank] = i
-            busy -= time.perf_counter()
+            if not inflight[rank]:
+                busy -= time.perf_counter()
+            inflight[rank].append(i)
+            n_inflight += 1
             self.comm.send((i, payloads[i]), dest=rank, tag=Tag.TASK)
 
         def may_send() -> bool:
@@ -203,17 +208,29 @@ class MPIFarm:
                 return False
             return bool(queue)
 
-        while queue or inflight:
-            if schedule == "dynamic" or not inflight:
+        while queue or n_inflight:
+            if schedule == "dynamic":
                 for r in self.workers:
-                    if r not in inflight and may_send():
+                    if not inflight[r] and may_send():
                         send(r)
-            if not inflight:
+                # Prefetch: a busy worker gets its next task now, so it need not wait for the
+                # coordinator's reply; not among the last n_workers tasks, which go to whichever
+                # worker is free first.
+                for r in self.workers:
+                    if len(inflight[r]) == 1 and len(queue) > self.n_workers and may_send():
+                        send(r)
+            elif not n_inflight:
+                for r in self.workers:
+                    if may_send():
+                        send(r)
+            if not n_inflight:
                 break
             msg, tag, src = poll_recv(self.comm, self._any, self._status, self.max_sleep)
-            i = inflight.pop(src, None)
+            i = inflight[src].popleft() if inflight.get(src) else None
             if i is not None:
-                busy += time.perf_counter()
+                n_inflight -= 1
+                if not inflight[src]:
+                    busy += time.perf_counter()
             if tag == Tag.RESULT:
                 index, value, compute, idle = msg
                 results[index], done[index] = value, True

@@ -1,0 +1,95 @@
+"""Arithmetic and formatting shared by the benchmarks (no timing in here).
+
+* :func:`mean_std` -- mean and population standard deviation (``np.std``);
+* :func:`speedups` -- speed-up and parallel efficiency per worker count, paired by
+  seed against the smallest worker count;
+* :func:`fit_amdahl`, :func:`amdahl` -- the serial fraction of Amdahl's law fitted
+  to measured speed-ups, and the speed-up it predicts;
+* :func:`shares` -- parts of a total as fractions that sum to 1;
+* :func:`md_table` -- a Markdown table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and population standard deviation (0 for a single value); NaN for none."""
+    a = np.asarray(list(values), dtype=float)
+    if a.size == 0:
+        return math.nan, math.nan
+    return float(a.mean()), float(a.std())
+
+
+def fmt_mean_std(values: Iterable[float], digits: int = 1) -> str:
+    m, s = mean_std(values)
+    return f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def speedups(times: Mapping[int, Mapping[object, float]]) -> dict[int, dict[str, float]]:
+    """Speed-up and efficiency per worker count from ``times[workers][seed]``.
+
+    The baseline is the smallest worker count ``b``.  For every other count ``n``
+    the speed-up is the mean over the seeds both have of ``time[b][seed] /
+    time[n][seed]`` (each seed does identical work at every worker count), times
+    ``b`` so that it reads as "against one worker" when ``b`` is 1 (a serial run,
+    0 workers, counts as one worker).  Efficiency is speed-up / ``n``.
+    """
+    if not times:
+        return {}
+    base = min(times)
+    b = max(base, 1)
+    out = {}
+    for n, by_seed in times.items():
+        common = [s for s in by_seed if s in times[base]]
+        ratios = [times[base][s] / by_seed[s] for s in common if by_seed[s] > 0]
+        sp = float(np.mean(ratios)) * b if ratios else math.nan
+        out[n] = {"speedup": sp, "efficiency": sp / max(n, 1), "baseline": base}
+    return out
+
+
+def amdahl(serial_fraction: float, n: float) -> float:
+    """Amdahl's speed-up on ``n`` workers: ``1 / (f + (1 - f) / n)``."""
+    f = serial_fraction
+    return 1.0 / (f + (1.0 - f) / n)
+
+
+def fit_amdahl(points: Mapping[int, float]) -> float:
+    """Serial fraction ``f`` in [0, 1] minimising the squared error of
+    ``1/S = f + (1 - f)/n`` over measured ``{n: speed-up S}`` (points with n <= 1
+    carry no information).  Linear least squares in ``x = 1 - 1/n``,
+    ``y = 1/S - 1/n``: ``f = sum(xy) / sum(xx)``, clipped to [0, 1].  NaN without a
+    point at n > 1.
+    """
+    xs, ys = [], []
+    for n, s in points.items():
+        if n > 1 and s > 0 and math.isfinite(s):
+            xs.append(1.0 - 1.0 / n)
+            ys.append(1.0 / s - 1.0 / n)
+    if not xs:
+        return math.nan
+    x, y = np.array(xs), np.array(ys)
+    return float(np.clip((x @ y) / (x @ x), 0.0, 1.0))
+
+
+def shares(parts: Mapping[str, float]) -> dict[str, float]:
+    """Each part divided by the sum of all parts (so the shares sum to 1)."""
+    total = float(sum(parts.values()))
+    if total == 0:
+        return {k: math.nan for k in parts}
+    return {k: float(v) / total for k, v in parts.items()}
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]], align: str | None = None) -> str:
+    """A Markdown table; ``align`` has one of ``l``/``r`` per column (default: first left, rest right)."""
+    headers = list(headers)
+    align = align or "l" + "r" * (len(headers) - 1)
+    sep = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(sep) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
