@@ -48,6 +48,31 @@ class Policy(ABC):
         return None
 
 
+class BatchPolicy(ABC):
+    """Optional: many genomes acting in lockstep, one row (a sub-environment running one
+    episode) each; see :meth:`Agent.batch_policy` and :mod:`synapto.evolution.batched`.
+
+    Rows are numbered as in the genomes given to :meth:`Agent.batch_policy`; after
+    :meth:`keep` the current rows are a subset, in the same relative order.
+    """
+
+    @abstractmethod
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Actions for the current rows' observations ``obs`` (rows, obs_dim):
+        ints (rows,) for Discrete spaces, floats (rows, act_dim) for Box."""
+
+    @abstractmethod
+    def keep(self, rows: np.ndarray) -> None:
+        """Drop every current row but ``rows`` (indices into the current rows)."""
+
+    def end_episodes(self, rows: np.ndarray) -> None:
+        """The episodes of current rows ``rows`` ended with the last step."""
+
+    def trace_stats(self) -> np.ndarray | None:
+        """Per-row statistics (original rows, n_params) summed over ended episodes, or None."""
+        return None
+
+
 class Agent(ABC):
     """A family of networks for one environment (see the module docstring)."""
 
@@ -84,6 +109,11 @@ class Agent(ABC):
     @abstractmethod
     def policy(self, genome: np.ndarray) -> Policy:
         """A policy running ``genome`` (the genome is not modified)."""
+
+    def batch_policy(self, genomes: np.ndarray, want_stats: bool = True) -> BatchPolicy | None:
+        """Optional: a :class:`BatchPolicy` running ``genomes`` (rows, n_params) in
+        lockstep, or None (the default): this agent cannot be evaluated batched."""
+        return None
 
     @abstractmethod
     def groups(self) -> list[list[slice]]:
@@ -170,6 +200,43 @@ class ActionMap:
         t *= 0.5
         t *= self._span
         return self._lo + t
+
+
+def batched_dot(x: np.ndarray, w: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """``out[:, r] = x[:, r] @ w[:, :, r]`` for every row ``r``: one matrix per row, rows
+    last (``x`` (k, rows), ``w`` (k, m, rows), ``out`` and ``tmp`` (m, rows)).  Summed in
+    input order; BLAS (the one-row path) may sum in another order or with fused
+    multiply-adds, so results can differ from it in the last bits."""
+    np.multiply(w[0], x[0], out=out)
+    for k in range(1, x.shape[0]):
+        np.multiply(w[k], x[k], out=tmp)
+        out += tmp
+    return out
+
+
+def tanh_(x: np.ndarray) -> np.ndarray:
+    """In-place tanh of a batch (hidden layers of batched policies), as
+    :func:`synapto.ppo.nn.tanh_`: about half the cost of ``np.tanh`` in float64,
+    accurate to a few ulps (the batched path is not bit-exact anyway)."""
+    from synapto.ppo.nn import tanh_ as fast
+
+    return fast(x)
+
+
+def batch_actions(agent: "Agent", out: np.ndarray) -> np.ndarray:
+    """:meth:`Agent.output_to_action` for outputs ``out`` (act_dim, rows), rows first in
+    the result; the same elementwise operations, so bit for bit the one-row result."""
+    if agent.space.discrete:
+        return out.argmax(axis=0)
+    a = np.tanh(out.T)
+    bounds = agent._bounds
+    if bounds is not None:
+        lo, hi = bounds
+        a += 1.0
+        a *= 0.5
+        a *= hi - lo
+        a = lo + a
+    return a
 
 
 def layer_shapes(sizes: list[int]) -> list[tuple[int, int]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import Agent, Policy, layer_shapes
+from agents.base import Agent, BatchPolicy, Policy, batch_actions, batched_dot, layer_shapes, tanh_
 
 
 class MLPPolicy(Policy):
@@ -46,6 +46,36 @@ class MLPPolicy(Policy):
             tanh(h, h)
         x, w = self._last
         return self._map(x.dot(w, self._z))
+
+
+class MLPBatchPolicy(BatchPolicy):
+    """Rows last: weights (in, out, rows), activities (units, rows); see
+    :func:`agents.base.batched_dot`."""
+
+    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray):
+        self.agent = agent
+        n = genomes.shape[0]
+        self._mats = [np.ascontiguousarray(genomes[:, s].reshape(n, *shape).transpose(1, 2, 0))
+                      for s, shape in zip(agent._slices, agent._shapes)]
+        self._alloc(n)
+
+    def _alloc(self, n: int) -> None:
+        self._bufs = [np.zeros((w.shape[1], n)) for w in self._mats]
+        self._tmps = [np.zeros((w.shape[1], n)) for w in self._mats]
+
+    def act(self, obs):
+        x = np.ascontiguousarray(obs.T, dtype=np.float64)
+        last = len(self._mats) - 1
+        for i, (w, h, t) in enumerate(zip(self._mats, self._bufs, self._tmps)):
+            batched_dot(x, w, h, t)
+            if i < last:
+                tanh_(h)
+            x = h
+        return batch_actions(self.agent, x)
+
+    def keep(self, rows):
+        self._mats = [np.ascontiguousarray(w[:, :, rows]) for w in self._mats]
+        self._alloc(len(rows))
 
 
 class PrunedMLP(Agent):
@@ -81,6 +111,9 @@ class PrunedMLP(Agent):
 
     def policy(self, genome):
         return MLPPolicy(self, np.array(genome, dtype=np.float64))
+
+    def batch_policy(self, genomes, want_stats=True):
+        return MLPBatchPolicy(self, np.asarray(genomes, dtype=np.float64))
 
     def groups(self):
         return [[s] for s in self._slices]

@@ -126,6 +126,10 @@ def evolve(
         help="dynamic: a worker gets its next individual as soon as it is free; waves: the reference's "
              "blocking waves (one individual per worker, all wait for the slowest). Results are identical.")]
         = "dynamic",
+    batch: Annotated[str, typer.Option(
+        help="auto: where the env has a numpy-batched implementation (e.g. CartPole-v1) and the agent a "
+             "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.")]
+        = "auto",
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
@@ -156,7 +160,9 @@ def evolve(
         raise UsageError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
     if not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
-    options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every)
+    if batch not in ("auto", "off"):
+        raise UsageError(f"--batch must be 'auto' or 'off', got {batch!r}")
+    options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch)
     if resume is not None:
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")

@@ -139,6 +139,9 @@ class RunOptions:
     schedule: str = "dynamic"  #: "dynamic" or "waves" (see synapto.parallel.farm)
     on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
     checkpoint_every: int = 1  #: generations between checkpoints
+    #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
+    #: agent support it (synapto.evolution.batched); "off": one environment at a time
+    batch: str = "auto"
 
 
 class RunStopped(Exception):
@@ -186,7 +189,9 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         writer = EvolveRunWriter.create(out, cfg, agent.n_params, agent.name)
         write_checkpoint(out, state, cfg_json)
     saved_generation = state.generation  # generation of the checkpoint on disk
-    farm.setup(spec_of(cfg))
+    from synapto.evolution.batched import batching_farm
+
+    farm = batching_farm(farm, spec_of(cfg), agent, options.batch)
     progress = Progress()
     map_kw = dict(schedule=options.schedule, stop=stop, progress=progress,
                   on_error="skip" if options.on_error == "skip" else "raise")
