@@ -2,7 +2,7 @@
 
 Arithmetic (speed-up, efficiency, Amdahl, shares, the ceiling model, the farm
 simulation) on made-up numbers; then one small ``bench evolve`` through the CLI
-(CartPole, real mpiexec) whose files must be complete and consistent, and whose
+(BipedalWalker, real mpiexec) whose files must be complete and consistent, and whose
 waves and dynamic runs must hold bit-identical results.
 """
 
@@ -129,8 +129,8 @@ def test_farm_simulation_dynamic_and_waves():
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    cmd = [sys.executable, "-m", "synapto", "bench", "evolve", "--env", "CartPole-v1", "--hidden", "4",
-           "--population", "6", "--generations", "2", "--episodes", "1", "--seed", "3",
+    cmd = [sys.executable, "-m", "synapto", "bench", "evolve", "--env", "BipedalWalker-v3", "--hidden", "4",
+           "--population", "4", "--generations", "2", "--episodes", "1", "--seed", "3",
            "--workers-list", "0", "2", "--raw-steps", "300", "--out-dir", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
                             start_new_session=True)
