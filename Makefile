@@ -58,3 +58,12 @@ BENCH_ARGS    ?=
 .PHONY: bench-evolve
 bench-evolve: install
 	$(PY) -m synapto bench evolve --agent $(BENCH_AGENT) --workers-list $(BENCH_WORKERS) --seed $(BENCH_SEEDS) $(BENCH_ARGS)
+
+# Throughput benchmarks (docs/throughput.md): CartPole-v1 steps/s against the number of
+# environments per backend, and small-network timing (numpy, PyTorch when installed).
+.PHONY: bench-envs bench-nn
+bench-envs: install
+	$(PY) -m synapto bench envs --workers $(WORKERS)
+
+bench-nn: install
+	$(PY) -m synapto bench nn

@@ -321,6 +321,13 @@ def replay(
 def _register_optional() -> None:
     from synapto.bench.learn import register as learn_register
 
+    from synapto.bench.envs import register as envs_register
+    from synapto.bench.nn import register as nn_register
+
+    envs_register(bench_app)
+    nn_register(bench_app)
+    MULTI_VALUE_OPTIONS.add("--backend")
+
     learn_register(bench_app)
     MULTI_VALUE_OPTIONS.add("--mode")
     try:
