@@ -89,8 +89,8 @@ class Settings:
     agent: str = "hebbian-dag"
     hidden: tuple = (8, 8)
     population: int = 64
-    generations: int = 8
-    episodes: int = 3
+    generations: int = 5
+    episodes: int = 2
     seeds: tuple = (13, 41337)
     workers: tuple = (1, 2)
     waves: bool = True
@@ -148,7 +148,7 @@ def run_logged(cmd: list[str], log_path: Path) -> Logged:
     """Run ``cmd``, time-stamping every output line on arrival; the log keeps both."""
     t0 = time.perf_counter()
     lines = []
-    with open(log_path, "w") as log:
+    with open(log_path, "w", buffering=1) as log:  # line-buffered: the log can be followed
         log.write("$ " + shlex.join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=_child_env(), bufsize=1)
@@ -158,8 +158,12 @@ def run_logged(cmd: list[str], log_path: Path) -> Logged:
                 lines.append((t, line.rstrip("\n")))
                 log.write(f"[{t:9.3f}] {line}")
             rc = proc.wait()
-        except BaseException:
-            proc.kill()
+        except BaseException:  # interrupted: mpiexec passes SIGTERM on; evolve stops cleanly
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
             raise
     wall = time.perf_counter() - t0
     if rc != 0:
