@@ -20,6 +20,7 @@ to ``<out_dir>/runs/``.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -53,7 +54,8 @@ def summarise(run_path: Path) -> dict:
 
     with PPORun(run_path) as run:
         n = run.completed
-        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup") + tuple(k for k, _ in SPLIT)}
+        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu")
+                  + tuple(k for k, _ in SPLIT)}
         steps = int(run.stats("TotalEnvInteracts")[-1])
         ret = run.stats("AverageEpRet")
         stop = run.stats("StopIter")
@@ -63,7 +65,8 @@ def summarise(run_path: Path) -> dict:
     split["epoch"] = float(np.mean(timing["epoch"]))
     split["other"] = split["epoch"] - sum(split[k] for k, _ in SPLIT)
     return {"wall": wall, "epochs": n, "env_steps": steps, "steps_per_s": steps / wall,
-            "epoch_s": float(np.mean(timing["epoch"])), "setup_s": float(timing["setup"][0]),
+            "epoch_s": float(np.mean(timing["epoch"])), "epoch_cpu_s": float(np.mean(timing["cpu"])),
+            "setup_s": float(timing["setup"][0]),
             "final_return": float(ret[-1]), "last10_return": float(np.nanmean(ret[-10:])),
             "mean_stop_iter": float(np.mean(stop)), "split": split}
 
@@ -75,12 +78,15 @@ def markdown(result: dict) -> str:
         f"## PPO benchmark: {s['env']}, hid {' '.join(map(str, s['hid']))}, gamma {s['gamma']}, "
         f"max_ep_len {s['max_ep_len']}, {s['epochs']} epochs x {s['steps']} steps, seeds {' '.join(map(str, seeds))}",
         "",
-        f"Machine: {s['machine']}.  Wall time per seed = the run's own clock (setup + epochs); "
-        f"std over seeds is the population std.",
+        f"Machine: {s['machine']}; load average {s['load_before']:.1f} before, {s['load_after']:.1f} after "
+        f"(a load above the core count means other work shared the cores).  Wall time per seed = the run's "
+        f"own clock (setup + epochs); std over seeds is the population std.  CPU s / epoch is rank 0's "
+        f"process CPU time: close to the wall time on a quiet machine.",
         "",
         "| processes | " + " | ".join(f"seed {x} (s)" for x in seeds)
-        + " | mean ± std (s) | s / epoch | env steps/s | policy stop iter | final return (mean of seeds) |",
-        "|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|",
+        + " | mean ± std (s) | s / epoch | CPU s / epoch | env steps/s | policy stop iter "
+          "| final return (mean of seeds) |",
+        "|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|---:|",
     ]
     for p, runs in result["runs"].items():
         walls = [runs[str(x)]["wall"] for x in seeds]
@@ -88,6 +94,7 @@ def markdown(result: dict) -> str:
             f"| {p} | " + " | ".join(f"{w:.1f}" for w in walls)
             + f" | {np.mean(walls):.1f} ± {np.std(walls):.1f}"
             + f" | {np.mean([runs[str(x)]['epoch_s'] for x in seeds]):.3f}"
+            + f" | {np.mean([runs[str(x)]['epoch_cpu_s'] for x in seeds]):.3f}"
             + f" | {np.mean([runs[str(x)]['steps_per_s'] for x in seeds]):.0f}"
             + f" | {np.mean([runs[str(x)]['mean_stop_iter'] for x in seeds]):.1f}"
             + f" | {np.mean([runs[str(x)]['final_return'] for x in seeds]):.1f} |")
@@ -100,6 +107,10 @@ def markdown(result: dict) -> str:
         lines.append(f"| {p} | " + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT)
                      + f" | {split['comm']:.3f} | {split['other']:.3f} | {split['epoch']:.3f} |")
     lines.append("")
+    if s["load_before"] > s["cores"] or s["load_after"] > s["cores"]:
+        lines += ["The machine was shared during this run: the wall-clock figures above include time "
+                  "the processes waited for a core, and MPI collectives include waits for a descheduled "
+                  "rank.", ""]
     return "\n".join(lines)
 
 
@@ -113,7 +124,8 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
     result = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
                            "epochs": epochs, "steps": steps, "procs": procs, "seeds": seeds,
                            "machine": f"{platform.machine()}, {_cpu_count()} cores, Python {platform.python_version()}",
-                           "date": time.strftime("%Y-%m-%d %H:%M:%S")},
+                           "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": _cpu_count(),
+                           "load_before": os.getloadavg()[0]},
               "runs": {}}
     for p in procs:
         result["runs"][str(p)] = {}
@@ -129,6 +141,7 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
             result["runs"][str(p)][str(seed)] = summary
             log(f"procs {p} seed {seed}: {summary['wall']:.1f} s ({summary['epoch_s']:.3f} s/epoch, "
                 f"{summary['steps_per_s']:.0f} env steps/s, final return {summary['final_return']:.1f})")
+    result["settings"]["load_after"] = os.getloadavg()[0]
     md = markdown(result)
     (out_dir / "ppo.md").write_text(md)
     (out_dir / "ppo.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -139,8 +152,6 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
 
 
 def _cpu_count() -> int:
-    import os
-
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover

@@ -23,15 +23,6 @@ from synapto.errors import UsageError
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
 MULTI_VALUE_OPTIONS = ("--hid", "--seed", "--procs")
 
-_D = "[default: {}]"
-
-
-def _default(name: str) -> str:
-    from synapto.ppo.config import PPOConfig
-
-    return _D.format(getattr(PPOConfig(), name))
-
-
 def _log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -77,7 +68,7 @@ def _check_new_outputs(outs: list[Path], force: bool) -> None:
 
 
 def ppo(
-    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. " + _D.format("BipedalWalker-v3"))] = None,
+    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. [default: BipedalWalker-v3]")] = None,
     hid: Annotated[Optional[list[str]], typer.Option(
         help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\". [default: 64 64]")] = None,
     gamma: Annotated[Optional[float], typer.Option(help="Discount factor. [default: 0.99]")] = None,

@@ -51,9 +51,10 @@ PROGRESS_COLUMNS = (
 )
 STATS = PROGRESS_COLUMNS[:-1]
 INT_STATS = ("Epoch", "TotalEnvInteracts")
-#: per-epoch wall-clock figures of rank 0 (seconds); Time is cumulative since the run started
+#: per-epoch wall-clock figures of rank 0 (seconds); Time is cumulative since the run started;
+#: cpu is the CPU time of rank 0's process during the epoch (wall >> cpu: the machine is shared)
 TIMING = ("Time", "epoch", "rollout", "env", "act", "values", "gae", "update_pi", "update_v",
-          "comm", "stats", "write", "setup")
+          "comm", "stats", "write", "setup", "cpu")
 CHECKPOINT = ("pi", "v", "pi_adam_m", "pi_adam_v", "pi_adam_t", "v_adam_m", "v_adam_v", "v_adam_t")
 
 

@@ -232,18 +232,20 @@ class Trainer:
         t_act = 0.0
         ep_ret, ep_len = 0.0, 0
         flat = len(self.env_obs_shape) == 1
-        for i in range(n):
+        t0 = clock()
+        for i in range(n):  # two clock reads per step: policy side, then env side
             row = obs_buf[i]
             row[:] = o if flat else np.ravel(o)
-            t0 = clock()
             if discrete:
                 a = act_buf[i] = act(row, noise[i])
             else:
                 a = act(row, noise[i], act_buf[i])
             t1 = clock()
             o, r, terminated, truncated, _ = step(a)
-            t_env += clock() - t1
+            t2 = clock()
             t_act += t1 - t0
+            t_env += t2 - t1
+            t0 = t2
             rew_buf[i] = r
             ep_ret += r
             ep_len += 1
@@ -253,9 +255,9 @@ class Trainer:
                 ep_lengths.append(ep_len)
                 if i + 1 < n:
                     episode += 1
-                    t0 = clock()
                     o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO, 1, self.rank, epoch, episode))
-                    t_env += clock() - t0
+                    t0 = clock()
+                    t_env += t0 - t2
                     ep_ret, ep_len = 0.0, 0
         if not buf.path_ends or buf.path_ends[-1] != n:
             buf.end_path(n, np.ravel(o))  # cut by the end of the epoch: bootstrap, not logged
@@ -323,7 +325,7 @@ class Trainer:
     # -- one epoch -----------------------------------------------------------------------
     def epoch(self, epoch: int) -> tuple[dict, dict]:
         timing = _zero_timing()
-        t = clock()
+        t, cpu = clock(), time.process_time()
         ep_returns, ep_lengths = self.rollout(epoch, timing)
         self.advantages(timing)
         values = self.buf.val.copy()
@@ -341,6 +343,7 @@ class Trainer:
                      TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size)
         timing["stats"] = clock() - t_stats
         timing["epoch"] = clock() - t
+        timing["cpu"] = time.process_time() - cpu
         return stats, timing
 
     def checkpoint(self) -> dict[str, np.ndarray]:
