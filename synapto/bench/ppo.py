@@ -99,7 +99,9 @@ def markdown(result: dict) -> str:
             + f" | {np.mean([runs[str(x)]['mean_stop_iter'] for x in seeds]):.1f}"
             + f" | {np.mean([runs[str(x)]['final_return'] for x in seeds]):.1f} |")
     lines += ["", ORIGIN + ".", "",
-              "Mean time per epoch on rank 0, seconds (mean over seeds and epochs):", "",
+              "Mean time per epoch on rank 0, seconds (mean over seeds and epochs).  \"of which MPI\" is the "
+              "time inside collectives (transfers and waiting for slower ranks), already counted in the GAE "
+              "(advantage normalisation waits for every rank's rollout), update and other columns:", "",
               "| processes | " + " | ".join(label for _, label in SPLIT) + " | of which MPI | other | epoch |",
               "|---:|" + "---:|" * (len(SPLIT) + 3)]
     for p, runs in result["runs"].items():

@@ -294,7 +294,6 @@ class Trainer:
         obs, act = buf.obs, buf.act
         adv = buf.adv.astype(self.dtype)
         ret = buf.ret.astype(self.dtype)
-        comm_before = coll.seconds
         t = clock()
         logp_old = self.pi.logp(obs, act)
         stop_iter = 0
@@ -317,7 +316,6 @@ class Trainer:
         t2 = clock()
         timing["update_pi"] += t1 - t
         timing["update_v"] += t2 - t1
-        timing["comm"] += coll.seconds - comm_before
         return {"LossPi": loss_pi_old, "LossV": loss_v_old, "DeltaLossPi": loss_pi - loss_pi_old,
                 "DeltaLossV": loss_v - loss_v_old, "Entropy": ent_old, "KL": kl, "ClipFrac": clip_frac,
                 "StopIter": float(stop_iter)}
@@ -325,7 +323,7 @@ class Trainer:
     # -- one epoch -----------------------------------------------------------------------
     def epoch(self, epoch: int) -> tuple[dict, dict]:
         timing = _zero_timing()
-        t, cpu = clock(), time.process_time()
+        t, cpu, comm = clock(), time.process_time(), self.coll.seconds
         ep_returns, ep_lengths = self.rollout(epoch, timing)
         self.advantages(timing)
         values = self.buf.val.copy()
@@ -344,6 +342,7 @@ class Trainer:
         timing["stats"] = clock() - t_stats
         timing["epoch"] = clock() - t
         timing["cpu"] = time.process_time() - cpu
+        timing["comm"] = self.coll.seconds - comm
         return stats, timing
 
     def checkpoint(self) -> dict[str, np.ndarray]:
