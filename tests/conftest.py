@@ -34,7 +34,7 @@ def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Pop
                             start_new_session=True)
 
 
-def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 120) -> str:
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> str:
     """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit."""
     import selectors
     import time

@@ -33,5 +33,5 @@ def test_bench_learn_tiny_budget(tmp_path):
 
 
 def test_bench_learn_rejects_unknown_mode(tmp_path):
-    proc = run_cli("bench", "learn", "--mode", "magic", "--out-dir", tmp_path, timeout=60)
+    proc = run_cli("bench", "learn", "--mode", "magic", "--out-dir", tmp_path, timeout=180)
     assert proc.returncode == 2 and "magic" in proc.stderr

@@ -33,7 +33,7 @@ def assert_usage_error(proc, *needles):
     (["--workers", "-2"], ["--workers"]),
 ])
 def test_bad_options(tmp_path, args, needles):
-    proc = run_cli("evolve", *SMALL, "--out", tmp_path / "r.h5", *args, timeout=60)
+    proc = run_cli("evolve", *SMALL, "--out", tmp_path / "r.h5", *args, timeout=180)
     assert_usage_error(proc, *needles)
     assert not (tmp_path / "r.h5").exists()
 
@@ -41,23 +41,23 @@ def test_bad_options(tmp_path, args, needles):
 def test_config_that_does_not_parse(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text("population = = 3\n")
-    assert_usage_error(run_cli("evolve", "--config", cfg, timeout=60), "bad.toml", "TOML")
+    assert_usage_error(run_cli("evolve", "--config", cfg, timeout=180), "bad.toml", "TOML")
 
 
 def test_config_with_unknown_key(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text("population = 8\npopulaton = 3\n")
-    assert_usage_error(run_cli("evolve", "--config", cfg, timeout=60), "populaton")
+    assert_usage_error(run_cli("evolve", "--config", cfg, timeout=180), "populaton")
 
 
 def test_missing_config(tmp_path):
-    assert_usage_error(run_cli("evolve", "--config", tmp_path / "none.toml", timeout=60), "none.toml")
+    assert_usage_error(run_cli("evolve", "--config", tmp_path / "none.toml", timeout=180), "none.toml")
 
 
 def test_existing_out_without_force_is_left_untouched(tmp_path):
     out = tmp_path / "r.h5"
     out.write_bytes(b"precious")
-    assert_usage_error(run_cli("evolve", *SMALL, "--out", out, timeout=60), "--force")
+    assert_usage_error(run_cli("evolve", *SMALL, "--out", out, timeout=180), "--force")
     assert out.read_bytes() == b"precious"
     proc = run_cli("evolve", *SMALL, "--out", out, "--force", timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -68,22 +68,22 @@ def test_existing_out_without_force_is_left_untouched(tmp_path):
 def test_unwritable_output_directory(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    assert_usage_error(run_cli("evolve", *SMALL, "--out", blocker / "r.h5", timeout=60), "--out")
+    assert_usage_error(run_cli("evolve", *SMALL, "--out", blocker / "r.h5", timeout=180), "--out")
 
 
 def test_replay_bad_inputs(tmp_path):
-    assert_usage_error(run_cli("replay", tmp_path / "missing.h5", "--sample", "1", timeout=60), "no such file")
+    assert_usage_error(run_cli("replay", tmp_path / "missing.h5", "--sample", "1", timeout=180), "no such file")
     junk = tmp_path / "junk.h5"
     junk.write_bytes(b"\x00" * 100)
-    assert_usage_error(run_cli("replay", junk, "--sample", "1", timeout=60), "not a readable HDF5")
+    assert_usage_error(run_cli("replay", junk, "--sample", "1", timeout=180), "not a readable HDF5")
     other = tmp_path / "other.h5"
     with h5py.File(other, "w") as f:
         f["x"] = 1
-    assert_usage_error(run_cli("replay", other, "--sample", "1", timeout=60), "not a synapto run")
+    assert_usage_error(run_cli("replay", other, "--sample", "1", timeout=180), "not a synapto run")
     out = tmp_path / "r.h5"
     assert run_cli("evolve", *SMALL, "--out", out, timeout=120).returncode == 0
-    assert_usage_error(run_cli("replay", out, "--generation", "1", "--individual", "0", timeout=60),
+    assert_usage_error(run_cli("replay", out, "--generation", "1", "--individual", "0", timeout=180),
                        "--generation 1", "0..0")
-    assert_usage_error(run_cli("replay", out, "--generation", "0", "--individual", "4", timeout=60),
+    assert_usage_error(run_cli("replay", out, "--generation", "0", "--individual", "4", timeout=180),
                        "--individual 4", "0..3")
-    assert_usage_error(run_cli("replay", out, timeout=60), "--sample")
+    assert_usage_error(run_cli("replay", out, timeout=180), "--sample")

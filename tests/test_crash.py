@@ -156,7 +156,7 @@ def test_bad_run_files_for_resume_and_replay(tmp_path):
     for path, needle in cases.items():
         before = path.read_bytes() if path.exists() else None
         for cmd in (["evolve", "--resume", path], ["replay", path, "--sample", "1"]):
-            proc = run_cli(*cmd, timeout=60)
+            proc = run_cli(*cmd, timeout=180)
             assert proc.returncode == 2, (cmd, proc.stderr)
             lines = proc.stderr.strip().splitlines()
             assert len(lines) == 1 and needle in lines[0], lines
