@@ -129,10 +129,10 @@ def test_progress_txt_is_spinning_up_compatible(one_rank_run):
     assert config["steps_per_epoch"] == 500 and config["seed"] == 3
 
 
-def test_progress_txt_reads_with_pandas(one_rank_run):
-    pandas = pytest.importorskip("pandas")
-    frame = pandas.read_table(one_rank_run.with_suffix("") / "progress.txt")
-    assert list(frame["Epoch"]) == [0, 1] and frame["AverageEpRet"].notna().all()
+def test_progress_txt_reads_as_a_named_table(one_rank_run):
+    # what pandas.read_table and Spinning Up's plotter do: a header row, then tab-separated numbers
+    table = np.genfromtxt(one_rank_run.with_suffix("") / "progress.txt", delimiter="\t", names=True)
+    assert list(table["Epoch"]) == [0, 1] and np.isfinite(table["AverageEpRet"]).all()
 
 
 def test_resume_continues_bit_identically(tmp_path):
