@@ -806,6 +806,16 @@ def markdown(result: dict) -> str:
                                                       for R in PROJECT_RANKS) + ".")
     else:
         lines.append("Amdahl fit: needs a run at 1 worker (or 0) and one above it.")
+    base_row = next((row for row in rows if row["schedule"] == "dynamic" and row["workers"] == base), None)
+    if base_row is not None:
+        sh = base_row["shares"]
+        f_meas = sh["update"] + sh["coordinator"] + sh["write"]
+        lines.append("")
+        lines.append(f"The serial work itself (coordinator update, its other work, run file and checkpoint) is "
+                     f"{f_meas:.2%} of the worker-seconds at {max(base, 1)} worker(s); as Amdahl's f it gives "
+                     + ", ".join(f"{amdahl(f_meas, R - 1):.1f} at {R} ranks ({R - 1} workers)" for R in PROJECT_RANKS)
+                     + ".  A fitted f well above it measures the machine (cores shared by the workers, the "
+                     "coordinator and other processes), not synapto's serial part.")
     sim = proj.get("simulated_speedup")
     if sim:
         measured = {row["workers"]: row["speedup"] for row in rows if row["schedule"] == "dynamic"}
@@ -836,6 +846,7 @@ def plot(result: dict, path: Path) -> bool:
     except Exception:
         return False
     rows = result["rows"]
+    ticks = sorted({max(r["workers"], 1) for r in rows})
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for sched, style in (("dynamic", "o-"), ("waves", "s--")):
         rs = [r for r in rows if r["schedule"] == sched]
@@ -847,8 +858,10 @@ def plot(result: dict, path: Path) -> bool:
         a2.plot(n, [r["efficiency"] for r in rs], style, label=sched)
     f = result.get("projection", {}).get("amdahl_serial_fraction", math.nan)
     if math.isfinite(f):
-        xs = np.arange(1, max(max(max(r["workers"], 1) for r in rows), 4) + 1)
+        xs = np.arange(1, max(ticks) + 1)
         a2.plot(xs, [amdahl(f, x) / x for x in xs], ":", color="grey", label=f"Amdahl f={f:.3f}")
+    for a in (a1, a2):
+        a.set_xticks(ticks)
     a1.set_xlabel("workers")
     a1.set_ylabel("evolution loop time (s)")
     a2.set_xlabel("workers")
