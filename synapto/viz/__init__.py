@@ -1,0 +1,320 @@
+"""Looking at runs: learning curves, animations, network drawings, CSV export.
+
+- :mod:`synapto.viz.plot`    ``synapto plot``   learning curves of evolution and PPO runs
+- :mod:`synapto.viz.render`  ``synapto render`` an animation of the champion (or a PPO policy)
+- :mod:`synapto.viz.draw`    ``synapto draw``   the champion's network as a graph
+- :mod:`synapto.viz.export`  ``synapto export`` per-generation / per-epoch statistics as CSV
+- :mod:`synapto.viz.cli`     the four commands
+
+This module reads run files into :class:`RunData` (what plotting and export need)
+and picks genomes to look at.  matplotlib and imageio (the ``plot`` extra) are
+imported only inside the commands that need them, through :func:`require`, so the
+rest of synapto works without them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import RunFileError, UsageError
+
+#: the x axes of ``synapto plot``
+AXES = ("generation", "env-steps", "wall-time")
+
+
+def require(module: str, command: str, package: str | None = None):
+    """Import ``module`` for ``command``, or stop with a one-line hint at the ``plot`` extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        package = package or module.split(".")[0]
+        raise UsageError(f"{command} needs {package}: pip install -e .[plot]  (or `make install`)") from None
+
+
+def matplotlib_figure(command: str):
+    """matplotlib's ``Figure`` class, rendering with Agg (no display, no pyplot state)."""
+    mpl = require("matplotlib", command)
+    mpl.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    return Figure
+
+
+def check_image_out(out: Path, suffixes: tuple[str, ...], what: str = "--out") -> str:
+    """The lower-case suffix of ``out`` (one of ``suffixes``); one-line errors otherwise.
+    Nothing is created: see :func:`make_parent`."""
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in suffixes:
+        raise UsageError(f"{what} {str(out)!r} must end in {' or '.join(suffixes)}")
+    if out.is_dir():
+        raise UsageError(f"{what} {str(out)!r} is a directory")
+    return suffix
+
+
+def make_parent(out: Path, what: str = "--out") -> None:
+    """Create the folder of ``out`` (called once the picture is ready to be written)."""
+    parent = Path(out).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{what} {str(out)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
+
+
+# ----------------------------------------------------------------------------- reading
+@dataclass
+class RunData:
+    """One run file's per-generation (evolution) or per-epoch (PPO) data."""
+
+    path: Path
+    kind: str  #: "evolve" or "ppo"
+    config: dict  #: the run's configuration (defaults filled in)
+    rows: int  #: completed generations / epochs
+    columns: dict[str, np.ndarray]  #: statistics in export order (completed rows only)
+    x: dict[str, np.ndarray | None]  #: per axis of :data:`AXES`; None when the file lacks it
+    curves: dict[str, np.ndarray]  #: what ``plot`` draws in the upper panel
+    connections: dict[str, np.ndarray] = field(default_factory=dict)  #: the lower panel (evolution)
+    finished: bool = False
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    @property
+    def env(self) -> str:
+        return str(self.config.get("env", "?"))
+
+    @property
+    def group_key(self) -> str:
+        """Runs with equal keys differ only in their seed: one line with a band."""
+        rest = {k: v for k, v in self.config.items() if k != "seed"}
+        return json.dumps({"kind": self.kind, **rest}, sort_keys=True, default=str)
+
+    @property
+    def short_label(self) -> str:
+        c = self.config
+        if self.kind == "ppo":
+            return f"PPO {list(c.get('hid', []))}"
+        return f"{c.get('agent', '?')} {list(c.get('hidden', []))}"
+
+
+def _config_dict(text: str, path: Path) -> dict:
+    """The configuration as the run file stores it (JSON).  Grouping uses what was written,
+    not a re-parse with today's defaults: a file written before a field existed differs
+    from one that has it."""
+    try:
+        cfg = json.loads(text)
+    except (TypeError, ValueError):
+        cfg = None
+    if not isinstance(cfg, dict):
+        raise RunFileError(f"{str(path)!r} has an unreadable config attribute")
+    return cfg
+
+
+def _read(f, name: str, n: int) -> np.ndarray | None:
+    if name not in f:
+        return None
+    data = np.asarray(f[name][:n])
+    return data if data.shape[0] == n else None
+
+
+def read_run(path: str | Path) -> RunData:
+    """Read an evolution or PPO run file (completed rows only); one-line errors otherwise."""
+    from synapto.runfile import STATS, TIMING, open_run
+
+    path = Path(path)
+    with open_run(path) as f:
+        kind = f.attrs.get("kind")
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        if kind not in ("evolve", "ppo"):
+            raise RunFileError(f"{str(path)!r} is a {kind!r} run; synapto reads 'evolve' and 'ppo' runs")
+        config = _config_dict(f.attrs.get("config", "{}"), path)
+        n = int(f["completed"][0])
+        if n < 1:
+            raise RunFileError(f"{str(path)!r} has no completed {'generation' if kind == 'evolve' else 'epoch'} yet")
+        stats = sorted(f["stats"].keys()) if "stats" in f else []
+        timing = sorted(f["timing"].keys()) if "timing" in f else []
+        columns: dict[str, np.ndarray] = {}
+        if kind == "evolve":
+            order = [s for s in STATS if s in stats] + [s for s in stats if s not in STATS]
+            for s in order:
+                col = _read(f, f"stats/{s}", n)
+                if col is not None:
+                    columns[s] = col
+            wall = _read(f, "timing/wall", n)
+            if wall is not None:
+                columns["wall_time"] = np.cumsum(np.nan_to_num(wall))
+            for t in [t for t in TIMING if t in timing] + [t for t in timing if t not in TIMING]:
+                col = _read(f, f"timing/{t}", n)
+                if col is not None:
+                    columns[f"timing_{t}"] = col
+            finished = bool(f["champion/tested"][0]) if "champion/tested" in f else False
+        else:
+            try:
+                from synapto.ppo.record import PROGRESS_COLUMNS
+            except ImportError:
+                PROGRESS_COLUMNS = ("Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet",
+                                    "TotalEnvInteracts", "Time")
+            order = [s for s in PROGRESS_COLUMNS if s in stats] + [s for s in stats if s not in PROGRESS_COLUMNS]
+            for s in order:
+                col = _read(f, f"stats/{s}", n)
+                if col is not None:
+                    columns[s] = col
+            cum = _read(f, "timing/Time", n)
+            if cum is None and "epoch" in timing:
+                cum = np.cumsum(np.nan_to_num(_read(f, "timing/epoch", n)))
+            if cum is not None:
+                columns["Time"] = cum
+            for t in timing:
+                col = _read(f, f"timing/{t}", n)
+                if t != "Time" and col is not None:
+                    columns[f"timing_{t}"] = col
+            finished = n >= int(config.get("epochs", n))
+    return _shape_run(path, kind, config, n, columns, finished)
+
+
+def _need(columns: dict, name: str, path: Path) -> np.ndarray:
+    if name not in columns:
+        raise RunFileError(f"{str(path)!r} has no /stats/{name}: not a complete synapto run file")
+    return columns[name].astype(np.float64)
+
+
+def _finite(y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64)
+    return np.where(np.isfinite(y), y, np.nan)
+
+
+def _shape_run(path, kind, config, n, columns, finished) -> RunData:
+    if kind == "evolve":
+        gen = columns.get("generation", np.arange(n, dtype=np.float64))
+        steps = _need(columns, "env_steps", path)
+        if "validation_env_steps" in columns:  # validation episodes are environment steps too
+            steps = steps + np.nan_to_num(columns["validation_env_steps"].astype(np.float64))
+        x = {"generation": gen.astype(np.float64), "env-steps": steps, "wall-time": columns.get("wall_time")}
+        curves = {"best": _finite(_need(columns, "best_fitness", path)),
+                  "elite-mean": _finite(_need(columns, "elite_mean", path)),
+                  "pop-mean": _finite(_need(columns, "pop_mean", path))}
+        if "validation_best" in columns and np.isfinite(columns["validation_best"]).any():
+            curves["validation"] = _finite(columns["validation_best"])
+        conns = {k: columns[c].astype(np.float64) for k, c in
+                 (("mean", "connections_mean"), ("champion", "champion_connections")) if c in columns}
+    else:
+        x = {"generation": columns.get("Epoch", np.arange(n)).astype(np.float64),
+             "env-steps": _need(columns, "TotalEnvInteracts", path),
+             "wall-time": columns.get("Time")}
+        curves = {"return": _finite(_need(columns, "AverageEpRet", path))}
+        conns = {}
+    if x["wall-time"] is not None:
+        x["wall-time"] = x["wall-time"].astype(np.float64)
+    return RunData(Path(path), kind, config, n, columns, x, curves, conns, finished)
+
+
+# ------------------------------------------------------------------------- genomes
+@dataclass
+class Pick:
+    """A genome chosen from an evolution run, with the agent that runs it."""
+
+    config: object  #: EvolveConfig
+    agent: object
+    genome: np.ndarray
+    generation: int
+    individual: int | None  #: None for the champion of a finished run
+    fitness: float
+    what: str  #: e.g. "champion of generation 12 (fitness 253.10)"
+    test_returns: np.ndarray  #: the run's stored test returns of this genome (champion only)
+    label: str = ""  #: short: "champion of gen 12", "best so far (gen 7)", "gen 3 individual 5"
+
+
+def pick_genome(path: str | Path, generation: int | None = None, individual: int | None = None) -> Pick:
+    """The champion of a finished run (else the best individual so far), or ``--generation G
+    --individual I``; with the agent built from the run's config."""
+    from agents import load_agent_class
+    from synapto.config import EvolveConfig
+    from synapto.envs import space_info
+    from synapto.runfile import open_run
+
+    path = Path(path)
+    if (generation is None) != (individual is None):
+        raise UsageError("give both --generation G and --individual I, or neither (the champion)")
+    with open_run(path, kind="evolve") as f:
+        cfg = EvolveConfig.from_json(f.attrs["config"])
+        done = int(f["completed"][0])
+        tested = bool(f["champion/tested"][0])
+        test_returns = np.zeros(0)
+        if generation is not None:
+            if not 0 <= generation < done:
+                raise UsageError(f"--generation {generation} is out of range: {str(path)!r} has "
+                                 f"{done} completed generation(s) (0..{done - 1})")
+            if not 0 <= individual < cfg.population:
+                raise UsageError(f"--individual {individual} is out of range: population {cfg.population} "
+                                 f"(0..{cfg.population - 1})")
+            genome = f["population"][generation, individual]
+            fitness = float(f["fitness"][generation, individual])
+            what = f"generation {generation} individual {individual} (fitness {fitness:.2f})"
+            label = f"gen {generation} individual {individual}"
+        elif tested:
+            genome = f["champion/genome"][()]
+            fitness = float(f["champion/fitness"][0])
+            generation = int(f["champion/generation"][0])
+            test_returns = f["champion/test_returns"][()]
+            what = f"champion of generation {generation} (fitness {fitness:.2f})"
+            label = f"champion of gen {generation}"
+        else:
+            label = "best so far"
+            if done < 1:
+                raise RunFileError(f"{str(path)!r} has no completed generation yet")
+            best = _checkpoint_best(path)
+            if best is not None:  # the run's own best-ever agent (chosen as the run chooses it)
+                genome, fitness, generation = best
+                what = (f"best so far: from generation {generation} (fitness {fitness:.2f}; "
+                        f"the run is unfinished, no tested champion)")
+            else:
+                fit = np.asarray(f["fitness"][:done], dtype=np.float64)
+                fit = np.where(np.isnan(fit), -np.inf, fit)
+                generation, individual = (int(v) for v in np.unravel_index(int(np.argmax(fit)), fit.shape))
+                genome = f["population"][generation, individual]
+                fitness = float(fit[generation, individual])
+                what = (f"best so far: generation {generation} individual {individual} (fitness {fitness:.2f}; "
+                        f"the run is unfinished, no tested champion)")
+    agent = load_agent_class(cfg.agent)(space_info(cfg.env), cfg.hidden, cfg.agent_options)
+    genome = np.asarray(genome, dtype=np.float64)
+    if genome.shape != (agent.n_params,):
+        raise RunFileError(f"{str(path)!r}: genome of length {genome.shape[0]} does not fit agent "
+                           f"{cfg.agent} {list(cfg.hidden)} on {cfg.env} ({agent.n_params} parameters)")
+    if label == "best so far":
+        label = f"best so far (gen {generation})"
+    return Pick(cfg, agent, genome, generation, individual, fitness, what, np.asarray(test_returns), label)
+
+
+def _checkpoint_best(path: Path):
+    """``(genome, fitness, generation)`` of the best-ever agent in the run's checkpoint, or None."""
+    try:
+        from synapto.runfile import read_checkpoint
+
+        found = read_checkpoint(path)
+        if found is None:
+            return None
+        state = found[0]
+        genome = np.asarray(state.best_genome, dtype=np.float64)
+        if genome.ndim != 1 or not np.isfinite(state.best_fitness):
+            return None
+        return genome, float(state.best_fitness), int(state.best_generation)
+    except Exception:  # no usable checkpoint: fall back to the best training fitness
+        return None
+
+
+def run_kind(path: str | Path) -> str:
+    """``"evolve"`` or ``"ppo"`` (one-line errors for anything else)."""
+    from synapto.runfile import open_run
+
+    with open_run(path) as f:
+        kind = f.attrs.get("kind")
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    if kind not in ("evolve", "ppo"):
+        raise RunFileError(f"{str(path)!r} is a {kind!r} run; synapto reads 'evolve' and 'ppo' runs")
+    return kind

@@ -1,0 +1,107 @@
+"""The commands ``plot``, ``render``, ``draw`` and ``export`` (see :mod:`synapto.viz`).
+
+:func:`register` adds them to synapto's typer app.  Nothing here imports
+matplotlib or imageio: the commands do, when they run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+RUNS_HELP = "Run files (.h5) of `synapto evolve` or `synapto ppo`."
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help=RUNS_HELP + " Seeds of one config are grouped.",
+                                               show_default=False)],
+    out: Annotated[Path, typer.Option(help="Figure file: .png or .svg.")] = Path("plot.png"),
+    x: Annotated[Optional[list[str]], typer.Option(
+        "--x", help="x axis: generation, env-steps or wall-time; several (--x env-steps,wall-time) "
+                    "give one column each. (default: generation)")] = None,
+    band: Annotated[str, typer.Option(help="Band around a group's mean over seeds: minmax, std or none.")]
+        = "minmax",
+    curves: Annotated[Optional[list[str]], typer.Option(
+        help="Evolution curves, comma-separated: best, elite-mean, pop-mean, validation (best validation "
+             "fitness, for runs that validate). (default: all)")] = None,
+    connections: Annotated[bool, typer.Option(
+        help="Lower panel with surviving connections (evolution runs).")] = True,
+    title: Annotated[Optional[str], typer.Option(help="Figure title. (default: the env ids)")] = None,
+    width: Annotated[Optional[int], typer.Option(help="Width in pixels. (default: 640 per x axis)")] = None,
+    height: Annotated[Optional[int], typer.Option(help="Height in pixels. (default: 720, 480 without the "
+                                                       "connections panel)")] = None,
+    dpi: Annotated[int, typer.Option(help="Dots per inch (text size relative to the picture).")] = 100,
+):
+    """Learning curves of evolution and PPO runs (mean and band over seeds)."""
+    from synapto.viz.plot import plot_runs
+
+    plot_runs(runs, out, axes=x, band=band, curves=curves, connections=connections, width=width,
+              height=height, dpi=dpi, title=title, log=_log)
+
+
+def render(
+    run: Annotated[Path, typer.Argument(help=RUNS_HELP, show_default=False)],
+    out: Annotated[Path, typer.Option(help="Animation: .gif, or .mp4 (needs imageio-ffmpeg or av).")]
+        = Path("champion.gif"),
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the individual to play "
+                                                           "(with --individual). (default: the champion)")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to play.")] = None,
+    params: Annotated[str, typer.Option(help="PPO runs: latest, final, or an epoch kept by --save-freq.")]
+        = "latest",
+    episodes: Annotated[int, typer.Option(help="Episodes, on the run's test seeds 0..N-1.")] = 1,
+    max_steps: Annotated[Optional[int], typer.Option(help="Cut every episode after this many steps. "
+                                                          "(default: the env's time limit)")] = None,
+    every: Annotated[int, typer.Option(help="Keep every K-th step as a frame.")] = 2,
+    scale: Annotated[float, typer.Option(help="Frame size relative to the env's rendering.")] = 0.5,
+    fps: Annotated[Optional[float], typer.Option(
+        help="Frames per second. (default: real time, the env's render_fps / --every)")] = None,
+):
+    """Play the champion (or an individual, or a PPO policy) headless and write an animation."""
+    from synapto.viz.render import render_run
+
+    render_run(run, out, generation=generation, individual=individual, episodes=episodes,
+               max_steps=max_steps, every=every, scale=scale, fps=fps, params=params, log=_log)
+
+
+def draw(
+    run: Annotated[Path, typer.Argument(help="Run file (.h5) of `synapto evolve`.", show_default=False)],
+    out: Annotated[Path, typer.Option(help="Figure file: .png or .svg.")] = Path("net.png"),
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the individual to draw "
+                                                           "(with --individual). (default: the champion)")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to draw.")] = None,
+    activity: Annotated[bool, typer.Option(
+        help="hebbian-dag: add a panel with edge width by Hebbian activity (plays one test episode).")] = True,
+    width: Annotated[Optional[int], typer.Option(help="Width in pixels. (default: 720 per panel)")] = None,
+    height: Annotated[int, typer.Option(help="Height in pixels.")] = 600,
+    dpi: Annotated[int, typer.Option(help="Dots per inch.")] = 100,
+):
+    """Draw the champion's network: surviving connections, width by weight (and Hebbian activity)."""
+    from synapto.viz.draw import draw_run
+
+    draw_run(run, out, generation=generation, individual=individual, activity=activity, width=width,
+             height=height, dpi=dpi, log=_log)
+
+
+def export(
+    runs: Annotated[list[Path], typer.Argument(help=RUNS_HELP, show_default=False)],
+    csv: Annotated[Path, typer.Option(help="Folder for <run name>.csv (created if needed; "
+                                           "existing CSV files of the same name are replaced).")] = Path("csv"),
+):
+    """Per-generation (evolution) or per-epoch (PPO) statistics as CSV files."""
+    from synapto.viz.export import export_runs
+
+    export_runs(runs, csv, log=_log)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``plot``, ``render``, ``draw`` and ``export`` to ``app``."""
+    app.command("plot")(plot)
+    app.command("render")(render)
+    app.command("draw")(draw)
+    app.command("export")(export)

@@ -1,0 +1,293 @@
+"""``synapto plot``: learning curves of evolution and PPO runs on one or more x axes.
+
+Runs whose configurations differ only in the seed form a group, drawn as the mean
+over its seeds with a band (min-max or +- one standard deviation).  On the
+generation axis the seeds are aligned by generation (epoch for PPO) over their
+common length; on env steps and wall time every seed is interpolated onto one
+grid over the range all seeds reach.
+
+Upper panel: best, elite-mean and population-mean fitness of evolution runs (and
+the best validation fitness of runs that validate their top candidates); average
+episode return (``AverageEpRet``) of PPO runs.  Env steps count every environment
+step a run took: training plus validation episodes for evolution,
+``TotalEnvInteracts`` for PPO.  Lower panel (when there is
+an evolution run): surviving connections, the population's mean and the
+champion's.  One column per x axis, so ``--x env-steps,wall-time`` puts sample
+efficiency and wall-clock efficiency side by side.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import UsageError
+from synapto.viz import AXES, RunData, check_image_out, make_parent, matplotlib_figure, read_run
+
+BANDS = ("minmax", "std", "none")
+EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")
+STYLES = {"best": "-", "elite-mean": "--", "pop-mean": ":", "validation": "-.", "return": "-"}
+CURVE_LABELS = {"best": "best fitness", "elite-mean": "elite-mean fitness", "pop-mean": "pop-mean fitness",
+                "validation": "best validation fitness"}
+AXIS_LABELS = {"generation": "generation", "env-steps": "environment steps", "wall-time": "wall-clock time"}
+
+
+def parse_axes(values) -> list[str]:
+    """``["env-steps,wall-time"]`` or ``["env-steps", "wall-time"]`` -> the axes, checked."""
+    out = []
+    for v in values or ["generation"]:
+        for a in str(v).split(","):
+            a = a.strip().lower().replace("_", "-")
+            if not a:
+                continue
+            if a not in AXES:
+                raise UsageError(f"--x {a!r} is not an axis; choose from {', '.join(AXES)}")
+            if a not in out:
+                out.append(a)
+    if not out:
+        raise UsageError(f"--x needs an axis: {', '.join(AXES)}")
+    return out
+
+
+def parse_curves(values) -> list[str]:
+    out = []
+    for v in values or list(EVOLVE_CURVES):
+        for c in str(v).split(","):
+            c = c.strip()
+            if c and c not in EVOLVE_CURVES:
+                raise UsageError(f"--curves {c!r} is unknown; choose from {', '.join(EVOLVE_CURVES)}")
+            if c and c not in out:
+                out.append(c)
+    return out or list(EVOLVE_CURVES)
+
+
+@dataclass
+class Group:
+    """Runs of one configuration (seeds differ)."""
+
+    key: str
+    runs: list[RunData]
+    label: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.runs[0].kind
+
+
+def group_runs(runs: list[RunData]) -> list[Group]:
+    """Group runs by configuration minus seed (first appearance order) and label the groups:
+    agent and hidden sizes (PPO and its hidden sizes), plus every setting that varies
+    between groups of the same kind, plus the number of seeds."""
+    groups: dict[str, Group] = {}
+    for r in runs:
+        groups.setdefault(r.group_key, Group(r.group_key, [])).runs.append(r)
+    out = list(groups.values())
+    for g in out:
+        seeds = [r.seed for r in g.runs]
+        if len(set(seeds)) != len(seeds):
+            dup = sorted({s for s in seeds if seeds.count(s) > 1})
+            sys.stderr.write(f"warning: {g.runs[0].short_label}: several files with seed(s) {dup}\n")
+    for g in out:
+        cfg = g.runs[0].config
+        same_kind = [o.runs[0].config for o in out if o.kind == g.kind]
+        shown = {"seed", "agent", "hidden", "hid", "exp_name"}
+        varying = sorted(k for k in cfg if k not in shown and any(c.get(k) != cfg.get(k) for c in same_kind))
+        extra = ", ".join(f"{k}={_short(cfg.get(k))}" for k in varying)
+        n = len(g.runs)
+        g.label = g.runs[0].short_label + (f" ({extra})" if extra else "") + \
+            (f", {n} seeds" if n > 1 else f", seed {g.runs[0].seed}")
+    return out
+
+
+def _short(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(str(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_short(x)}" for k, x in sorted(v.items())) + "}" if v else "{}"
+    return str(v)
+
+
+def aggregate(xs: list[np.ndarray], ys: list[np.ndarray], axis: str, band: str):
+    """``(x, mean, low, high)`` over seeds; low/high are None for a single run or band "none"."""
+    if len(xs) == 1:
+        return xs[0], ys[0], None, None
+    if axis == "generation":
+        n = min(len(x) for x in xs)
+        x = xs[0][:n]
+        stack = np.stack([y[:n] for y in ys])
+    else:
+        lo, hi = max(x[0] for x in xs), min(x[-1] for x in xs)
+        if hi <= lo:  # the seeds' ranges do not overlap: use their union, averaging what exists
+            lo, hi = min(x[0] for x in xs), max(x[-1] for x in xs)
+        x = np.linspace(lo, hi, 400) if hi > lo else np.array([lo])
+        stack = np.stack([np.where((x >= xi[0]) & (x <= xi[-1]), np.interp(x, xi, yi), np.nan)
+                          for xi, yi in zip(xs, ys)])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns of non-finite fitness
+        mean = np.nanmean(stack, axis=0)
+        if band == "minmax":
+            low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
+        elif band == "std":
+            sd = np.nanstd(stack, axis=0)
+            low, high = mean - sd, mean + sd
+        else:
+            low = high = None
+    return x, mean, low, high
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    if seconds > 3 * 3600:
+        return 3600.0, "h"
+    if seconds > 600:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+def _interp_ready(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop rows with a non-finite x and keep x increasing (what interpolation needs)."""
+    ok = np.isfinite(x)
+    x, y = x[ok], y[ok]
+    if len(x) > 1 and np.any(np.diff(x) < 0):
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+    return x, y
+
+
+def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "minmax",
+              curves=EVOLVE_CURVES, connections: bool = True, width: int | None = None,
+              height: int | None = None, dpi: int = 100, title: str | None = None,
+              log=print) -> Path:
+    """Draw the learning curves of ``paths`` into ``out`` (.png or .svg)."""
+    out = Path(out)
+    suffix = check_image_out(out, (".png", ".svg"))
+    axes = parse_axes(axes)
+    curves = parse_curves(curves)
+    if band not in BANDS:
+        raise UsageError(f"--band must be one of {', '.join(BANDS)}, got {band!r}")
+    if not paths:
+        raise UsageError("plot needs at least one run file")
+    if dpi < 10:
+        raise UsageError(f"--dpi must be >= 10, got {dpi}")
+    runs = [read_run(p) for p in paths]
+    Figure = matplotlib_figure("plot")
+
+    groups = group_runs(runs)
+    has_evolve = any(g.kind == "evolve" and g.runs[0].connections for g in groups)
+    rows = 2 if (connections and has_evolve) else 1
+    ncols = len(axes)
+    width = width or 640 * ncols
+    height = height or (720 if rows == 2 else 480)
+    if width < 100 or height < 100:
+        raise UsageError(f"--width and --height must be >= 100 pixels, got {width}x{height}")
+    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
+    grid = fig.add_gridspec(rows, ncols, height_ratios=[2, 1] if rows == 2 else [1])
+    colors = [f"C{i % 10}" for i in range(len(groups))]
+    kinds = {g.kind for g in groups}
+
+    for col, axis in enumerate(axes):
+        top = fig.add_subplot(grid[0, col])
+        bottom = fig.add_subplot(grid[1, col], sharex=top) if rows == 2 else None
+        scale, unit = 1.0, ""
+        if axis == "wall-time":
+            walls = [r.x["wall-time"] for r in runs if r.x["wall-time"] is not None and len(r.x["wall-time"])]
+            scale, unit = _time_unit(max((float(np.nanmax(w)) for w in walls), default=0.0))
+        drawn = 0
+        for g, color in zip(groups, colors):
+            members = [r for r in g.runs if r.x[axis] is not None]
+            for r in g.runs:
+                if r.x[axis] is None:
+                    sys.stderr.write(f"warning: {r.path} has no wall-clock timing; left out of the wall-time panel\n")
+            if not members:
+                continue
+            names = curves if g.kind == "evolve" else ["return"]
+            for name in names:
+                having = [r for r in members if name in r.curves]
+                if having:
+                    drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color,
+                                   STYLES[name], f"{g.label}: {name}")
+            if bottom is not None and g.kind == "evolve":
+                for name, style in (("mean", "-"), ("champion", "--")):
+                    if all(name in r.connections for r in members):
+                        _line(bottom, members, axis, lambda r, n=name: r.connections[n], band, scale, color,
+                              style, f"{g.label}: {name}")
+        if drawn == 0 and axis == "wall-time":
+            raise UsageError("no run file has wall-clock timing (/timing): cannot plot --x wall-time")
+        xlabel = AXIS_LABELS[axis]
+        if axis == "generation" and kinds == {"ppo"}:
+            xlabel = "epoch"
+        elif axis == "generation" and len(kinds) > 1:
+            xlabel = "generation (PPO: epoch)"
+        if unit:
+            xlabel += f" ({unit})"
+        (bottom or top).set_xlabel(xlabel)
+        if col == 0:
+            top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(kinds) > 1 else
+                           ("fitness" if kinds == {"evolve"} else "average episode return"))
+            if bottom is not None:
+                bottom.set_ylabel("surviving connections")
+        for ax in (top, bottom):
+            if ax is not None:
+                ax.grid(True, alpha=0.3)
+                if axis == "env-steps":
+                    ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+        if bottom is not None:
+            top.tick_params(labelbottom=False)
+        if col == ncols - 1 and bottom is not None and bottom.lines:
+            from matplotlib.lines import Line2D
+
+            bottom.legend(handles=[Line2D([], [], color="0.2", ls="-", label="population mean"),
+                                   Line2D([], [], color="0.2", ls="--", label="champion")],
+                          fontsize="x-small", loc="best", framealpha=0.8)
+    _legend(fig, groups, colors, curves)
+    envs = sorted({r.env for r in runs})
+    band_note = {"minmax": "band: min-max over seeds", "std": "band: mean +- std over seeds", "none": ""}[band]
+    multi = any(len(g.runs) > 1 for g in groups)
+    fig.suptitle(title or (", ".join(envs) + (f"  ({band_note})" if multi and band_note else "")),
+                 fontsize="medium")
+    make_parent(out)
+    fig.savefig(out, format=suffix[1:], dpi=dpi)
+    log(f"plot: {len(runs)} run(s) in {len(groups)} group(s) -> {out}")
+    return out
+
+
+def _legend(fig, groups, colors, curves) -> None:
+    """One legend below the panels: a colour per group, a line style per curve."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=2.5, label=g.label) for g, c in zip(groups, colors)]
+    styles = [Line2D([], [], color="0.2", ls=STYLES[n], label=CURVE_LABELS[n]) for n in curves
+              if any(g.kind == "evolve" and n in g.runs[0].curves for g in groups)]
+    if any(g.kind == "ppo" for g in groups):
+        styles.append(Line2D([], [], color="0.2", ls=STYLES["return"], label="PPO: average episode return"))
+    if len(styles) == 1 and len(groups) == 1:
+        styles = []
+    m = max(len(handles), len(styles))
+    if styles and m <= 5:  # groups on the first row, line styles on the second
+        blank = Line2D([], [], alpha=0.0, label=" ")
+        pad = lambda xs: xs + [blank] * (m - len(xs))  # noqa: E731
+        entries = [h for pair in zip(pad(handles), pad(styles)) for h in pair]
+        ncol = m
+    else:
+        entries, ncol = handles + styles, min(4, len(handles) + len(styles))
+    fig.legend(handles=entries, loc="outside lower center", fontsize="small", frameon=False, ncol=ncol)
+
+
+def _line(ax, members, axis, get, band, scale, color, style, label) -> int:
+    xs, ys = [], []
+    for r in members:
+        x, y = _interp_ready(np.asarray(r.x[axis], dtype=np.float64), get(r))
+        if len(x):
+            xs.append(x / scale)
+            ys.append(y)
+    if not xs:
+        return 0
+    x, mean, low, high = aggregate(xs, ys, axis, band)
+    marker = "o" if len(x) == 1 else None
+    ax.plot(x, mean, style, color=color, label=label, lw=1.6, marker=marker)
+    if low is not None:
+        ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
+    return 1

@@ -1,0 +1,243 @@
+"""``synapto render``: an animation (GIF, or MP4 with ffmpeg) of a policy playing.
+
+Evolution runs play the champion (the best so far if the run is unfinished), or
+``--generation G --individual I``; episode ``e`` starts from the champion test's
+seed ``test_seeds(run seed, n)[e]`` in a fresh env, exactly as the run's final
+test did, so the champion's rendered returns equal the stored test returns (the
+command prints both).  PPO runs play the deterministic policy (mean action, most
+likely choice) of ``--params`` on the ``PPO_TEST`` stream, as ``synapto ppo-eval``
+does.  Frames come from the env's ``rgb_array`` rendering (headless: SDL's dummy
+drivers), every ``--every``-th step, scaled by ``--scale``; each frame shows the
+episode and its return so far, and the last frame of an episode is held for a
+second with the final return.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from synapto.errors import UsageError
+from synapto.viz import check_image_out, make_parent, pick_genome, require, run_kind
+
+
+@dataclass
+class Player:
+    """What plays: a name, the env, per-episode seeds, and reset/act callables."""
+
+    title: str
+    env_id: str
+    seeds: list[int]
+    reset: Callable[[], None]
+    act: Callable[[np.ndarray], object]
+    end: Callable[[], None]
+    limit: int | None  #: step cap besides the env's own time limit
+    expected: list[float]  #: the run file's returns of these episodes, when it has them
+    discrete: bool
+
+
+def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
+    from synapto.seeding import test_seeds
+
+    pick = pick_genome(path, generation, individual)
+    cfg, agent = pick.config, pick.agent
+    policy = agent.policy(pick.genome)
+    seeds = [int(s) for s in test_seeds(cfg.seed, episodes)]
+    expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
+    title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
+    return Player(title, cfg.env, seeds, policy.reset, policy.act, policy.end_episode, max_steps,
+                  expected, agent.space.discrete), pick.what
+
+
+def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
+    try:
+        from synapto.ppo.policy import Policy
+        from synapto.ppo.record import PPORun
+    except ImportError as exc:
+        raise UsageError(f"rendering a PPO run needs synapto.ppo ({exc})") from None
+    from synapto.envs import space_info
+    from synapto.errors import RunFileError
+    from synapto.seeding import Stream, int_seed
+
+    with PPORun(path) as run:
+        cfg = run.config
+        pi, _, label = run.params(params)
+        dims = (run.obs_dim, run.act_dim, run.discrete)
+    info = space_info(cfg.env)
+    if (info.obs_dim, info.act_dim, info.discrete) != dims:
+        raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
+    if not np.all(np.isfinite(pi)):
+        raise RunFileError(f"{str(path)!r}: the {label} parameters are not written (NaN)")
+    dtype = np.dtype(cfg.dtype)
+    policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, pi.astype(dtype))
+    limits = [x for x in (cfg.max_ep_len, max_steps) if x is not None]
+
+    def act(obs):
+        return policy.mode(np.ravel(obs).astype(dtype))
+
+    seeds = [int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)]
+    title = f"PPO {list(cfg.hid)} ({label})"
+    return Player(title, cfg.env, seeds, lambda: None, act, lambda: None, min(limits) if limits else None,
+                  [], info.discrete), f"PPO policy, parameters {label}"
+
+
+def _font(ImageFont, size: int):
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1: a fixed bitmap font
+        return ImageFont.load_default()
+
+
+def render_run(path: Path, out: Path, generation: int | None = None, individual: int | None = None,
+               episodes: int = 1, max_steps: int | None = None, every: int = 2, scale: float = 0.5,
+               fps: float | None = None, params: str = "latest", log=print) -> dict:
+    """Play ``episodes`` episodes and write the animation to ``out`` (.gif or .mp4)."""
+    out = Path(out)
+    suffix = check_image_out(out, (".gif", ".mp4"))
+    if episodes < 1:
+        raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
+    if max_steps is not None and max_steps < 1:
+        raise UsageError(f"--max-steps must be an integer >= 1, got {max_steps}")
+    if every < 1:
+        raise UsageError(f"--every must be an integer >= 1, got {every}")
+    if not 0.05 <= scale <= 4:
+        raise UsageError(f"--scale must be between 0.05 and 4, got {scale}")
+    if fps is not None and not 0.5 <= fps <= 100:
+        raise UsageError(f"--fps must be between 0.5 and 100, got {fps}")
+    require("imageio", "render")
+    Image = require("PIL.Image", "render", "pillow")
+    ImageDraw, ImageFont = require("PIL.ImageDraw", "render", "pillow"), require("PIL.ImageFont", "render", "pillow")
+    write = _writer(suffix)
+
+    kind = run_kind(path)
+    if kind == "evolve":
+        if params != "latest":
+            raise UsageError("--params is for PPO runs; evolution runs take --generation/--individual")
+        player, what = _evolve_player(path, generation, individual, episodes, max_steps)
+    else:
+        if generation is not None or individual is not None:
+            raise UsageError("--generation/--individual are for evolution runs; PPO runs take --params")
+        player, what = _ppo_player(path, params, episodes, max_steps)
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    from synapto.envs import make_env
+
+    frames, returns, lengths, ends = [], [], [], []
+    fonts: dict = {}
+    render_fps = None
+
+    def grab(env, lines: list[str]) -> np.ndarray:
+        """The env's current frame, scaled, with ``lines`` written at its top."""
+        img = env.render()
+        if img is None:
+            raise UsageError(f"{player.env_id} returned no rgb_array frame; it cannot be rendered")
+        im = Image.fromarray(np.asarray(img, dtype=np.uint8))
+        if scale != 1:
+            im = im.resize((max(2, round(im.width * scale)), max(2, round(im.height * scale))),
+                           Image.Resampling.BILINEAR)
+        im = im.crop((0, 0, im.width - im.width % 2, im.height - im.height % 2))  # even sizes for video
+        size = max(9, im.height // 18)
+        if size not in fonts:
+            fonts[size] = _font(ImageFont, size)
+        _caption(ImageDraw.Draw(im), im, lines, fonts[size])
+        return np.asarray(im)
+
+    n = len(player.seeds)
+    for e, seed in enumerate(player.seeds):
+        env = make_env(player.env_id, render_mode="rgb_array")
+        render_fps = render_fps or (env.metadata or {}).get("render_fps")
+        obs, _ = env.reset(seed=seed)
+        player.reset()
+        total, t, end = 0.0, 0, "time limit"
+
+        frames.append(grab(env, [player.title, f"episode {e + 1}/{n}  step 0  return 0.0"]))
+        while True:
+            action = player.act(obs)
+            if not player.discrete and not np.all(np.isfinite(action)):
+                end = "non-finite action"
+                break
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            t += 1
+            if terminated or truncated or (player.limit is not None and t >= player.limit):
+                end = "terminated" if terminated else ("time limit" if truncated else f"stopped at {t} steps")
+                break
+            if t % every == 0:
+                frames.append(grab(env, [player.title, f"episode {e + 1}/{n}  step {t}  return {total:.1f}"]))
+        player.end()
+        last = grab(env, [player.title, f"episode {e + 1}/{n}  return {total:.1f}  ({end})"])
+        returns.append(total)
+        lengths.append(t)
+        ends.append(end)
+        env.close()
+        rate = fps or (render_fps / every if render_fps else 25.0)
+        frames.extend([last] * max(1, int(round(rate))))  # hold the end for about a second
+
+    fps = fps or (render_fps / every if render_fps else 25.0)
+    make_parent(out)
+    write(out, frames, fps)
+    for e, (r, steps, end) in enumerate(zip(returns, lengths, ends)):
+        note = ""
+        if e < len(player.expected):
+            stored = player.expected[e]
+            same = r == stored  # the same episode, step for step: bit-identical
+            note = f"; run file's test return {stored:.2f}" + ("" if same else
+                                                              " (differs: the episode was cut short)" if
+                                                              end.startswith("stopped") else " (DIFFERS)")
+        log(f"episode {e + 1} (seed {player.seeds[e]}): return {r:.2f} in {steps} steps, {end}{note}")
+    size = out.stat().st_size
+    h, w = frames[0].shape[:2]
+    log(f"render: {what} on {player.env_id}, {len(returns)} episode(s), {len(frames)} frames "
+        f"{w}x{h} at {fps:g} fps -> {out} ({size / 1e6:.2f} MB)")
+    return {"returns": returns, "lengths": lengths, "frames": len(frames), "width": w, "height": h, "fps": fps}
+
+
+def _caption(draw, im, lines, font) -> None:
+    pad = 3
+    boxes = [draw.textbbox((0, 0), line, font=font) for line in lines]
+    height = sum(b[3] - b[1] + pad for b in boxes) + pad
+    width = max(b[2] - b[0] for b in boxes) + 2 * pad
+    draw.rectangle((0, 0, min(im.width, width), height), fill=(255, 255, 255))
+    y = pad
+    for line, b in zip(lines, boxes):
+        draw.text((pad, y - b[1]), line, fill=(0, 0, 0), font=font)
+        y += b[3] - b[1] + pad
+
+
+def _writer(suffix: str):
+    """A function ``write(path, frames, fps)`` for ``suffix``; checked before any episode runs."""
+    if suffix == ".gif":
+        iio = require("imageio.v3", "render", "imageio")
+
+        def write_gif(path, frames, fps):
+            iio.imwrite(path, np.stack(frames), extension=".gif", duration=max(20, int(round(1000 / fps))),
+                        loop=0)
+
+        return write_gif
+    try:
+        import av  # noqa: F401
+
+        iio = require("imageio.v3", "render", "imageio")
+
+        def write_pyav(path, frames, fps):
+            iio.imwrite(path, np.stack(frames), plugin="pyav", codec="libx264", fps=fps)
+
+        return write_pyav
+    except ImportError:
+        pass
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        raise UsageError("writing .mp4 needs ffmpeg for imageio: pip install imageio-ffmpeg "
+                         "(or av); .gif works without it") from None
+    imageio = require("imageio", "render")
+
+    def write_ffmpeg(path, frames, fps):
+        imageio.v2.mimwrite(path, frames, format="FFMPEG", fps=fps, macro_block_size=2)
+
+    return write_ffmpeg
