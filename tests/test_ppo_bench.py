@@ -19,11 +19,11 @@ def test_bench_ppo_writes_markdown_and_json(tmp_path):
         assert sorted(result["runs"][p]) == ["5", "7"]
         run = result["runs"][p]["5"]
         assert run["env_steps"] == 400 and run["epochs"] == 2 and run["wall"] > 0
-        assert set(run["split"]) >= {"env", "act", "values", "update_pi", "update_v", "comm", "epoch"}
+        assert set(run["split"]) >= {"env", "act", "values", "update", "update_pi", "update_v", "comm", "epoch"}
     table = (tmp_path / "ppo.md").read_text()
     assert "| seed 5 (s) | seed 7 (s) | mean ± std (s) |" in table
     assert "\n| 1 | " in table and "\n| 2 | " in table
-    assert "env stepping" in table and "policy update" in table
+    assert "env stepping" in table and "policy loop" in table and "value loop" in table
     assert (tmp_path / "runs" / "ppo_Pendulum-v1_p2_s7.h5").exists()
 
 

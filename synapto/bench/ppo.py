@@ -11,7 +11,8 @@ one after another, and reports:
   start-up), and mean +- std over seeds (population std);
 * env steps per second, seconds per epoch, the final training return;
 * where an epoch's time goes on rank 0 (env stepping, policy forward passes in the
-  rollout, batched value pass, GAE, policy and value updates, MPI collectives).
+  rollout, batched value pass, GAE, the update and its policy and value loops, MPI
+  collectives).
 
 Results go to ``<out_dir>/ppo.md`` and ``<out_dir>/ppo.json``; run files and logs
 to ``<out_dir>/runs/``.
@@ -33,7 +34,9 @@ import numpy as np
 from synapto.errors import UsageError
 
 SPLIT = (("env", "env stepping"), ("act", "policy fwd (rollout)"), ("values", "value fwd (batched)"),
-         ("gae", "GAE + normalise"), ("update_pi", "policy update"), ("update_v", "value update"))
+         ("gae", "GAE + normalise"), ("update", "update"))
+#: the update's two loops, timed on their own (they overlap in single-process runs)
+LOOPS = (("update_pi", "policy loop"), ("update_v", "value loop"))
 
 ORIGIN = ("origin (Spinning Up, 3960x, 1000 epochs x 40000 steps): 1448 +- 29 s at 40 processes, "
           "1505 +- 17 s at 20, 2737 +- 23 s at 10; 2315 +- 31 s on an n1-highcpu-64")
@@ -55,12 +58,12 @@ def summarise(run_path: Path) -> dict:
     with PPORun(run_path) as run:
         n = run.completed
         timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu")
-                  + tuple(k for k, _ in SPLIT)}
+                  + tuple(k for k, _ in SPLIT + LOOPS)}
         steps = int(run.stats("TotalEnvInteracts")[-1])
         ret = run.stats("AverageEpRet")
         stop = run.stats("StopIter")
     wall = float(timing["Time"][-1])
-    split = {k: float(np.mean(timing[k])) for k, _ in SPLIT}
+    split = {k: float(np.mean(timing[k])) for k, _ in SPLIT + LOOPS}
     split["comm"] = float(np.mean(timing["comm"]))
     split["epoch"] = float(np.mean(timing["epoch"]))
     split["other"] = split["epoch"] - sum(split[k] for k, _ in SPLIT)
@@ -101,12 +104,15 @@ def markdown(result: dict) -> str:
     lines += ["", ORIGIN + ".", "",
               "Mean time per epoch on rank 0, seconds (mean over seeds and epochs).  \"of which MPI\" is the "
               "time inside collectives (transfers and waiting for slower ranks), already counted in the GAE "
-              "(advantage normalisation waits for every rank's rollout), update and other columns:", "",
-              "| processes | " + " | ".join(label for _, label in SPLIT) + " | of which MPI | other | epoch |",
-              "|---:|" + "---:|" * (len(SPLIT) + 3)]
+              "(advantage normalisation waits for every rank's rollout), update and other columns.  The "
+              "update's policy and value loops are timed on their own too; a single process runs them on "
+              "two threads at once (bit-identical results), so there the update takes about the longer of "
+              "the two:", "",
+              "| processes | " + " | ".join(label for _, label in SPLIT + LOOPS) + " | of which MPI | other | epoch |",
+              "|---:|" + "---:|" * (len(SPLIT) + len(LOOPS) + 3)]
     for p, runs in result["runs"].items():
         split = {k: np.mean([runs[str(x)]["split"][k] for x in seeds]) for k in runs[str(seeds[0])]["split"]}
-        lines.append(f"| {p} | " + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT)
+        lines.append(f"| {p} | " + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT + LOOPS)
                      + f" | {split['comm']:.3f} | {split['other']:.3f} | {split['epoch']:.3f} |")
     lines.append("")
     if s["load_before"] > s["cores"] or s["load_after"] > s["cores"]:

@@ -53,7 +53,7 @@ STATS = PROGRESS_COLUMNS[:-1]
 INT_STATS = ("Epoch", "TotalEnvInteracts")
 #: per-epoch wall-clock figures of rank 0 (seconds); Time is cumulative since the run started;
 #: cpu is the CPU time of rank 0's process during the epoch (wall >> cpu: the machine is shared)
-TIMING = ("Time", "epoch", "rollout", "env", "act", "values", "gae", "update_pi", "update_v",
+TIMING = ("Time", "epoch", "rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
           "comm", "stats", "write", "setup", "cpu")
 CHECKPOINT = ("pi", "v", "pi_adam_m", "pi_adam_v", "pi_adam_t", "v_adam_m", "v_adam_v", "v_adam_t")
 
@@ -186,6 +186,8 @@ class PPORun:
         return self.f[f"stats/{name}"][: self.completed]
 
     def timing(self, name: str) -> np.ndarray:
+        if f"timing/{name}" not in self.f:  # a figure this file's writer did not record
+            return np.full(self.completed, np.nan)
         return self.f[f"timing/{name}"][: self.completed]
 
     def checkpoint(self) -> dict[str, np.ndarray]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -80,6 +81,17 @@ def limit_blas_threads(n: int = 1) -> bool:
                 done = True
                 break
     return done
+
+
+def update_threads() -> int:
+    """Threads a single-rank update uses: ``$SYNAPTO_PPO_THREADS`` (1 or 2), else 2 when the
+    machine has a second core.  Results do not depend on it (:meth:`Trainer.update`)."""
+    value = os.environ.get("SYNAPTO_PPO_THREADS", "")
+    if value in ("1", "2"):
+        return int(value)
+    if value:
+        raise UsageError(f"SYNAPTO_PPO_THREADS must be 1 or 2, got {value!r}")
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
 # ------------------------------------------------------------------------- collectives
@@ -170,7 +182,8 @@ def open_env(cfg: PPOConfig) -> tuple[EnvHandle, SpaceInfo]:
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return {k: 0.0 for k in ("rollout", "env", "act", "values", "gae", "update_pi", "update_v", "comm", "stats")}
+    return {k: 0.0 for k in ("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
+                             "comm", "stats")}
 
 
 class Trainer:
@@ -204,6 +217,8 @@ class Trainer:
         self.buf = EpochBuffer(self.n_local, info.obs_dim, info.act_dim, info.discrete, d)
         self._pi_comm = np.empty(self.pi.params.size + 1, np.float64)
         self._v_comm = np.empty(self.vf.params.size + 1, np.float64)
+        #: run the value loop beside the policy loop (see :meth:`update`)
+        self.concurrent = coll.size == 1 and update_threads() == 2
 
     # -- 1. rollout -----------------------------------------------------------------------
     def rollout(self, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
@@ -289,11 +304,8 @@ class Trainer:
         timing["gae"] += clock() - t - timing["values"]
 
     # -- 4.-5. update ----------------------------------------------------------------------
-    def update(self, timing: dict) -> dict[str, float]:
-        cfg, buf, coll = self.cfg, self.buf, self.coll
-        obs, act = buf.obs, buf.act
-        adv = buf.adv.astype(self.dtype)
-        ret = buf.ret.astype(self.dtype)
+    def _update_pi(self, obs, act, adv) -> dict:
+        cfg, coll = self.cfg, self.coll
         t = clock()
         logp_old = self.pi.logp(obs, act)
         stop_iter = 0
@@ -306,19 +318,59 @@ class Trainer:
             if kl > 1.5 * cfg.target_kl:
                 break
             self.pi_opt.step(self.pi.params, self.pi.grad)
-        t1 = clock()
+        return {"LossPi": loss_pi_old, "DeltaLossPi": loss_pi - loss_pi_old, "Entropy": ent_old, "KL": kl,
+                "ClipFrac": clip_frac, "StopIter": float(stop_iter), "seconds": clock() - t}
+
+    def _update_v(self, obs, ret) -> dict:
+        cfg, coll = self.cfg, self.coll
+        t = clock()
         for i in range(cfg.train_v_iters):
             loss_v = self.vf.loss(obs, ret)
             if i == 0:
                 loss_v_old = loss_v
             average_gradient(coll, self.vf.grad, None, self._v_comm)
             self.vf_opt.step(self.vf.params, self.vf.grad)
-        t2 = clock()
-        timing["update_pi"] += t1 - t
-        timing["update_v"] += t2 - t1
-        return {"LossPi": loss_pi_old, "LossV": loss_v_old, "DeltaLossPi": loss_pi - loss_pi_old,
-                "DeltaLossV": loss_v - loss_v_old, "Entropy": ent_old, "KL": kl, "ClipFrac": clip_frac,
-                "StopIter": float(stop_iter)}
+        return {"LossV": loss_v_old, "DeltaLossV": loss_v - loss_v_old, "seconds": clock() - t}
+
+    def update(self, timing: dict) -> dict[str, float]:
+        """Policy steps, then value steps -- or both at once on two threads (:attr:`concurrent`).
+
+        The two loops share no data but the (read-only) batch, so running the value loop
+        on a second thread gives bit-identical parameters; numpy releases the GIL inside
+        its array operations, so the loops overlap almost fully.  Only a single-rank
+        run on a machine with a spare core does this: with several ranks, every core
+        already has a rank, and both loops would need their own communicator.
+        """
+        buf = self.buf
+        obs, act = buf.obs, buf.act
+        adv = buf.adv.astype(self.dtype)
+        ret = buf.ret.astype(self.dtype)
+        t = clock()
+        if self.concurrent:
+            box: dict = {}
+
+            def value_loop():
+                try:
+                    box["v"] = self._update_v(obs, ret)
+                except BaseException as exc:  # re-raised on the main thread
+                    box["error"] = exc
+
+            thread = threading.Thread(target=value_loop, name="ppo-value-update")
+            thread.start()
+            try:
+                pi = self._update_pi(obs, act, adv)
+            finally:
+                thread.join()
+            if "error" in box:
+                raise box["error"]
+            v = box["v"]
+        else:
+            pi = self._update_pi(obs, act, adv)
+            v = self._update_v(obs, ret)
+        timing["update"] += clock() - t
+        timing["update_pi"] += pi.pop("seconds")
+        timing["update_v"] += v.pop("seconds")
+        return {**pi, **v}
 
     # -- one epoch -----------------------------------------------------------------------
     def epoch(self, epoch: int) -> tuple[dict, dict]:
@@ -432,7 +484,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
-                    f"{timing['update_pi'] + timing['update_v']:.2f})")
+                    f"{timing['update']:.2f})")
     except Exception:
         if comm is not None and size > 1:
             traceback.print_exc()
