@@ -81,6 +81,8 @@ class DAGPolicy(Policy):
             self._traces = [np.zeros(m.shape) for m in self.mats]
             self._mod = 0.0
             self.act = self._act_modulated_step
+        else:
+            self.act = self._make_act()
 
     def reset(self) -> None:
         self._t = 0
@@ -100,19 +102,29 @@ class DAGPolicy(Policy):
         self._acts[t0:t0 + k] = self._ring[:k]
         self._k = 0
 
-    def act(self, obs):
-        np.copyto(self._x_obs, obs, casting="unsafe")
-        tanh = np.tanh
-        for xin, w, xout in self._layers:
-            xin.dot(w, xout)
-            tanh(xout, xout)
-        k = self._k
-        np.copyto(self._ring_rows[k], self._x)
-        self._t += 1
-        self._k = k + 1
-        if k + 1 == self.RING:
-            self._flush()
-        return self._map(self._x_out)
+    def _make_act(self):
+        """The per-step ``act``: a closure over the buffers and views (no attribute
+        lookups but the ring position)."""
+        copyto, tanh, x, x_obs, layers = np.copyto, np.tanh, self._x, self._x_obs, self._layers
+        ring_rows, ring, flush, x_out, to_action = self._ring_rows, self.RING, self._flush, self._x_out, self._map.fn
+
+        def act(obs):
+            copyto(x_obs, obs, casting="unsafe")
+            for xin, w, xout in layers:
+                xin.dot(w, xout)
+                tanh(xout, xout)
+            k = self._k
+            copyto(ring_rows[k], x)
+            self._t += 1
+            self._k = k + 1
+            if k + 1 == ring:
+                flush()
+            return to_action(x_out)
+
+        return act
+
+    def act(self, obs):  # replaced per instance (see __init__)
+        return self._make_act()(obs)
 
     def _act_modulated_step(self, obs):
         np.copyto(self._x_obs, obs, casting="unsafe")

@@ -20,9 +20,8 @@ from agents.base import Agent, BatchPolicy, Policy, batch_actions, batched_dot, 
 class MLPPolicy(Policy):
     """Per step: the observation is copied into a float64 buffer, then one ``dot``
     and one in-place ``tanh`` per layer into preallocated buffers; the returned
-    action is the only new array (bit for bit ``tanh(x @ W)`` chained)."""
-
-    __slots__ = ("_mats", "_map", "_discrete", "_x0", "_layers", "_last", "_z")
+    action is the only new array (bit for bit ``tanh(x @ W)`` chained).  ``act`` is a
+    closure over those buffers, made once per policy: no attribute lookups per step."""
 
     def __init__(self, agent: "PrunedMLP", genome: np.ndarray):
         self._mats = [genome[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
@@ -34,18 +33,26 @@ class MLPPolicy(Policy):
         self._layers = tuple(zip(ins[:-1], self._mats[:-1], bufs[:-1]))  # (input, W, output) of hidden layers
         self._last = (ins[-1], self._mats[-1])
         self._z = bufs[-1]
+        self.act = self._make_act()
+
+    def _make_act(self):
+        copyto, tanh, x0, layers, z, to_action = np.copyto, np.tanh, self._x0, self._layers, self._z, self._map.fn
+        x_last, w_last = self._last
+
+        def act(obs):
+            copyto(x0, obs, casting="unsafe")
+            for x, w, h in layers:
+                x.dot(w, h)
+                tanh(h, h)
+            return to_action(x_last.dot(w_last, z))
+
+        return act
 
     def reset(self) -> None:
         pass
 
-    def act(self, obs):
-        np.copyto(self._x0, obs, casting="unsafe")
-        tanh = np.tanh
-        for x, w, h in self._layers:
-            x.dot(w, h)
-            tanh(h, h)
-        x, w = self._last
-        return self._map(x.dot(w, self._z))
+    def act(self, obs):  # replaced per instance by the closure of _make_act
+        return self._make_act()(obs)
 
 
 class MLPBatchPolicy(BatchPolicy):
