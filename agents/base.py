@@ -132,6 +132,10 @@ class Agent(ABC):
         """Complexity penalty subtracted from the mean episode return."""
         return 0.0
 
+    def batch_penalty(self, genomes: np.ndarray) -> np.ndarray:
+        """:meth:`penalty` of every row of ``genomes``, bit for bit (agents may vectorise)."""
+        return np.array([self.penalty(g) for g in genomes], dtype=np.float64)
+
     initial_rate: float = 0.01
 
     def next_rate(self, rate: float, elite_connections: np.ndarray, mean_connections: float) -> float:
@@ -223,11 +227,145 @@ def batched_dot(x: np.ndarray, w: np.ndarray, out: np.ndarray, tmp: np.ndarray) 
 
 def tanh_(x: np.ndarray) -> np.ndarray:
     """In-place tanh of a batch (hidden layers of batched policies), as
-    :func:`synapto.ppo.nn.tanh_`: about half the cost of ``np.tanh`` in float64,
-    accurate to a few ulps (the batched path is not bit-exact anyway)."""
-    from synapto.ppo.nn import tanh_ as fast
+    ``2 / (1 + exp(-2x)) - 1``: about half the cost of ``np.tanh`` (float64) and a
+    third (float32), accurate to a few units of the dtype's epsilon in absolute terms
+    (float32: at most :data:`TANH32_ERR`, checked by the tests); the result lies in
+    [-1, 1].  ``exp`` overflowing to inf gives -1."""
+    np.multiply(x, -2.0, out=x)
+    with np.errstate(over="ignore", under="ignore"):
+        np.exp(x, out=x)
+    x += 1.0
+    np.divide(2.0, x, out=x)
+    x -= 1.0
+    return x
 
-    return fast(x)
+
+# -- certified float32 decisions -------------------------------------------------
+#
+# A batched policy for a Discrete action space runs its forward pass in float32 (about
+# 3x faster than float64 in numpy) and takes the float32 argmax only where it is
+# *certified* to be the one-row path's float64 argmax: the margin between the best and
+# the second-best output exceeds an upper bound on the difference between the two
+# computations.  Other rows (near-ties, exact ties, non-finite values) are recomputed
+# by the agent's one-row policy itself.  Batched actions, returns and fitness are
+# then those of one env at a time, bit for bit.
+#
+# The bound (per row, per step): obs enter exactly (float32 observations) or rounded
+# once; a layer with ``n`` inputs sums products of float32-rounded weights, so its
+# pre-activation is off by at most ``sum_j A_j e_j + (n + 3) u (A_0 m + sum_{j>0} A_j)``,
+# where ``A_j`` is the largest column sum of ``|w|`` over the inputs from source ``j``
+# (0: the observation, whose largest magnitude is ``m``; j > 0: a tanh layer, values in
+# [-1, 1], error ``e_j``) and ``u`` the unit roundoff; tanh adds its own error and is
+# 1-Lipschitz.  The one-row float64 path obeys the same bound with float64's ``u``, so
+# the sum of both uses ``u = U32 + U64``.  Everything is linear in ``m``: per row,
+# ``bound = a m + b`` with ``a``, ``b`` computed once from the weights.
+
+U32 = 2.0 ** -24  #: float32 unit roundoff
+U64 = 2.0 ** -53  #: float64 unit roundoff
+#: absolute error bound of :func:`tanh_` in float32 (3.1 u measured; the tests check it)
+TANH32_ERR = 16 * U32
+#: absolute error bound of ``np.tanh`` in float64 (the one-row path)
+TANH64_ERR = 4 * U64
+#: factor on the bound (the bound itself is computed in float32)
+BOUND_SAFETY = 2.0
+
+
+def max_col_abs_sum(w: np.ndarray) -> np.ndarray:
+    """``w`` (rows, in, out) -> per row the largest column sum of ``|w|`` (float64)."""
+    if w.shape[1] == 0 or w.shape[2] == 0:
+        return np.zeros(w.shape[0])
+    return np.abs(w).sum(axis=1).max(axis=1)
+
+
+def decision_bound(layers, out_tanh: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row ``(a, b)`` with ``|margin_fast - margin_exact| <= a * m + b`` (see above).
+
+    ``layers``: per layer ``(n_in, sources)``, ``sources`` a list of ``(j, A)`` with
+    ``j`` = 0 for the observation and ``j`` = k for the output of layer ``k - 1`` (a
+    tanh layer), ``A`` (rows,) from :func:`max_col_abs_sum` over that source's inputs.
+    Hidden layers are tanh; the last one too if ``out_tanh``.  The margin is a
+    difference of two outputs: twice one output's bound.
+    """
+    u = U32 + U64
+    et = TANH32_ERR + TANH64_ERR
+    err = {0: (0.0, 0.0)}  # source -> (a, b): its error is at most a m + b
+    a = b = 0.0
+    for i, (n_in, sources) in enumerate(layers):
+        c = (n_in + 3) * u
+        a = b = 0.0
+        for j, A in sources:
+            ea, eb = err[j]
+            a = a + A * ea + (c * A if j == 0 else 0.0)
+            b = b + A * eb + (0.0 if j == 0 else c * A)
+        if i < len(layers) - 1 or out_tanh:
+            b = b + et
+        err[i + 1] = (a, b)
+    k = 2.0 * BOUND_SAFETY
+    return np.asarray(k * a, dtype=np.float64), np.asarray(k * b, dtype=np.float64)
+
+
+class ExactRows:
+    """The one-row policies of rows whose float32 decision is not certified, made on
+    first need and dropped when the row's episode ends."""
+
+    def __init__(self, agent: "Agent", genomes: np.ndarray):
+        self.agent = agent
+        self.genomes = genomes
+        self.policies: dict[int, Policy] = {}
+        self.calls = 0  #: actions taken by one-row policies (diagnostics)
+
+    def act(self, row: int, obs: np.ndarray):
+        p = self.policies.get(row)
+        if p is None:
+            p = self.policies[row] = self.agent.policy(self.genomes[row])
+            p.reset()
+        self.calls += 1
+        return p.act(obs)
+
+    def drop(self, rows) -> None:
+        if self.policies:
+            for r in rows:
+                self.policies.pop(int(r), None)
+
+
+def argmax_margin(out: np.ndarray, action: np.ndarray, margin: np.ndarray, tmp: np.ndarray) -> None:
+    """Rows-last outputs ``out`` (k, rows): ``action`` = first argmax (``np.argmax`` of
+    finite values), ``margin`` = best minus second best (NaN or inf when a value is
+    not finite: never certified).  ``tmp`` (2, rows) scratch."""
+    k = out.shape[0]
+    if k == 1:
+        action[:] = 0
+        margin[:] = np.finfo(margin.dtype).max  # one choice: always certified
+        return
+    if k == 2:
+        np.subtract(out[1], out[0], out=margin)
+        np.greater(margin, 0.0, out=action, casting="unsafe")
+        np.abs(margin, out=margin)
+        return
+    best, second = tmp[0], tmp[1]
+    np.copyto(best, out[0])
+    second[:] = -np.inf
+    action[:] = 0
+    gt = np.empty(out.shape[1], dtype=bool)
+    for j in range(1, k):
+        np.greater(out[j], best, out=gt)
+        np.maximum(second, np.where(gt, best, out[j]), out=second)
+        np.copyto(best, out[j], where=gt)
+        action[gt] = j
+    np.subtract(best, second, out=margin)
+    margin += np.add.reduce(out, axis=0) * 0.0  # NaN where any output is not finite
+
+
+def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.ndarray, exact: ExactRows,
+            ids: np.ndarray, obs: np.ndarray) -> None:
+    """Keep ``action`` where ``bound < margin < inf``; elsewhere take the one-row
+    policy's action (``ids``: the rows' original numbers, ``obs`` (rows, obs_dim))."""
+    np.greater(margin, bound, out=ok)
+    if ok.all() and np.isfinite(np.add.reduce(margin)):
+        return
+    ok &= np.isfinite(margin)
+    for r in np.flatnonzero(~ok):
+        action[r] = exact.act(int(ids[r]), obs[r])
 
 
 def batch_actions(agent: "Agent", out: np.ndarray) -> np.ndarray:

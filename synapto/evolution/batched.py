@@ -46,7 +46,13 @@ from synapto.evolution.evaluate import EvalResult, EvalTask, Evaluator, EvolveSp
 
 #: sub-envs (individual x episode rows) per chunk; fixed, never derived from the rank count
 CHUNK_ROWS = 4096
-#: compaction happens only above this width (below, masking is cheaper than copying)
+#: sub-envs stepped in lockstep: a chunk with more rows refills ended sub-envs from its
+#: queue (policies with ``load``), so the width stays near this until the queue is empty
+SLOTS = 4096
+#: refill once this fraction of the sub-envs has ended (amortises the refill's calls)
+REFILL_FRACTION = 1 / 8
+#: once the queue is empty, compaction happens only above this width (below, masking is
+#: cheaper than copying)
 MIN_COMPACT = 64
 
 
@@ -59,8 +65,110 @@ class BatchTask:
     want_stats: bool = True
 
 
+class CartPoleStep:
+    """gymnasium's ``CartPoleVectorEnv.step`` without its per-call overhead (the action
+    space check, fresh arrays per operation, random autoresets): the same float64
+    operations in the same order on preallocated buffers, so states are bit for bit
+    those of the vector env and of the single env (tests).  Ended sub-envs are not
+    reset; their rows are masked by the caller and refilled or dropped."""
+
+    def __init__(self, u):
+        self.u = u
+        self.unit_reward = True
+
+    @staticmethod
+    def applies(u) -> bool:
+        try:
+            from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+        except ImportError:  # pragma: no cover
+            return False
+        return (type(u) is CartPoleVectorEnv and u.kinematics_integrator == "euler"
+                and not getattr(u, "_sutton_barto_reward", False))
+
+    def start(self, states: np.ndarray) -> None:
+        n = states.shape[1]
+        self.state = np.ascontiguousarray(states, dtype=np.float64)
+        self.steps = np.zeros(n, np.int64)
+        self.obs_t = self.state.astype(np.float32)  # (4, n): obs rows last
+        self.obs = self.obs_t.T
+        self._b = np.zeros((5, n))
+        self._term = np.zeros(n, bool)
+        self._tmp = np.zeros(n, bool)
+        self._trunc = np.zeros(n, bool)
+        self._reward = np.ones(n, np.float32)
+
+    def step(self, action):
+        u, st, b = self.u, self.state, self._b
+        x, x_dot, theta, theta_dot = st
+        force, cos, sin, temp, acc = b
+        # force = sign(action - 0.5) * force_mag, for actions 0 and 1
+        np.multiply(action, 2.0 * u.force_mag, out=force)
+        force -= u.force_mag
+        np.cos(theta, out=cos)
+        np.sin(theta, out=sin)
+        # temp = (force + polemass_length * theta_dot ** 2 * sin) / total_mass
+        np.square(theta_dot, out=temp)
+        np.multiply(u.polemass_length, temp, out=temp)
+        temp *= sin
+        np.add(force, temp, out=temp)
+        temp /= u.total_mass
+        # thetaacc = (gravity * sin - cos * temp) / (length * (4/3 - masspole * cos ** 2 / total_mass))
+        np.square(cos, out=force)
+        np.multiply(u.masspole, force, out=force)
+        force /= u.total_mass
+        np.subtract(4.0 / 3.0, force, out=force)
+        np.multiply(u.length, force, out=force)
+        np.multiply(u.gravity, sin, out=acc)
+        np.multiply(cos, temp, out=sin)
+        acc -= sin
+        acc /= force  # acc: thetaacc
+        # xacc = temp - polemass_length * thetaacc * cos / total_mass
+        np.multiply(u.polemass_length, acc, out=force)
+        force *= cos
+        force /= u.total_mass
+        np.subtract(temp, force, out=temp)  # temp: xacc
+        # Euler
+        np.multiply(u.tau, x_dot, out=force)
+        x += force
+        np.multiply(u.tau, temp, out=force)
+        x_dot += force
+        np.multiply(u.tau, theta_dot, out=force)
+        theta += force
+        np.multiply(u.tau, acc, out=force)
+        theta_dot += force
+        term, tmp = self._term, self._tmp
+        np.abs(x, out=cos)
+        np.greater(cos, u.x_threshold, out=term)
+        np.abs(theta, out=cos)
+        np.greater(cos, u.theta_threshold_radians, out=tmp)
+        term |= tmp
+        self.steps += 1
+        np.greater_equal(self.steps, u.max_episode_steps, out=self._trunc)
+        np.copyto(self.obs_t, st, casting="same_kind")
+        return self.obs, self._reward, term, self._trunc
+
+    def load(self, slots, states) -> None:
+        self.state[:, slots] = states
+        self.steps[slots] = 0
+        self.obs_t[:, slots] = states  # the single env's obs: its state as float32
+
+    def clear(self, slots) -> None:
+        """Park ended sub-envs at rest (their values are not used)."""
+        self.state[:, slots] = 0.0
+
+    def compact(self, keep) -> None:
+        steps = self.steps[keep]
+        self.start(self.state[:, keep])
+        self.steps = steps
+
+
 class SeededVectorEnv:
-    """A gymnasium vector env whose sub-envs start from per-seed single-env resets."""
+    """A gymnasium vector env whose sub-envs start from per-seed single-env resets.
+
+    Made once per worker and reused for every chunk.  For gymnasium's CartPole the
+    dynamics run through :class:`CartPoleStep`; other supported vector envs are
+    stepped through their unwrapped ``step``.
+    """
 
     def __init__(self, env_id: str):
         from synapto.envs import _gym, make_env
@@ -70,6 +178,8 @@ class SeededVectorEnv:
         self.single = make_env(env_id)
         self._initial_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.vec = None
+        self.fast = None
+        self.unit_reward = False
 
     @staticmethod
     def supported(env_id: str) -> str | None:
@@ -111,33 +221,75 @@ class SeededVectorEnv:
                                                np.asarray(obs))
         return hit
 
-    def reset(self, seeds) -> np.ndarray:
-        n = len(seeds)
-        if self.vec is not None:
-            self.vec.close()
-        self.vec = self.gym.make_vec(self.env_id, num_envs=n, vectorization_mode="vector_entry_point")
-        self.vec.reset(seed=0)
+    def _initials(self, seeds):
         states, obs = zip(*(self._initial(int(s)) for s in seeds))
+        return np.stack(states, axis=-1), np.stack(obs)
+
+    def _resize(self, n: int) -> None:
+        """The vector env with ``n`` sub-envs (made once; later resized in place)."""
+        from gymnasium.vector.utils import batch_space
+
+        if self.vec is None:
+            self.vec = self.gym.make_vec(self.env_id, num_envs=n, vectorization_mode="vector_entry_point")
+            self.vec.reset(seed=0)
+            u = self.vec.unwrapped
+            self.fast = CartPoleStep(u) if CartPoleStep.applies(u) else None
+            self.unit_reward = self.fast is not None
         u = self.vec.unwrapped
-        u.state = np.stack(states, axis=-1).astype(u.state.dtype)
-        return np.stack(obs)
+        if self.fast is None and u.num_envs != n:
+            u.num_envs = n
+            u.action_space = batch_space(u.single_action_space, n)
+            u.observation_space = batch_space(u.single_observation_space, n)
+
+    def start(self, seeds) -> np.ndarray:
+        """Sub-env ``i`` starts episode ``seeds[i]``; returns the observations (n, obs_dim)."""
+        n = len(seeds)
+        self._resize(n)
+        states, obs = self._initials(seeds)
+        if self.fast is not None:
+            self.fast.start(states)
+            return self.fast.obs
+        u = self.vec.unwrapped
+        u.state = states.astype(u.state.dtype)
+        u.steps = np.zeros(n, dtype=u.steps.dtype)
+        u.prev_done = np.zeros(n, dtype=bool)
+        return obs
+
+    # kept for callers of the former interface
+    reset = start
 
     def step(self, actions):
-        obs, reward, terminated, truncated, _ = self.vec.step(actions)
+        if self.fast is not None:
+            return self.fast.step(actions)
+        obs, reward, terminated, truncated, _ = self.vec.unwrapped.step(actions)
         return obs, reward, terminated, truncated
+
+    def load(self, slots, seeds, obs: np.ndarray) -> None:
+        """Sub-envs ``slots`` start episodes ``seeds``; their rows of ``obs`` are set."""
+        states, first = self._initials(seeds)
+        if self.fast is not None:
+            self.fast.load(slots, states)
+            return
+        u = self.vec.unwrapped
+        u.state[..., slots] = states
+        u.steps[slots] = 0
+        u.prev_done[slots] = False
+        obs[slots] = first
+
+    def clear(self, slots) -> None:
+        if self.fast is not None:
+            self.fast.clear(slots)
 
     def compact(self, keep: np.ndarray) -> None:
         """Keep only sub-envs ``keep`` (all running, so ``prev_done`` is False for them)."""
-        from gymnasium.vector.utils import batch_space
-
+        if self.fast is not None:
+            self.fast.compact(keep)
+            return
         u = self.vec.unwrapped
-        n = len(keep)
         u.state = np.ascontiguousarray(u.state[..., keep])
         u.steps = u.steps[keep]
         u.prev_done = u.prev_done[keep]
-        u.num_envs = n
-        u.action_space = batch_space(u.single_action_space, n)
-        u.observation_space = batch_space(u.single_observation_space, n)
+        self._resize(len(keep))
 
     def close(self) -> None:
         if self.vec is not None:
@@ -146,35 +298,49 @@ class SeededVectorEnv:
 
 
 def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.ndarray,
-                   want_stats: bool = True) -> list[EvalResult]:
+                   want_stats: bool = True, slots: int | None = None) -> list[EvalResult]:
     """:func:`~synapto.evolution.evaluate.evaluate` for every row of ``genomes`` (K, n)
-    on the episodes ``seeds`` (K, E), all in lockstep on ``venv``."""
+    on the episodes ``seeds`` (K, E), in lockstep on ``venv``: at most ``slots``
+    (default :data:`SLOTS`) sub-envs at a time, ended ones refilled from the queue of
+    rows when the policy supports it.  A row's result does not depend on the slot or
+    the company it runs in."""
     clock = time.perf_counter
     t0 = clock()
     genomes = np.asarray(genomes, dtype=np.float64)
     seeds = np.asarray(seeds)
     K, E = seeds.shape
     N = K * E
+    flat_seeds = seeds.ravel()
     policy = agent.batch_policy(np.repeat(genomes, E, axis=0), want_stats)
     if policy is None:
         raise ValueError(f"agent {agent.name!r} has no batched policy")
+    width = N
+    if callable(getattr(policy, "load", None)) and N > (slots or SLOTS):
+        width = slots or SLOTS
+        policy.keep(np.arange(width))
     discrete = agent.space.discrete
     ret = np.zeros(N)  # by original row (individual-major)
     steps = np.zeros(N, dtype=np.int64)
     bad = np.zeros(N, dtype=bool)  # a non-finite action or return
     t_agent = clock() - t0
     t0 = clock()
-    obs = venv.reset(seeds.ravel())
+    obs = venv.start(flat_seeds[:width])
     t_env = clock() - t0
-    rows = np.arange(N)  # current row -> original row
-    live = np.ones(N, dtype=bool)
-    cur_ret = np.zeros(N)
-    cur_steps = np.zeros(N, dtype=np.int64)
-    n_live = N
+    unit = venv.unit_reward
+    rows = np.arange(width)  # current sub-env -> original row
+    nxt = width  # next original row to start
+    live = np.ones(width, dtype=bool)
+    done = np.zeros(width, dtype=bool)
+    cur_ret = np.zeros(width)
+    cur_steps = np.zeros(width, dtype=np.int64)
+    free: list[np.ndarray] = []  # ended sub-envs waiting for a refill
+    n_free = 0
+    n_live = width
+    refill_at = max(1, int(width * REFILL_FRACTION))
     while n_live:
         t0 = clock()
         action = policy.act(obs)
-        stepping = live
+        stepping = None
         if not discrete:
             finite = np.isfinite(action).all(axis=1)
             if not finite.all():
@@ -186,52 +352,89 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
         obs, reward, terminated, truncated = venv.step(action)
         t2 = clock()
         t_env += t2 - t1
-        cur_ret += np.where(stepping, reward, 0.0)
-        cur_steps += stepping
-        done = live & (terminated | truncated | ~stepping)
+        # ended sub-envs keep stepping until refilled or dropped: their sums are not read
+        if stepping is None:
+            cur_steps += 1
+            if not unit:
+                cur_ret += reward
+            np.logical_or(terminated, truncated, out=done)
+            done &= live
+        else:
+            cur_steps += stepping
+            cur_ret += np.where(stepping, reward, 0.0)
+            done = live & (terminated | truncated | ~stepping)
         if done.any():
             idx = np.flatnonzero(done)
-            ret[rows[idx]] = cur_ret[idx]
-            steps[rows[idx]] = cur_steps[idx]
+            ended = rows[idx]
+            steps[ended] = cur_steps[idx]
+            ret[ended] = cur_steps[idx] if unit else cur_ret[idx]
             policy.end_episodes(idx)
             live[idx] = False
             n_live -= len(idx)
-            if n_live and n_live * 2 <= len(live) and len(live) > MIN_COMPACT:
+            if nxt < N:
+                free.append(idx)
+                n_free += len(idx)
+                if n_free >= refill_at or n_live == 0:
+                    slots_free = np.concatenate(free)
+                    take = min(len(slots_free), N - nxt)
+                    fill, rest = slots_free[:take], slots_free[take:]
+                    new = np.arange(nxt, nxt + take)
+                    nxt += take
+                    t3 = clock()
+                    venv.load(fill, flat_seeds[new], obs)
+                    t_env += clock() - t3
+                    policy.load(fill, new)
+                    rows[fill] = new
+                    live[fill] = True
+                    cur_steps[fill] = 0
+                    cur_ret[fill] = 0.0
+                    n_live += take
+                    free, n_free = ([rest], len(rest)) if len(rest) else ([], 0)
+                    if len(rest):
+                        venv.clear(rest)
+                else:
+                    venv.clear(idx)
+            elif n_live and n_live * 2 <= len(live) and len(live) > MIN_COMPACT:
                 keep = np.flatnonzero(live)
-                rows, cur_ret, cur_steps, obs = rows[keep], cur_ret[keep], cur_steps[keep], obs[keep]
+                rows, cur_ret, cur_steps = rows[keep], cur_ret[keep], cur_steps[keep]
+                obs = obs[keep]
                 live = np.ones(len(keep), dtype=bool)
+                done = np.zeros(len(keep), dtype=bool)
                 t3 = clock()
                 venv.compact(keep)
+                if venv.fast is not None:
+                    obs = venv.fast.obs
                 t_env += clock() - t3
                 policy.keep(keep)
+            else:
+                venv.clear(idx)
         t_agent += clock() - t2 + t1 - t0
     t0 = clock()
     stats = policy.trace_stats() if want_stats else None
     ret = ret.reshape(K, E)
     steps = steps.reshape(K, E)
     bad = bad.reshape(K, E) | ~np.isfinite(ret)
+    fitness = ret.mean(axis=1) - agent.batch_penalty(genomes)
+    if stats is not None:
+        stats = stats.reshape(K, E, -1)
+        mean_stats = stats.sum(axis=1) / E
     results = []
     share = steps.sum(axis=1) / max(int(steps.sum()), 1)
     for k in range(K):
         r, s = ret[k].copy(), steps[k].copy()
         nonfinite = bool(bad[k].any())
+        st = None if stats is None else mean_stats[k]
         if nonfinite:  # as the one-at-a-time path: stop at the first bad episode
             e = int(np.argmax(bad[k]))
             r[e] = np.nan
             r[e + 1:] = 0.0
             s[e + 1:] = 0
-            fitness = -math.inf
-            ended = e + 1
+            f = -math.inf
+            if stats is not None:
+                st = stats[k, : e + 1].sum(axis=0) / (e + 1)
         else:
-            fitness = float(np.mean(r)) - agent.penalty(genomes[k])
-            ended = E
-        st = None
-        if stats is not None:
-            st = np.zeros(agent.n_params)
-            for e in range(ended):
-                st += stats[k * E + e]
-            st = st / max(ended, 1)
-        results.append(EvalResult(fitness, r, s, st, nonfinite, 0.0, 0.0))
+            f = float(fitness[k])
+        results.append(EvalResult(f, r, s, st, nonfinite, 0.0, 0.0))
     t_agent += clock() - t0
     for k, res in enumerate(results):
         res.env_seconds, res.agent_seconds = t_env * share[k], t_agent * share[k]
