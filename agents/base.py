@@ -253,10 +253,10 @@ def tanh_(x: np.ndarray) -> np.ndarray:
 # The bound (per row, per step): obs enter exactly (float32 observations) or rounded
 # once; a layer with ``n`` inputs sums products of float32-rounded weights, so its
 # pre-activation is off by at most ``sum_j A_j e_j + (n + 3) u (A_0 m + sum_{j>0} A_j)``,
-# where ``A_j`` is the largest column sum of ``|w|`` over the inputs from source ``j``
-# (0: the observation, whose largest magnitude is ``m``; j > 0: a tanh layer, values in
-# [-1, 1], error ``e_j``) and ``u`` the unit roundoff; tanh adds its own error and is
-# 1-Lipschitz.  The one-row float64 path obeys the same bound with float64's ``u``, so
+# per unit, where ``A_j`` holds the column sums of ``|w|`` over the inputs from source
+# ``j`` and ``e_j`` sums are ``|w|^T e_j`` (0: the observation, whose largest magnitude
+# is ``m``; j > 0: a tanh layer, values in [-1, 1], error ``e_j`` per unit) and ``u``
+# the unit roundoff; tanh adds its own error and is 1-Lipschitz.  The one-row float64 path obeys the same bound with float64's ``u``, so
 # the sum of both uses ``u = U32 + U64``.  Everything is linear in ``m``: per row,
 # ``bound = a m + b`` with ``a``, ``b`` computed once from the weights.
 
@@ -266,42 +266,54 @@ U64 = 2.0 ** -53  #: float64 unit roundoff
 TANH32_ERR = 16 * U32
 #: absolute error bound of ``np.tanh`` in float64 (the one-row path)
 TANH64_ERR = 4 * U64
-#: factor on the bound (the bound itself is computed in float32)
-BOUND_SAFETY = 2.0
+#: factor on the bound (it is rounded to float32 and evaluated in float32)
+BOUND_SAFETY = 1.25
 
 
-def max_col_abs_sum(w: np.ndarray) -> np.ndarray:
-    """``w`` (rows, in, out) -> per row the largest column sum of ``|w|`` (float64)."""
-    if w.shape[1] == 0 or w.shape[2] == 0:
-        return np.zeros(w.shape[0])
-    return np.abs(w).sum(axis=1).max(axis=1)
-
-
-def decision_bound(layers, out_tanh: bool) -> tuple[np.ndarray, np.ndarray]:
+def decision_bound(layers, out_tanh: bool, u: float = U32 + U64,
+                   tanh_err: float = TANH32_ERR + TANH64_ERR) -> tuple[np.ndarray, np.ndarray]:
     """Per-row ``(a, b)`` with ``|margin_fast - margin_exact| <= a * m + b`` (see above).
 
-    ``layers``: per layer ``(n_in, sources)``, ``sources`` a list of ``(j, A)`` with
+    ``layers``: per layer ``(n_in, sources)``, ``sources`` a list of ``(j, W)`` with
     ``j`` = 0 for the observation and ``j`` = k for the output of layer ``k - 1`` (a
-    tanh layer), ``A`` (rows,) from :func:`max_col_abs_sum` over that source's inputs.
-    Hidden layers are tanh; the last one too if ``out_tanh``.  The margin is a
-    difference of two outputs: twice one output's bound.
+    tanh layer) and ``W`` (rows, inputs from j, out) the weights from that source.
+    Hidden layers are tanh; the last one too if ``out_tanh``.  Error bounds propagate
+    per unit (``|W|^T e``), and the margin's bound is the sum of the two largest
+    output bounds.  ``u`` and ``tanh_err``: the sums for the two computations compared
+    (default: float32 against float64).
     """
-    u = U32 + U64
-    et = TANH32_ERR + TANH64_ERR
-    err = {0: (0.0, 0.0)}  # source -> (a, b): its error is at most a m + b
-    a = b = 0.0
+    err = {0: None}  # source -> (a, b) per unit (rows, units): error <= a m + b
+    a = b = None
     for i, (n_in, sources) in enumerate(layers):
         c = (n_in + 3) * u
         a = b = 0.0
-        for j, A in sources:
-            ea, eb = err[j]
-            a = a + A * ea + (c * A if j == 0 else 0.0)
-            b = b + A * eb + (0.0 if j == 0 else c * A)
+        for j, w in sources:
+            aw = np.abs(w)
+            col = aw.sum(axis=1)  # (rows, out)
+            if j == 0:
+                a = a + c * col
+            else:
+                ea, eb = err[j]
+                a = a + np.einsum("ri,rio->ro", ea, aw)
+                b = b + np.einsum("ri,rio->ro", eb, aw) + c * col
         if i < len(layers) - 1 or out_tanh:
-            b = b + et
-        err[i + 1] = (a, b)
-    k = 2.0 * BOUND_SAFETY
-    return np.asarray(k * a, dtype=np.float64), np.asarray(k * b, dtype=np.float64)
+            b = b + tanh_err
+        err[i + 1] = (np.broadcast_to(a, col.shape), np.broadcast_to(b, col.shape))
+    a, b = err[len(layers)]
+    if a.shape[1] > 1:  # the two largest per row
+        a = np.sort(a, axis=1)[:, -2:].sum(axis=1)
+        b = np.sort(b, axis=1)[:, -2:].sum(axis=1)
+    else:
+        a, b = a[:, 0] * 2, b[:, 0] * 2
+    return np.asarray(BOUND_SAFETY * a, dtype=np.float64), np.asarray(BOUND_SAFETY * b, dtype=np.float64)
+
+
+def decision_bounds(layers, out_tanh: bool):
+    """``(a32, b32, a64, b64)``: :func:`decision_bound` of the float32 pass (as float32)
+    and of the float64 refinement (see :func:`certify`) against the one-row path."""
+    a, b = decision_bound(layers, out_tanh)
+    a64, b64 = decision_bound(layers, out_tanh, 2 * U64, 2 * TANH64_ERR)
+    return a.astype(np.float32), b.astype(np.float32), a64, b64
 
 
 class ExactRows:
@@ -357,14 +369,23 @@ def argmax_margin(out: np.ndarray, action: np.ndarray, margin: np.ndarray, tmp: 
 
 
 def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.ndarray, exact: ExactRows,
-            ids: np.ndarray, obs: np.ndarray) -> None:
-    """Keep ``action`` where ``bound < margin < inf``; elsewhere take the one-row
-    policy's action (``ids``: the rows' original numbers, ``obs`` (rows, obs_dim))."""
+            ids: np.ndarray, obs: np.ndarray, refine=None) -> None:
+    """Keep ``action`` where ``bound < margin < inf``.  Elsewhere, ``refine(rows)`` (if
+    given) recomputes those rows in float64 and returns ``(action, margin, bound)`` of
+    that pass against the one-row path; rows it cannot certify either (exact ties,
+    non-finite values) take the one-row policy's action (``ids``: the rows' original
+    numbers, ``obs`` (rows, obs_dim))."""
     np.greater(margin, bound, out=ok)
     if ok.all() and np.isfinite(np.add.reduce(margin)):
         return
     ok &= np.isfinite(margin)
-    for r in np.flatnonzero(~ok):
+    rows = np.flatnonzero(~ok)
+    if refine is not None:
+        act64, margin64, bound64 = refine(rows)
+        good = (margin64 > bound64) & np.isfinite(margin64)
+        action[rows[good]] = act64[good]
+        rows = rows[~good]
+    for r in rows:
         action[r] = exact.act(int(ids[r]), obs[r])
 
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bound,
-                         max_col_abs_sum, tanh_)
+from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
+                         tanh_)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -201,9 +201,8 @@ class DAGBatchPolicy(BatchPolicy):
             layers = []
             for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
                 w = genomes[:, s].reshape(n, *shape)
-                layers.append((shape[0], [(j, max_col_abs_sum(w[:, cum[j]:cum[j + 1]])) for j in range(i + 1)]))
-            a, b = decision_bound(layers, out_tanh=True)
-            self._a_all, self._b_all = a.astype(np.float32), b.astype(np.float32)
+                layers.append((shape[0], [(j, w[:, cum[j]:cum[j + 1]]) for j in range(i + 1)]))
+            self._a_all, self._b_all, self._a64, self._b64 = decision_bounds(layers, out_tanh=True)
             self.exact = ExactRows(agent, genomes)
 
     def _weights(self, rows) -> list[np.ndarray]:
@@ -252,8 +251,25 @@ class DAGBatchPolicy(BatchPolicy):
         np.maximum.reduce(self._abs, axis=0, out=m)
         np.multiply(self._a, m, out=bound)
         bound += self._b
-        certify(action, margin, bound, self._ok, self.exact, self.ids, obs)
+        certify(action, margin, bound, self._ok, self.exact, self.ids, obs, self._refine)
         return action
+
+    def _refine(self, rows):
+        """The float64 pass for current rows ``rows``: (action, margin, bound)."""
+        cum, agent = self.cum, self.agent
+        ids = self.ids[rows]
+        g = self.genomes[ids]
+        x = np.zeros((len(ids), cum[-1]))
+        x[:, : cum[1]] = self._x[: cum[1], rows].T  # the observations, exactly
+        m = np.abs(x[:, : cum[1]]).max(axis=1)
+        for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
+            h = np.einsum("ki,kio->ko", x[:, : cum[i + 1]], g[:, s].reshape(len(ids), *shape))
+            x[:, cum[i + 1]: cum[i + 2]] = np.tanh(h)
+        out = np.ascontiguousarray(x[:, cum[-2] + 1:].T)
+        action = np.zeros(len(ids), np.int64)
+        margin = np.zeros(len(ids))
+        argmax_margin(out, action, margin, np.zeros((2, len(ids))))
+        return action, margin, self._a64[ids] * m + self._b64[ids]
 
     def _fold(self) -> None:
         """Add ``|G_j @ W_ij|`` of the ended episodes (snapshots of their G) to their rows'

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bound,
-                         layer_shapes, max_col_abs_sum, tanh_)
+from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
+                         layer_shapes, tanh_)
 
 
 class MLPPolicy(Policy):
@@ -72,12 +72,11 @@ class MLPBatchPolicy(BatchPolicy):
         self.discrete = agent.space.discrete
         self.dtype = np.float32 if self.discrete else np.float64
         self.ids = np.arange(n)
-        self._mats = None
+        self._mats = self._w64 = None
         if self.discrete:
-            layers = [(i, [(l, max_col_abs_sum(genomes[:, s].reshape(n, i, o)))])
+            layers = [(i, [(l, genomes[:, s].reshape(n, i, o))])
                       for l, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
-            a, b = decision_bound(layers, out_tanh=False)
-            self._a_all, self._b_all = a.astype(np.float32), b.astype(np.float32)
+            self._a_all, self._b_all, self._a64, self._b64 = decision_bounds(layers, out_tanh=False)
             self.exact = ExactRows(agent, genomes)
 
     def _weights(self, rows) -> list[np.ndarray]:
@@ -118,8 +117,28 @@ class MLPBatchPolicy(BatchPolicy):
         np.maximum.reduce(self._abs, axis=0, out=m)
         np.multiply(self._a, m, out=bound)
         bound += self._b
-        certify(action, margin, bound, self._ok, self.exact, self.ids, obs)
+        certify(action, margin, bound, self._ok, self.exact, self.ids, obs, self._refine)
         return action
+
+    def _refine(self, rows):
+        """The float64 pass for current rows ``rows``: (action, margin, bound)."""
+        ids = self.ids[rows]
+        if self._w64 is None:  # rows first, float64: the genomes' own matrices
+            n = self.genomes.shape[0]
+            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
+                         for s, shape in zip(self.agent._slices, self.agent._shapes)]
+        x = self._x0[:, rows].T.astype(np.float64)[:, None, :]  # (k, 1, in): the observations, exactly
+        m = np.abs(x).max(axis=2)[:, 0]
+        last = len(self._w64) - 1
+        for i, w in enumerate(self._w64):
+            x = np.matmul(x, w[ids])
+            if i < last:
+                np.tanh(x, out=x)
+        out = np.ascontiguousarray(x[:, 0, :].T)
+        action = np.zeros(len(ids), np.int64)
+        margin = np.zeros(len(ids))
+        argmax_margin(out, action, margin, np.zeros((2, len(ids))))
+        return action, margin, self._a64[ids] * m + self._b64[ids]
 
     def keep(self, rows):
         self.ids = self.ids[rows]

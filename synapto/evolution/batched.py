@@ -50,9 +50,11 @@ CHUNK_ROWS = 4096
 #: queue (policies with ``load``), so the width stays near this until the queue is empty
 SLOTS = 4096
 #: refill once this fraction of the sub-envs has ended (amortises the refill's calls)
-REFILL_FRACTION = 1 / 8
-#: once the queue is empty, compaction happens only above this width (below, masking is
-#: cheaper than copying)
+REFILL_FRACTION = 1 / 32
+#: once the queue is empty, the running sub-envs are compacted (ended ones dropped)
+#: when at most this fraction of them is still running ...
+COMPACT_AT = 0.75
+#: ... and only above this width (below, masking is cheaper than copying)
 MIN_COMPACT = 64
 
 
@@ -394,7 +396,7 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
                         venv.clear(rest)
                 else:
                     venv.clear(idx)
-            elif n_live and n_live * 2 <= len(live) and len(live) > MIN_COMPACT:
+            elif n_live and n_live <= COMPACT_AT * len(live) and len(live) > MIN_COMPACT:
                 keep = np.flatnonzero(live)
                 rows, cur_ret, cur_steps = rows[keep], cur_ret[keep], cur_steps[keep]
                 obs = obs[keep]
@@ -484,11 +486,19 @@ class BatchingFarm:
 
     Results, ``last_failures`` and a raised :class:`WorkerFailure` are reported per
     task as by the wrapped farm (a failing chunk fails each of its tasks).
+
+    ``local=True`` (a farm evaluating in this process, i.e. a one-process run): the
+    chunks are merged (only tasks of different episode counts or ``want_stats`` stay
+    apart) and evaluated together, :data:`SLOTS` sub-envs at a time with refilling,
+    so a map has one tail of long episodes instead of one per chunk.  A row's result
+    does not depend on its company, so this gives the same results as the chunks of
+    ``chunk_rows`` rows that worker ranks evaluate (tested).
     """
 
-    def __init__(self, farm, chunk_rows: int = CHUNK_ROWS):
+    def __init__(self, farm, chunk_rows: int = CHUNK_ROWS, local: bool = False):
         self.farm = farm
         self.chunk_rows = chunk_rows
+        self.local = local
         self.last_failures = []
 
     def __getattr__(self, name):
@@ -502,7 +512,7 @@ class BatchingFarm:
             out = self.farm.map(payloads, **kw)
             self.last_failures = self.farm.last_failures
             return out
-        ranges = chunks_of(payloads, self.chunk_rows)
+        ranges = chunks_of(payloads, 1 << 62 if self.local else self.chunk_rows)
         batch = [BatchTask(np.stack([payloads[i].genome for i in range(a, b)]),
                            np.stack([np.asarray(payloads[i].seeds) for i in range(a, b)]),
                            payloads[a].want_stats) for a, b in ranges]
@@ -532,9 +542,12 @@ def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
     if mode == "auto" and batch_unsupported(spec, agent) is None:
         import os
 
+        from synapto.parallel.farm import SerialFarm
+
         farm.setup(BatchedSpec(spec))
         # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
-        return BatchingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)))
+        return BatchingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)),
+                            local=isinstance(farm, SerialFarm))
     farm.setup(spec)
     return farm
 
