@@ -110,9 +110,11 @@ class Agent(ABC):
     def policy(self, genome: np.ndarray) -> Policy:
         """A policy running ``genome`` (the genome is not modified)."""
 
-    def batch_policy(self, genomes: np.ndarray, want_stats: bool = True) -> BatchPolicy | None:
-        """Optional: a :class:`BatchPolicy` running ``genomes`` (rows, n_params) in
-        lockstep, or None (the default): this agent cannot be evaluated batched."""
+    def batch_policy(self, genomes: np.ndarray, want_stats: bool = True, episodes: int = 1) -> BatchPolicy | None:
+        """Optional: a :class:`BatchPolicy` running ``genomes`` (K, n_params) in lockstep,
+        each for ``episodes`` consecutive rows (row ``r`` runs genome ``r // episodes``),
+        or None (the default): this agent cannot be evaluated batched.  Agents written
+        for the former signature (no ``episodes``) are given repeated genomes."""
         return None
 
     @abstractmethod
@@ -320,16 +322,17 @@ class ExactRows:
     """The one-row policies of rows whose float32 decision is not certified, made on
     first need and dropped when the row's episode ends."""
 
-    def __init__(self, agent: "Agent", genomes: np.ndarray):
+    def __init__(self, agent: "Agent", genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
-        self.genomes = genomes
+        self.genomes = genomes  # row r runs genome r // episodes
+        self.episodes = episodes
         self.policies: dict[int, Policy] = {}
         self.calls = 0  #: actions taken by one-row policies (diagnostics)
 
     def act(self, row: int, obs: np.ndarray):
         p = self.policies.get(row)
         if p is None:
-            p = self.policies[row] = self.agent.policy(self.genomes[row])
+            p = self.policies[row] = self.agent.policy(self.genomes[row // self.episodes])
             p.reset()
         self.calls += 1
         return p.act(obs)

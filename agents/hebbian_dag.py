@@ -174,39 +174,55 @@ class DAGBatchPolicy(BatchPolicy):
     rows); one ``einsum`` and one in-place :func:`agents.base.tanh_` per layer.
 
     Discrete actions: float32 with certified decisions (see :mod:`agents.base`): every
-    action is the one-row policy's, bit for bit.  Box actions: float64.
+    action is the one-row policy's, bit for bit.  The output layer's tanh is skipped:
+    the argmax of ``tanh(z)`` is certified on the pre-activations ``z`` where all
+    outputs lie in [-:data:`Z_SAT`, :data:`Z_SAT`]: there a margin in ``z`` above the
+    bound plus :data:`Z_SLACK` keeps the float64 tanh values apart (``tanh(z_a) -
+    tanh(z_b) >= 1e-5 sech^2(11.5) > 4e-15``, above twice float64 tanh's error); outputs
+    near saturation go to the float64 refinement.  Box actions: float64.
 
     Traces without an activity record: the trace of block ``(i, j)`` is
     ``sum_t outer(x_j, x_j @ W_ij) = G_j @ W_ij`` with ``G_j = sum_t outer(x_j, x_j)``, the
-    Gram matrix of source layer ``j``'s activity.  So a step adds one outer product per
-    source layer (fewer products than per block), and when an episode ends the row's
-    ``|G_j @ W_ij|`` (float64) is added to its statistics.  The activities (and, in
-    float32, ``G``) are rounded where the one-row path's are exact to float64, so the
-    statistics agree with it to about 1e-5 relative to the largest of the row's block
-    (the tests check 1e-4); actions and returns are unaffected.  Supports refilling.
+    Gram matrix of source layer ``j``'s activity, symmetric: a step adds the upper
+    triangle of one outer product per source layer (fewer products than the blocks'
+    traces), and the rows' ``|G_j @ W_ij|`` (float64) are added to their statistics
+    after their episodes end.  The activities and ``G`` are float32 where the one-row
+    path's are float64, so the statistics agree with it to about 1e-5 relative to the
+    row's largest (the tests check 1e-4); actions and returns are unaffected.
+    Supports refilling.
     """
 
-    def __init__(self, agent: "HebbianDAG", genomes: np.ndarray, want_stats: bool):
+    #: largest |pre-activation| of the outputs certified without the float64 pass ...
+    Z_SAT = 11.5
+    #: ... with a margin in z at least this much above the error bound
+    Z_SLACK = 1e-5
+
+    def __init__(self, agent: "HebbianDAG", genomes: np.ndarray, want_stats: bool, episodes: int = 1):
         self.agent = agent
-        self.genomes = genomes
-        n = genomes.shape[0]
+        self.genomes = genomes  # one per individual; row r runs genome r // episodes
+        self.episodes = episodes
+        k = genomes.shape[0]
+        n = k * episodes
         self.cum = cum = agent._cum
         self.discrete = agent.space.discrete
         self.dtype = np.float32 if self.discrete else np.float64
         self.ids = np.arange(n)
         self._stats = np.zeros((n, agent.n_params)) if want_stats else None
         self._pending: list = []  # (original rows, their G per source) of ended episodes, not folded in yet
-        self._mats = None
+        self._mats = self._w64 = None
         if self.discrete:
             layers = []
             for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
-                w = genomes[:, s].reshape(n, *shape)
+                w = genomes[:, s].reshape(k, *shape)
                 layers.append((shape[0], [(j, w[:, cum[j]:cum[j + 1]]) for j in range(i + 1)]))
-            self._a_all, self._b_all, self._a64, self._b64 = decision_bounds(layers, out_tanh=True)
-            self.exact = ExactRows(agent, genomes)
+            a32, b32, _, _ = decision_bounds(layers, out_tanh=False)  # on z
+            _, _, a64, b64 = decision_bounds(layers, out_tanh=True)  # on tanh(z), float64
+            b32 = b32 + np.float32(self.Z_SLACK)
+            self._a_all, self._b_all, self._a64, self._b64 = (np.repeat(v, episodes) for v in (a32, b32, a64, b64))
+            self.exact = ExactRows(agent, genomes, episodes)
 
     def _weights(self, rows) -> list[np.ndarray]:
-        g = self.genomes[rows]
+        g = self.genomes[rows // self.episodes]
         return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
                 for s, shape in zip(self.agent._slices, self.agent._shapes)]
 
@@ -219,15 +235,21 @@ class DAGBatchPolicy(BatchPolicy):
         if self._stats is not None:
             if getattr(self, "_gram", None) is None or self._gram[0].shape[-1] != n:
                 self._gram = [np.zeros((cum[j + 1] - cum[j],) * 2 + (n,), dt) for j in range(len(self._mats))]
-            self._prod = [np.zeros_like(g) for g in self._gram]
-            self._src = [self._x[cum[j]: cum[j + 1]] for j in range(len(self._mats))]
+            self._prod = np.zeros((max(self.agent.sizes[:-1]), n), dt)
+            # per source unit a: G_j[a, a:] += x_a * x_a.. (the upper triangle)
+            self._tri = [(self._x[cum[j] + a], self._x[cum[j] + a: cum[j + 1]], g[a, a:], self._prod[: cum[j + 1] - cum[j] - a])
+                         for j, g in enumerate(self._gram) for a in range(cum[j + 1] - cum[j])]
         if self.discrete:
             self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
             self._abs = np.zeros((cum[1], n), dt)
-            self._m, self._margin, self._bound = (np.zeros(n, np.float32) for _ in range(3))
+            self._z = np.zeros((self.agent.sizes[-1], n), dt)
+            self._zabs = np.zeros((self.agent.sizes[-1] - 1, n), dt)
+            self._m, self._margin, self._bound, self._zmax = (np.zeros(n, np.float32) for _ in range(4))
             self._tmp = np.zeros((2, n), np.float32)
             self._action = np.zeros(n, np.int64)
             self._ok = np.zeros(n, bool)
+            w, xin, _ = self._layers[-1]
+            self._layers[-1] = (w, xin, self._z)
 
     def act(self, obs):
         if self._mats is None:
@@ -235,18 +257,24 @@ class DAGBatchPolicy(BatchPolicy):
         cum, x = self.cum, self._x
         x0 = x[: cum[1]]
         np.copyto(x0, obs.T, casting="unsafe")
-        for w, xin, h in self._layers:
+        last = len(self._layers) - 1
+        for i, (w, xin, h) in enumerate(self._layers):
             np.einsum("ijr,ir->jr", w, xin, out=h)
-            tanh_(h)
+            if i < last or not self.discrete:
+                tanh_(h)
         if self._stats is not None:
-            for xj, g, p in zip(self._src, self._gram, self._prod):
-                np.multiply(xj[:, None, :], xj[None, :, :], out=p)
+            for xa, xs, g, p in self._tri:
+                np.multiply(xa, xs, out=p)
                 g += p
-        y = x[cum[-2] + 1:]
         if not self.discrete:
-            return batch_actions(self.agent, y)
+            return batch_actions(self.agent, x[cum[-2] + 1:])
         action, margin, bound, m = self._action, self._margin, self._bound, self._m
+        y = self._z[1:]
         argmax_margin(y, action, margin, self._tmp)
+        np.abs(y, out=self._zabs)
+        np.maximum.reduce(self._zabs, axis=0, out=self._zmax)
+        np.less_equal(self._zmax, self.Z_SAT, out=self._ok)
+        margin *= self._ok  # near saturation: margin 0, not certified
         np.abs(x0, out=self._abs)
         np.maximum.reduce(self._abs, axis=0, out=m)
         np.multiply(self._a, m, out=bound)
@@ -255,39 +283,53 @@ class DAGBatchPolicy(BatchPolicy):
         return action
 
     def _refine(self, rows):
-        """The float64 pass for current rows ``rows``: (action, margin, bound)."""
+        """The float64 pass for current rows ``rows`` (outputs through tanh, as the one-row
+        path): (action, margin, bound)."""
         cum, agent = self.cum, self.agent
+        if self._w64 is None:  # rows first, float64: the genomes' own matrices
+            k = self.genomes.shape[0]
+            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(k, *shape))
+                         for s, shape in zip(agent._slices, agent._shapes)]
         ids = self.ids[rows]
-        g = self.genomes[ids]
-        x = np.zeros((len(ids), cum[-1]))
-        x[:, : cum[1]] = self._x[: cum[1], rows].T  # the observations, exactly
-        m = np.abs(x[:, : cum[1]]).max(axis=1)
-        for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
-            h = np.einsum("ki,kio->ko", x[:, : cum[i + 1]], g[:, s].reshape(len(ids), *shape))
-            x[:, cum[i + 1]: cum[i + 2]] = np.tanh(h)
-        out = np.ascontiguousarray(x[:, cum[-2] + 1:].T)
+        gi = ids // self.episodes
+        x = np.zeros((len(ids), 1, cum[-1]))
+        x[:, 0, : cum[1]] = self._x[: cum[1], rows].T  # the observations, exactly
+        m = np.abs(x[:, 0, : cum[1]]).max(axis=1)
+        for i, w in enumerate(self._w64):
+            h = x[:, :, cum[i + 1]: cum[i + 2]]
+            np.matmul(x[:, :, : cum[i + 1]], w[gi], out=h)
+            np.tanh(h, out=h)
+        out = np.ascontiguousarray(x[:, 0, cum[-2] + 1:].T)
         action = np.zeros(len(ids), np.int64)
         margin = np.zeros(len(ids))
         argmax_margin(out, action, margin, np.zeros((2, len(ids))))
         return action, margin, self._a64[ids] * m + self._b64[ids]
 
     def _fold(self) -> None:
-        """Add ``|G_j @ W_ij|`` of the ended episodes (snapshots of their G) to their rows'
-        statistics, in one vectorised pass per block."""
+        """Set the statistics of the ended episodes' rows to ``|G_j @ W_ij|`` (from the
+        snapshots of their G's upper triangles), in one vectorised pass per block."""
         if not self._pending:
             return
         rows = np.concatenate([r for r, _ in self._pending])
         grams = [np.concatenate([gs[j] for _, gs in self._pending], axis=-1) for j in range(len(self._gram))]
         self._pending = []
         cum, agent = self.cum, self.agent
-        g_rows = self.genomes[rows]
+        g_rows = self.genomes[rows // self.episodes]
+        k = len(rows)
+        out = np.zeros((k, agent.n_params))
         for j, g in enumerate(grams):
-            gk = g.transpose(2, 0, 1).astype(np.float64)
+            n = g.shape[0]
+            lower = np.tril(np.ones((n, n), bool), -1)
+            g[lower] = g.transpose(1, 0, 2)[lower]  # symmetric: the lower triangle from the upper
+            gk = g.astype(np.float64)
             for i in range(j, len(self._mats)):
                 s, cols = agent._slices[i], agent._shapes[i][1]
                 lo, hi = s.start + cum[j] * cols, s.start + cum[j + 1] * cols
-                t = np.matmul(gk, g_rows[:, lo:hi].reshape(len(rows), -1, cols))
-                self._stats[rows, lo:hi] += np.abs(t).reshape(len(rows), -1)
+                # t[a, b] = sum_c G[a, c] W[c, b], in a fixed order (no BLAS): per row exact
+                # whatever the rows beside it
+                t = np.einsum("acr,rcb->rab", gk, g_rows[:, lo:hi].reshape(k, -1, cols))
+                np.abs(t.reshape(k, -1), out=out[:, lo:hi])
+        self._stats[rows] += out
 
     def keep(self, rows):
         self.ids = self.ids[rows]
@@ -361,10 +403,10 @@ class HebbianDAG(Agent):
     def policy(self, genome):
         return DAGPolicy(self, np.array(genome, dtype=np.float64))
 
-    def batch_policy(self, genomes, want_stats=True):
+    def batch_policy(self, genomes, want_stats=True, episodes=1):
         if self.options["neuromodulate"]:
             return None  # traces change the weights every step: one-at-a-time only
-        return DAGBatchPolicy(self, np.asarray(genomes, dtype=np.float64), want_stats)
+        return DAGBatchPolicy(self, np.asarray(genomes, dtype=np.float64), want_stats, episodes)
 
     def groups(self):
         return self._blocks

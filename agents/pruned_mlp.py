@@ -65,22 +65,24 @@ class MLPBatchPolicy(BatchPolicy):
     of the one-row path.  Supports refilling (:meth:`load`).
     """
 
-    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray):
+    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
-        self.genomes = genomes
-        n = genomes.shape[0]
+        self.genomes = genomes  # one per individual; row r runs genome r // episodes
+        self.episodes = episodes
+        k = genomes.shape[0]
         self.discrete = agent.space.discrete
         self.dtype = np.float32 if self.discrete else np.float64
-        self.ids = np.arange(n)
+        self.ids = np.arange(k * episodes)
         self._mats = self._w64 = None
         if self.discrete:
-            layers = [(i, [(l, genomes[:, s].reshape(n, i, o))])
+            layers = [(i, [(l, genomes[:, s].reshape(k, i, o))])
                       for l, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
-            self._a_all, self._b_all, self._a64, self._b64 = decision_bounds(layers, out_tanh=False)
-            self.exact = ExactRows(agent, genomes)
+            self._a_all, self._b_all, self._a64, self._b64 = (
+                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
+            self.exact = ExactRows(agent, genomes, episodes)
 
     def _weights(self, rows) -> list[np.ndarray]:
-        g = self.genomes[rows]
+        g = self.genomes[rows // self.episodes]
         return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
                 for s, shape in zip(self.agent._slices, self.agent._shapes)]
 
@@ -123,6 +125,7 @@ class MLPBatchPolicy(BatchPolicy):
     def _refine(self, rows):
         """The float64 pass for current rows ``rows``: (action, margin, bound)."""
         ids = self.ids[rows]
+        gi = ids // self.episodes
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             n = self.genomes.shape[0]
             self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
@@ -131,7 +134,7 @@ class MLPBatchPolicy(BatchPolicy):
         m = np.abs(x).max(axis=2)[:, 0]
         last = len(self._w64) - 1
         for i, w in enumerate(self._w64):
-            x = np.matmul(x, w[ids])
+            x = np.matmul(x, w[gi])
             if i < last:
                 np.tanh(x, out=x)
         out = np.ascontiguousarray(x[:, 0, :].T)
@@ -195,8 +198,8 @@ class PrunedMLP(Agent):
     def policy(self, genome):
         return MLPPolicy(self, np.array(genome, dtype=np.float64))
 
-    def batch_policy(self, genomes, want_stats=True):
-        return MLPBatchPolicy(self, np.asarray(genomes, dtype=np.float64))
+    def batch_policy(self, genomes, want_stats=True, episodes=1):
+        return MLPBatchPolicy(self, np.asarray(genomes, dtype=np.float64), episodes)
 
     def groups(self):
         return [[s] for s in self._slices]

@@ -313,7 +313,12 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
     K, E = seeds.shape
     N = K * E
     flat_seeds = seeds.ravel()
-    policy = agent.batch_policy(np.repeat(genomes, E, axis=0), want_stats)
+    import inspect
+
+    if "episodes" in inspect.signature(agent.batch_policy).parameters:
+        policy = agent.batch_policy(genomes, want_stats, episodes=E)
+    else:  # an agent written for the former signature: one genome per row
+        policy = agent.batch_policy(np.repeat(genomes, E, axis=0), want_stats)
     if policy is None:
         raise ValueError(f"agent {agent.name!r} has no batched policy")
     width = N
