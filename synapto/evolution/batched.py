@@ -93,16 +93,20 @@ class CartPoleStep:
         self.steps = np.zeros(n, np.int64)
         self.obs_t = self.state.astype(np.float32)  # (4, n): obs rows last
         self.obs = self.obs_t.T
-        self._b = np.zeros((5, n))
+        self._b = np.zeros((4, n))
+        self._acc = np.zeros((2, n))  # xacc, thetaacc
+        self._pair = np.zeros((2, n))
+        self._over = np.zeros((2, n), bool)
+        self._limits = np.array([[self.u.x_threshold], [self.u.theta_threshold_radians]])
         self._term = np.zeros(n, bool)
-        self._tmp = np.zeros(n, bool)
         self._trunc = np.zeros(n, bool)
         self._reward = np.ones(n, np.float32)
 
     def step(self, action):
         u, st, b = self.u, self.state, self._b
-        x, x_dot, theta, theta_dot = st
-        force, cos, sin, temp, acc = b
+        theta, theta_dot = st[2], st[3]
+        force, cos, sin, temp = b
+        xacc, acc = self._acc
         # force = sign(action - 0.5) * force_mag, for actions 0 and 1
         np.multiply(action, 2.0 * u.force_mag, out=force)
         force -= u.force_mag
@@ -123,31 +127,26 @@ class CartPoleStep:
         np.multiply(u.gravity, sin, out=acc)
         np.multiply(cos, temp, out=sin)
         acc -= sin
-        acc /= force  # acc: thetaacc
+        acc /= force
         # xacc = temp - polemass_length * thetaacc * cos / total_mass
         np.multiply(u.polemass_length, acc, out=force)
         force *= cos
         force /= u.total_mass
-        np.subtract(temp, force, out=temp)  # temp: xacc
-        # Euler
-        np.multiply(u.tau, x_dot, out=force)
-        x += force
-        np.multiply(u.tau, temp, out=force)
-        x_dot += force
-        np.multiply(u.tau, theta_dot, out=force)
-        theta += force
-        np.multiply(u.tau, acc, out=force)
-        theta_dot += force
-        term, tmp = self._term, self._tmp
-        np.abs(x, out=cos)
-        np.greater(cos, u.x_threshold, out=term)
-        np.abs(theta, out=cos)
-        np.greater(cos, u.theta_threshold_radians, out=tmp)
-        term |= tmp
+        np.subtract(temp, force, out=xacc)
+        # Euler, positions (x, theta) from the old velocities, then velocities
+        pos, vel, pair = st[0::2], st[1::2], self._pair
+        np.multiply(u.tau, vel, out=pair)
+        pos += pair
+        np.multiply(u.tau, self._acc, out=pair)
+        vel += pair
+        # terminated: |x| > x_threshold or |theta| > theta_threshold
+        np.abs(pos, out=pair)
+        np.greater(pair, self._limits, out=self._over)
+        np.logical_or(self._over[0], self._over[1], out=self._term)
         self.steps += 1
         np.greater_equal(self.steps, u.max_episode_steps, out=self._trunc)
         np.copyto(self.obs_t, st, casting="same_kind")
-        return self.obs, self._reward, term, self._trunc
+        return self.obs, self._reward, self._term, self._trunc
 
     def load(self, slots, states) -> None:
         self.state[:, slots] = states
