@@ -223,8 +223,11 @@ class SeededVectorEnv:
         return hit
 
     def _initials(self, seeds):
-        states, obs = zip(*(self._initial(int(s)) for s in seeds))
-        return np.stack(states, axis=-1), np.stack(obs)
+        """Initial states (state_dim, n) and observations (n, obs_dim) of ``seeds``; each
+        distinct seed is reset once (common random numbers share a few)."""
+        uniq, inverse = np.unique(np.asarray(seeds), return_inverse=True)
+        states, obs = zip(*(self._initial(int(s)) for s in uniq))
+        return np.stack(states, axis=-1)[..., inverse], np.stack(obs)[inverse]
 
     def _resize(self, n: int) -> None:
         """The vector env with ``n`` sub-envs (made once; later resized in place)."""
