@@ -314,9 +314,9 @@ class DAGBatchPolicy(BatchPolicy):
         grams = [np.concatenate([gs[j] for _, gs in self._pending], axis=-1) for j in range(len(self._gram))]
         self._pending = []
         cum, agent = self.cum, self.agent
-        g_rows = self.genomes[rows // self.episodes]
         k = len(rows)
-        out = np.zeros((k, agent.n_params))
+        g_t = np.ascontiguousarray(self.genomes[rows // self.episodes].T)  # (n_params, k): rows last
+        out = np.zeros((agent.n_params, k))
         for j, g in enumerate(grams):
             n = g.shape[0]
             lower = np.tril(np.ones((n, n), bool), -1)
@@ -325,11 +325,17 @@ class DAGBatchPolicy(BatchPolicy):
             for i in range(j, len(self._mats)):
                 s, cols = agent._slices[i], agent._shapes[i][1]
                 lo, hi = s.start + cum[j] * cols, s.start + cum[j + 1] * cols
-                # t[a, b] = sum_c G[a, c] W[c, b], in a fixed order (no BLAS): per row exact
-                # whatever the rows beside it
-                t = np.einsum("acr,rcb->rab", gk, g_rows[:, lo:hi].reshape(k, -1, cols))
-                np.abs(t.reshape(k, -1), out=out[:, lo:hi])
-        self._stats[rows] += out
+                # t[a, b] = sum_c G[a, c] W[c, b] for every row (last axis), summed over c in
+                # order by elementwise operations: per row exact whatever the rows beside it
+                w = g_t[lo:hi].reshape(n, cols, k)
+                t = out[lo:hi].reshape(n, cols, k)
+                p = np.empty_like(t)
+                np.multiply(gk[:, 0, None, :], w[0], out=t)
+                for c in range(1, n):
+                    np.multiply(gk[:, c, None, :], w[c], out=p)
+                    t += p
+                np.abs(t, out=t)
+        self._stats[rows] = out.T  # every row's episode ends once
 
     def keep(self, rows):
         self.ids = self.ids[rows]
