@@ -48,7 +48,7 @@ from synapto.evolution.evaluate import EvalResult, EvalTask, Evaluator, EvolveSp
 CHUNK_ROWS = 4096
 #: sub-envs stepped in lockstep: a chunk with more rows refills ended sub-envs from its
 #: queue (policies with ``load``), so the width stays near this until the queue is empty
-SLOTS = 4096
+SLOTS = 8192
 #: refill once this fraction of the sub-envs has ended (amortises the refill's calls)
 REFILL_FRACTION = 1 / 32
 #: once the queue is empty, the running sub-envs are compacted (ended ones dropped)
