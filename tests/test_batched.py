@@ -152,6 +152,21 @@ def test_batch_penalty_is_penalty(agent):
     assert np.array_equal(ev.agent.batch_penalty(genomes), want)
 
 
+def test_quick_initial_states_are_single_env_resets():
+    """The initial states the batched CartPole takes without resetting an env are the
+    single env's, bit for bit, and are used only after that check passed."""
+    venv = batched.SeededVectorEnv("CartPole-v1")
+    venv.start(np.arange(3))
+    assert venv._quick is not None
+    rng = np.random.default_rng(0)
+    for seed in [0, 5, *rng.integers(0, 2 ** 63, 200).tolist()]:
+        state, obs = venv._cartpole_initial(seed)
+        obs1, _ = venv.single.reset(seed=seed)
+        assert np.array_equal(state, venv.single.unwrapped.state) and np.array_equal(obs, obs1)
+        assert obs.dtype == obs1.dtype
+    venv.close()
+
+
 def test_cartpole_step_is_the_vector_envs():
     """synapto's CartPole step on its own buffers gives gymnasium's vector env states,
     bit for bit, on whole random trajectories."""
