@@ -305,23 +305,34 @@ class DAGBatchPolicy(BatchPolicy):
         argmax_margin(out, action, margin, np.zeros((2, len(ids))))
         return action, margin, self._a64[ids] * m + self._b64[ids]
 
+    #: rows folded at a time (keeps the fold's arrays in cache)
+    FOLD_ROWS = 1024
+
     def _fold(self) -> None:
         """Set the statistics of the ended episodes' rows to ``|G_j @ W_ij|`` (from the
-        snapshots of their G's upper triangles), in one vectorised pass per block."""
+        snapshots of their G's upper triangles), vectorised over rows."""
         if not self._pending:
             return
         rows = np.concatenate([r for r, _ in self._pending])
         grams = [np.concatenate([gs[j] for _, gs in self._pending], axis=-1) for j in range(len(self._gram))]
         self._pending = []
+        for j, g in enumerate(grams):
+            n = g.shape[0]
+            lower = np.tril(np.ones((n, n), bool), -1)
+            g[lower] = g.transpose(1, 0, 2)[lower]  # symmetric: the lower triangle from the upper
+        for a in range(0, len(rows), self.FOLD_ROWS):
+            part = slice(a, a + self.FOLD_ROWS)
+            self._fold_rows(rows[part], [g[:, :, part] for g in grams])
+
+    def _fold_rows(self, rows, grams) -> None:
         cum, agent = self.cum, self.agent
         k = len(rows)
         g_t = np.ascontiguousarray(self.genomes[rows // self.episodes].T)  # (n_params, k): rows last
         out = np.zeros((agent.n_params, k))
         for j, g in enumerate(grams):
             n = g.shape[0]
-            lower = np.tril(np.ones((n, n), bool), -1)
-            g[lower] = g.transpose(1, 0, 2)[lower]  # symmetric: the lower triangle from the upper
             gk = g.astype(np.float64)
+            p = np.empty((n, max(agent._shapes[i][1] for i in range(j, len(self._mats))), k))
             for i in range(j, len(self._mats)):
                 s, cols = agent._slices[i], agent._shapes[i][1]
                 lo, hi = s.start + cum[j] * cols, s.start + cum[j + 1] * cols
@@ -329,11 +340,11 @@ class DAGBatchPolicy(BatchPolicy):
                 # order by elementwise operations: per row exact whatever the rows beside it
                 w = g_t[lo:hi].reshape(n, cols, k)
                 t = out[lo:hi].reshape(n, cols, k)
-                p = np.empty_like(t)
+                pc = p[:, :cols]
                 np.multiply(gk[:, 0, None, :], w[0], out=t)
                 for c in range(1, n):
-                    np.multiply(gk[:, c, None, :], w[c], out=p)
-                    t += p
+                    np.multiply(gk[:, c, None, :], w[c], out=pc)
+                    t += pc
                 np.abs(t, out=t)
         self._stats[rows] = out.T  # every row's episode ends once
 
