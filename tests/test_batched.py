@@ -264,3 +264,76 @@ def test_batched_runs_identical_across_ranks_and_to_unbatched(tmp_path, monkeypa
 def test_batch_option_rejected():
     res = run_cli(*ARGS, "--batch", "sometimes", timeout=60)
     assert res.returncode == 2 and "--batch" in res.stderr
+
+
+@pytest.mark.parametrize("agent", ["pruned-mlp", "hebbian-dag"])
+@pytest.mark.parametrize("space", ["discrete3", "box"])
+def test_batch_policy_acts_as_one_row_policies(agent, space):
+    """Beyond CartPole: three discrete choices (certified argmax, refills, compaction)
+    give exactly the one-row actions; Box actions (float64) agree to rounding."""
+    from agents import load_agent_class
+    from synapto.envs import SpaceInfo
+
+    info = SpaceInfo(6, 3, True, None, None, 100) if space == "discrete3" else \
+        SpaceInfo(6, 2, False, np.array([-2.0, 0.0]), np.array([2.0, 1.0]), 100)
+    ag = load_agent_class(agent)(info, (5, 4), {})
+    rng = np.random.default_rng(8)
+    K, E = 40, 2
+    genomes = np.stack([ag.init_genome(rng) for _ in range(K)]) * (1 + 0.5 * rng.standard_normal((K, ag.n_params)))
+    genomes[0] = 0.0  # all outputs tied: the one-row policy decides
+    policy = ag.batch_policy(genomes, want_stats=False, episodes=E)
+    rows = np.arange(K * E)
+    width = 50
+    policy.keep(np.arange(width))
+    cur = rows[:width].copy()
+    nxt = width
+    for step in range(30):
+        obs = (rng.standard_normal((len(cur), 6)) * 2).astype(np.float32)
+        got = policy.act(obs)
+        want = [ag.policy(genomes[r // E]).act(obs[i]) for i, r in enumerate(cur)]
+        if space == "discrete3":
+            assert got.tolist() == [int(w) for w in want]
+        else:
+            np.testing.assert_allclose(got, np.stack(want), rtol=1e-12, atol=1e-12)
+        if step % 5 == 4 and nxt < len(rows):  # refill three sub-envs
+            slots = np.array([1, 7, 20])[: len(rows) - nxt]
+            policy.end_episodes(slots)
+            policy.load(slots, rows[nxt: nxt + len(slots)])
+            cur[slots] = rows[nxt: nxt + len(slots)]
+            nxt += len(slots)
+        if step == 20:  # compaction
+            keep = np.arange(0, len(cur), 2)
+            policy.keep(keep)
+            cur = cur[keep]
+
+
+def test_argmax_margin():
+    from agents.base import argmax_margin
+
+    out = np.array([[1.0, 3.0, 2.0, 0.5, np.nan], [2.0, 3.0, 1.0, 0.5, 0.0], [0.0, 1.0, 2.5, 0.7, 1.0]],
+                   dtype=np.float32)
+    action, margin = np.zeros(5, np.int64), np.zeros(5, np.float32)
+    argmax_margin(out, action, margin, np.zeros((2, 5), np.float32))
+    assert action[:4].tolist() == np.argmax(out[:, :4], axis=0).tolist() == [1, 0, 2, 2]
+    assert margin[0] == 1.0 and margin[1] == 0.0 and margin[2] == np.float32(0.5)
+    assert not np.isfinite(margin[4])  # NaN: never certified
+    two = out[:2, :4]
+    argmax_margin(two, action[:4], margin[:4], np.zeros((2, 4), np.float32))
+    assert action[:4].tolist() == np.argmax(two, axis=0).tolist() and margin[1] == 0.0
+
+
+def test_generic_vector_env_step_matches_serial(monkeypatch):
+    """The path for vector envs other than gymnasium's CartPole (their own unwrapped
+    step, gymnasium's autoreset of ended sub-envs, refills, compaction) gives the one-env
+    results too."""
+    monkeypatch.setattr(batched.CartPoleStep, "applies", staticmethod(lambda u: False))
+    monkeypatch.setattr(batched, "MIN_COMPACT", 4)
+    ev = BatchedEvaluator(EvolveSpec("CartPole-v1", "pruned-mlp", (8, 8), {}))
+    K, E = 32, 2
+    genomes = _population(ev.agent, K, seed=6)
+    seeds = seeding.train_seeds(2, 0, K, E, common=False)
+    serial = [ev(EvalTask(genomes[i], seeds[i])) for i in range(K)]
+    batch = batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True, slots=24)
+    assert ev.venv.fast is None and not ev.venv.unit_reward
+    for s, b in zip(serial, batch):
+        assert b.fitness == s.fitness and np.array_equal(b.returns, s.returns)
