@@ -373,8 +373,8 @@ def argmax_margin(out: np.ndarray, action: np.ndarray, margin: np.ndarray, tmp: 
 
 def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.ndarray, exact: ExactRows,
             ids: np.ndarray, obs: np.ndarray, refine=None) -> None:
-    """Keep ``action`` where ``bound < margin < inf``.  Elsewhere, ``refine(rows)`` (if
-    given) recomputes those rows in float64 and returns ``(action, margin, bound)`` of
+    """Keep ``action`` where ``bound < margin < inf``.  Elsewhere, ``refine(rows, obs)``
+    (if given; ``obs`` those rows' observations, float64) recomputes them in float64 and returns ``(action, margin, bound)`` of
     that pass against the one-row path; rows it cannot certify either (exact ties,
     non-finite values) take the one-row policy's action (``ids``: the rows' original
     numbers, ``obs`` (rows, obs_dim))."""
@@ -384,7 +384,7 @@ def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.nd
     ok &= np.isfinite(margin)
     rows = np.flatnonzero(~ok)
     if refine is not None:
-        act64, margin64, bound64 = refine(rows)
+        act64, margin64, bound64 = refine(rows, np.asarray(obs[rows], dtype=np.float64))
         good = (margin64 > bound64) & np.isfinite(margin64)
         action[rows[good]] = act64[good]
         rows = rows[~good]

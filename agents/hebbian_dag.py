@@ -282,9 +282,9 @@ class DAGBatchPolicy(BatchPolicy):
         certify(action, margin, bound, self._ok, self.exact, self.ids, obs, self._refine)
         return action
 
-    def _refine(self, rows):
-        """The float64 pass for current rows ``rows`` (outputs through tanh, as the one-row
-        path): (action, margin, bound)."""
+    def _refine(self, rows, obs):
+        """The float64 pass for current rows ``rows`` (observations ``obs``; outputs through
+        tanh, as the one-row path): (action, margin, bound)."""
         cum, agent = self.cum, self.agent
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             k = self.genomes.shape[0]
@@ -293,7 +293,7 @@ class DAGBatchPolicy(BatchPolicy):
         ids = self.ids[rows]
         gi = ids // self.episodes
         x = np.zeros((len(ids), 1, cum[-1]))
-        x[:, 0, : cum[1]] = self._x[: cum[1], rows].T  # the observations, exactly
+        x[:, 0, : cum[1]] = obs.reshape(len(ids), -1)  # as given to act (not rounded to float32)
         m = np.abs(x[:, 0, : cum[1]]).max(axis=1)
         for i, w in enumerate(self._w64):
             h = x[:, :, cum[i + 1]: cum[i + 2]]

@@ -122,15 +122,16 @@ class MLPBatchPolicy(BatchPolicy):
         certify(action, margin, bound, self._ok, self.exact, self.ids, obs, self._refine)
         return action
 
-    def _refine(self, rows):
-        """The float64 pass for current rows ``rows``: (action, margin, bound)."""
+    def _refine(self, rows, obs):
+        """The float64 pass for current rows ``rows`` (observations ``obs``, as given to
+        :meth:`act`): (action, margin, bound)."""
         ids = self.ids[rows]
         gi = ids // self.episodes
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             n = self.genomes.shape[0]
             self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
                          for s, shape in zip(self.agent._slices, self.agent._shapes)]
-        x = self._x0[:, rows].T.astype(np.float64)[:, None, :]  # (k, 1, in): the observations, exactly
+        x = obs.reshape(len(ids), 1, -1)  # (k, 1, in)
         m = np.abs(x).max(axis=2)[:, 0]
         last = len(self._w64) - 1
         for i, w in enumerate(self._w64):

@@ -288,7 +288,7 @@ def test_batch_policy_acts_as_one_row_policies(agent, space):
     cur = rows[:width].copy()
     nxt = width
     for step in range(30):
-        obs = (rng.standard_normal((len(cur), 6)) * 2).astype(np.float32)
+        obs = rng.standard_normal((len(cur), 6)) * 2  # float64: rounded in the float32 pass only
         got = policy.act(obs)
         want = [ag.policy(genomes[r // E]).act(obs[i]) for i, r in enumerate(cur)]
         if space == "discrete3":
