@@ -65,6 +65,10 @@ class BatchPolicy(ABC):
     def keep(self, rows: np.ndarray) -> None:
         """Drop every current row but ``rows`` (indices into the current rows)."""
 
+    # Optional: ``load(slots, rows)`` -- current rows ``slots`` (whose episodes ended) now
+    # run the original rows ``rows`` from the start of an episode.  Policies that have it
+    # are refilled as episodes end (see :mod:`synapto.evolution.batched`).
+
     def end_episodes(self, rows: np.ndarray) -> None:
         """The episodes of current rows ``rows`` ended with the last step."""
 

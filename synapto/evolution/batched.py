@@ -9,28 +9,32 @@ Semantics are those of :func:`synapto.evolution.evaluate.evaluate`:
 
 * every sub-env starts in the state a fresh single env reset with the episode's seed
   starts in (the vector env's own ``reset`` takes one seed for all sub-envs, so the
-  initial state is taken from a single env reset with that seed -- cached per seed --
-  and written into the vector env);
-* an episode ends at its own ``terminated``/``truncated``; finished sub-envs are
-  masked (gymnasium autoresets them on the next step) and, once at most half the
-  sub-envs are still running, dropped from the vector env and from the policy
-  ("compaction"), so a chunk costs about its useful steps, not its longest episode
-  times its width.
+  initial state is taken from a single env reset with that seed -- cached per seed;
+  for CartPole drawn as gymnasium's reset draws it, after checking that this matches
+  real resets -- and written into the vector env);
+* an episode ends at its own ``terminated``/``truncated``.  At most :data:`SLOTS` rows
+  run at once; an ended sub-env is refilled with the next row of the queue (policies
+  with ``load``), and once the queue is empty, ended sub-envs are dropped from the
+  vector env and from the policy when a quarter of them has ended ("compaction"), so
+  an evaluation costs about its useful steps, not its longest episode times its width.
 
 Vector envs supported: those of gymnasium's classic-control kind, whose unwrapped env
 keeps its state as an array ``state`` with one column per sub-env (last axis), a step
 counter ``steps`` and a ``prev_done`` mask, and autoresets on the next step; the
 single env of the same id must keep its state in ``unwrapped.state``.  A user's env
 registered with a ``vector_entry_point`` following that layout is batched too.
+gymnasium's CartPole runs through :class:`CartPoleStep` (same operations, no
+per-call overhead).
 
 Results.  The env dynamics run bit for bit as in the single env (float64 state, the
-same operations).  The policy's matrix products sum in another order than the
-one-row path (BLAS), so activities can differ in the last bits: returns are equal
-unless an action flips on such a difference (a discrete argmax tie broken
-differently, a continuous action off by an ulp); Hebbian trace statistics agree to
-relative 1e-9.  ``tests/test_batched.py`` checks both.  Chunks are formed by the
-coordinator from the task list alone (:data:`CHUNK_ROWS` rows), so a batched run file
-is bit-identical across rank counts.
+same operations).  For discrete actions every action is the one-row policy's (the
+batched policies certify their float32 decisions and recompute the others, see
+:mod:`agents.base`), so returns, steps and fitness are bit-identical to one env at a
+time; Hebbian trace statistics come from float32 activities and agree to about 1e-5
+relative.  A row's results do not depend on the rows beside it or on its sub-env.
+Chunks are formed by the coordinator from the task list alone (:data:`CHUNK_ROWS`
+rows; a one-process run merges them), so a batched run file is bit-identical across
+rank counts.  ``tests/test_batched.py`` checks all of these.
 """
 
 from __future__ import annotations
