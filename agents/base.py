@@ -252,19 +252,20 @@ def tanh_(x: np.ndarray) -> np.ndarray:
 # 3x faster than float64 in numpy) and takes the float32 argmax only where it is
 # *certified* to be the one-row path's float64 argmax: the margin between the best and
 # the second-best output exceeds an upper bound on the difference between the two
-# computations.  Other rows (near-ties, exact ties, non-finite values) are recomputed
-# by the agent's one-row policy itself.  Batched actions, returns and fitness are
-# then those of one env at a time, bit for bit.
+# computations.  The other rows are recomputed in float64 (their own, much smaller
+# bound), and rows that this cannot certify either (exact ties, non-finite values) take
+# the agent's one-row policy's action.  Batched actions, returns and fitness are then
+# those of one env at a time, bit for bit.
 #
-# The bound (per row, per step): obs enter exactly (float32 observations) or rounded
-# once; a layer with ``n`` inputs sums products of float32-rounded weights, so its
-# pre-activation is off by at most ``sum_j A_j e_j + (n + 3) u (A_0 m + sum_{j>0} A_j)``,
-# per unit, where ``A_j`` holds the column sums of ``|w|`` over the inputs from source
-# ``j`` and ``e_j`` sums are ``|w|^T e_j`` (0: the observation, whose largest magnitude
-# is ``m``; j > 0: a tanh layer, values in [-1, 1], error ``e_j`` per unit) and ``u``
-# the unit roundoff; tanh adds its own error and is 1-Lipschitz.  The one-row float64 path obeys the same bound with float64's ``u``, so
-# the sum of both uses ``u = U32 + U64``.  Everything is linear in ``m``: per row,
-# ``bound = a m + b`` with ``a``, ``b`` computed once from the weights.
+# The bound, per unit: a layer with ``n`` inputs sums products of float32-rounded
+# weights and inputs (observations rounded at most once), in any order, so its
+# pre-activation is off by at most ``sum_j |W_j|^T e_j + (n + 3) u (|W_0|^T 1 m +
+# sum_{j>0} |W_j|^T 1)``: source ``j`` = 0 is the observation (largest magnitude ``m``,
+# no error), ``j`` > 0 a tanh layer (values in [-1, 1], error ``e_j`` per unit), ``u`` the
+# unit roundoff; tanh adds its own error and is 1-Lipschitz.  The one-row float64 path
+# obeys the same bound with float64's ``u``, so the sum of both uses ``u = U32 + U64``.
+# Everything is linear in ``m``: per row, ``bound = a m + b`` with ``a`` and ``b``
+# computed once from the weights; the margin's bound adds the two largest outputs'.
 
 U32 = 2.0 ** -24  #: float32 unit roundoff
 U64 = 2.0 ** -53  #: float64 unit roundoff
