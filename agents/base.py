@@ -77,6 +77,60 @@ class BatchPolicy(ABC):
         return None
 
 
+class RowsLastBatchPolicy(BatchPolicy):
+    """The row bookkeeping the built-in batched policies share: weights stored rows last
+    (``(in, out, rows)`` per matrix, in :attr:`dtype`), current rows :attr:`ids` (original
+    row numbers; row ``r`` runs genome ``r // episodes``), compaction (:meth:`keep`),
+    refilling (:meth:`load`) and, for Discrete actions, the certified-decision bounds
+    ``_a_all``/``_b_all`` and the one-row fallback :attr:`exact`.  Subclasses set those
+    in ``__init__`` and implement ``_build`` (buffers for the current width) and ``act``;
+    ``_keep_rows``/``_load_rows`` are hooks for per-row state of their own."""
+
+    agent: "Agent"
+    genomes: np.ndarray
+    episodes: int
+    dtype: type
+    discrete: bool
+    ids: np.ndarray
+    _mats: list | None
+
+    def _weights(self, rows) -> list[np.ndarray]:
+        g = self.genomes[rows // self.episodes]
+        return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
+                for s, shape in zip(self.agent._slices, self.agent._shapes)]
+
+    def _build(self) -> None:
+        raise NotImplementedError
+
+    def _keep_rows(self, rows) -> None:
+        """Hook: keep only ``rows`` of the subclass's own per-row state."""
+
+    def _load_rows(self, slots) -> None:
+        """Hook: reset the subclass's own per-row state of ``slots``."""
+
+    def keep(self, rows):
+        self.ids = self.ids[rows]
+        if self._mats is not None:
+            self._mats = [np.ascontiguousarray(w[:, :, rows]) for w in self._mats]
+            self._keep_rows(rows)
+            self._build()
+
+    def load(self, slots, rows):
+        """Current rows ``slots`` (ended episodes) now run the original rows ``rows``."""
+        self.ids[slots] = rows
+        if self._mats is None:
+            return
+        for w, new in zip(self._mats, self._weights(rows)):
+            w[:, :, slots] = new
+        self._load_rows(slots)
+        if self.discrete:
+            self._a[slots], self._b[slots] = self._a_all[rows], self._b_all[rows]
+
+    def end_episodes(self, rows):
+        if self.discrete and self.exact.policies:
+            self.exact.drop(self.ids[rows])
+
+
 class Agent(ABC):
     """A family of networks for one environment (see the module docstring)."""
 
@@ -219,33 +273,6 @@ class ActionMap:
         return self._lo + t
 
 
-def batched_dot(x: np.ndarray, w: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """``out[:, r] = x[:, r] @ w[:, :, r]`` for every row ``r``: one matrix per row, rows
-    last (``x`` (k, rows), ``w`` (k, m, rows), ``out`` and ``tmp`` (m, rows)).  Summed in
-    input order; BLAS (the one-row path) may sum in another order or with fused
-    multiply-adds, so results can differ from it in the last bits."""
-    np.multiply(w[0], x[0], out=out)
-    for k in range(1, x.shape[0]):
-        np.multiply(w[k], x[k], out=tmp)
-        out += tmp
-    return out
-
-
-def tanh_(x: np.ndarray) -> np.ndarray:
-    """In-place tanh of a batch (hidden layers of batched policies), as
-    ``2 / (1 + exp(-2x)) - 1``: about half the cost of ``np.tanh`` (float64) and a
-    third (float32), accurate to a few units of the dtype's epsilon in absolute terms
-    (float32: at most :data:`TANH32_ERR`, checked by the tests); the result lies in
-    [-1, 1].  ``exp`` overflowing to inf gives -1."""
-    np.multiply(x, -2.0, out=x)
-    with np.errstate(over="ignore", under="ignore"):
-        np.exp(x, out=x)
-    x += 1.0
-    np.divide(2.0, x, out=x)
-    x -= 1.0
-    return x
-
-
 # -- certified float32 decisions -------------------------------------------------
 #
 # A batched policy for a Discrete action space runs its forward pass in float32 (about
@@ -269,7 +296,7 @@ def tanh_(x: np.ndarray) -> np.ndarray:
 
 U32 = 2.0 ** -24  #: float32 unit roundoff
 U64 = 2.0 ** -53  #: float64 unit roundoff
-#: absolute error bound of :func:`tanh_` in float32 (3.1 u measured; the tests check it)
+#: absolute error bound of :func:`synapto.fastmath.tanh_` in float32 (3.1 u measured; the tests check it)
 TANH32_ERR = 16 * U32
 #: absolute error bound of ``np.tanh`` in float64 (the one-row path)
 TANH64_ERR = 4 * U64

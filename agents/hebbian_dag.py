@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
-                         tanh_)
+from agents.base import (Agent, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
+                         RowsLastBatchPolicy)
+from synapto.fastmath import tanh_
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -169,9 +170,9 @@ class DAGPolicy(Policy):
         return self._stats / max(self._episodes, 1)
 
 
-class DAGBatchPolicy(BatchPolicy):
+class DAGBatchPolicy(RowsLastBatchPolicy):
     """Rows last: weights (rows of the stacked matrix, out, rows), activities (units,
-    rows); one ``einsum`` and one in-place :func:`agents.base.tanh_` per layer.
+    rows); one ``einsum`` and one in-place :func:`synapto.fastmath.tanh_` per layer.
 
     Discrete actions: float32 with certified decisions (see :mod:`agents.base`): every
     action is the one-row policy's, bit for bit.  The output layer's tanh is skipped:
@@ -220,11 +221,6 @@ class DAGBatchPolicy(BatchPolicy):
             b32 = b32 + np.float32(self.Z_SLACK)
             self._a_all, self._b_all, self._a64, self._b64 = (np.repeat(v, episodes) for v in (a32, b32, a64, b64))
             self.exact = ExactRows(agent, genomes, episodes)
-
-    def _weights(self, rows) -> list[np.ndarray]:
-        g = self.genomes[rows // self.episodes]
-        return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
-                for s, shape in zip(self.agent._slices, self.agent._shapes)]
 
     def _build(self) -> None:
         n, dt, cum = len(self.ids), self.dtype, self.cum
@@ -348,32 +344,19 @@ class DAGBatchPolicy(BatchPolicy):
                 np.abs(t, out=t)
         self._stats[rows] = out.T  # every row's episode ends once
 
-    def keep(self, rows):
-        self.ids = self.ids[rows]
-        if self._mats is not None:
-            self._mats = [np.ascontiguousarray(w[:, :, rows]) for w in self._mats]
-            if self._stats is not None:
-                self._gram = [np.ascontiguousarray(g[:, :, rows]) for g in self._gram]
-            self._build()
+    def _keep_rows(self, rows) -> None:
+        if self._stats is not None:
+            self._gram = [np.ascontiguousarray(g[:, :, rows]) for g in self._gram]
 
-    def load(self, slots, rows):
-        """Current rows ``slots`` (ended episodes) now run the original rows ``rows``."""
-        self.ids[slots] = rows
-        if self._mats is None:
-            return
-        for w, new in zip(self._mats, self._weights(rows)):
-            w[:, :, slots] = new
+    def _load_rows(self, slots) -> None:
         if self._stats is not None:
             for g in self._gram:
                 g[:, :, slots] = 0.0
-        if self.discrete:
-            self._a[slots], self._b[slots] = self._a_all[rows], self._b_all[rows]
 
     def end_episodes(self, rows):
         if self._stats is not None and len(rows) and self._mats is not None:
             self._pending.append((self.ids[rows], [g[:, :, rows] for g in self._gram]))
-        if self.discrete and self.exact.policies:
-            self.exact.drop(self.ids[rows])
+        super().end_episodes(rows)
 
     def trace_stats(self):
         self._fold()

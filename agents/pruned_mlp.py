@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import (Agent, BatchPolicy, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
-                         layer_shapes, tanh_)
+from agents.base import (Agent, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
+                         layer_shapes, RowsLastBatchPolicy)
+from synapto.fastmath import tanh_
 
 
 class MLPPolicy(Policy):
@@ -56,9 +57,9 @@ class MLPPolicy(Policy):
         return self._make_act()(obs)
 
 
-class MLPBatchPolicy(BatchPolicy):
+class MLPBatchPolicy(RowsLastBatchPolicy):
     """Rows last: weights (in, out, rows), activities (units, rows); one ``einsum`` and
-    one in-place :func:`agents.base.tanh_` per layer, into buffers made once per width.
+    one in-place :func:`synapto.fastmath.tanh_` per layer, into buffers made once per width.
 
     Discrete actions: float32 with certified decisions (see :mod:`agents.base`): every
     action is the one-row policy's, bit for bit.  Box actions: float64, within rounding
@@ -80,11 +81,6 @@ class MLPBatchPolicy(BatchPolicy):
             self._a_all, self._b_all, self._a64, self._b64 = (
                 np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
             self.exact = ExactRows(agent, genomes, episodes)
-
-    def _weights(self, rows) -> list[np.ndarray]:
-        g = self.genomes[rows // self.episodes]
-        return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
-                for s, shape in zip(self.agent._slices, self.agent._shapes)]
 
     def _build(self) -> None:
         n, dt = len(self.ids), self.dtype
@@ -143,26 +139,6 @@ class MLPBatchPolicy(BatchPolicy):
         margin = np.zeros(len(ids))
         argmax_margin(out, action, margin, np.zeros((2, len(ids))))
         return action, margin, self._a64[ids] * m + self._b64[ids]
-
-    def keep(self, rows):
-        self.ids = self.ids[rows]
-        if self._mats is not None:
-            self._mats = [np.ascontiguousarray(w[:, :, rows]) for w in self._mats]
-            self._build()
-
-    def load(self, slots, rows):
-        """Current rows ``slots`` now run the original rows ``rows`` (refilling)."""
-        self.ids[slots] = rows
-        if self._mats is None:
-            return
-        for w, new in zip(self._mats, self._weights(rows)):
-            w[:, :, slots] = new
-        if self.discrete:
-            self._a[slots], self._b[slots] = self._a_all[rows], self._b_all[rows]
-
-    def end_episodes(self, rows):
-        if self.discrete and self.exact.policies:
-            self.exact.drop(self.ids[rows])
 
 
 class PrunedMLP(Agent):

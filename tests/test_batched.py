@@ -110,7 +110,8 @@ def test_uncertified_rows_take_the_one_row_action(agent, monkeypatch):
 def test_tanh32_error_bound():
     """The float32 tanh of the batched policies stays within TANH32_ERR of float64 tanh
     (the certified decisions rely on it) and within [-1, 1]."""
-    from agents.base import TANH32_ERR, tanh_
+    from agents.base import TANH32_ERR
+    from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(0)
     x = np.concatenate([np.linspace(-30, 30, 2_000_001), 3 * rng.standard_normal(1_000_000),
@@ -123,7 +124,8 @@ def test_tanh32_error_bound():
 def test_decision_bound_covers_float32_error():
     """The per-row bound on |float32 margin - float64 margin| holds on random networks
     and inputs (it is a worst case: observed errors are far below it)."""
-    from agents.base import U32, U64, TANH32_ERR, TANH64_ERR, decision_bound, tanh_
+    from agents.base import U32, U64, TANH32_ERR, TANH64_ERR, decision_bound
+    from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(1)
     n, sizes = 2000, [4, 8, 8, 2]

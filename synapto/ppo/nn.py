@@ -24,25 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def tanh_(x: np.ndarray) -> np.ndarray:
-    """``x <- tanh(x)`` in place, as ``2 / (1 + exp(-2x)) - 1``.
-
-    On CPUs without AVX-512, numpy's ``tanh`` has no vectorised loop and costs
-    4-18 ns per element (float32 / float64); this form uses the vectorised ``exp``
-    and takes about half that.  It saturates correctly (``exp`` overflowing to inf
-    gives -1) and is accurate to a few units of the dtype's epsilon in absolute
-    terms, which is all a tanh layer needs.  Used for batches; one-row passes use
-    ``np.tanh`` (call overhead dominates there).
-    """
-    np.multiply(x, -2.0, out=x)
-    with np.errstate(over="ignore", under="ignore"):
-        np.exp(x, out=x)
-    x += 1.0
-    np.divide(2.0, x, out=x)
-    x -= 1.0
-    return x
-
-
 def layer_shapes(sizes) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:])]
 
@@ -127,8 +108,8 @@ class MLP:
         """Outputs for a batch ``x`` (n, in).  The result lives in ``ws`` (reused by the next call).
 
         A hidden layer is ``z = [a, 1] @ [W; b]``, then ``tanh`` in the exp form of
-        :func:`tanh_`, stopping at ``1 + tanh`` in ``z`` (kept, contiguous, for the
-        backward pass) and writing ``tanh`` into the augmented output.
+        :func:`synapto.fastmath.tanh_`, stopping at ``1 + tanh`` in ``z`` (kept,
+        contiguous, for the backward pass) and writing ``tanh`` into the augmented output.
         """
         if ws is None:
             ws = self.workspace(x.shape[0])
