@@ -57,6 +57,16 @@ def test_bad_options(tmp_path, capsys, args, needles):
     assert not out.exists() and not (tmp_path / "r").exists()
 
 
+def test_bad_thread_setting_stops_before_anything_is_written(tmp_path, monkeypatch):
+    # --cpu 2: the check must come before the relaunch (ranks of a 2-process run never
+    # read the setting), so it runs in a subprocess
+    monkeypatch.setenv("SYNAPTO_PPO_THREADS", "4")
+    out = tmp_path / "r.h5"
+    r = run_cli("ppo", *SMALL, "--out", out, "--cpu", "2", timeout=120)
+    assert_one_line_error(r.returncode, r.stderr, "SYNAPTO_PPO_THREADS")
+    assert not out.exists() and not (tmp_path / "r").exists()
+
+
 def test_out_must_be_h5(tmp_path, capsys):
     assert_one_line_error(*call(capsys, "ppo", *SMALL, "--out", tmp_path / "r.txt"), ".h5")
 

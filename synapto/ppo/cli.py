@@ -127,6 +127,9 @@ def ppo(
     given = {k: v for k, v in given.items() if v is not None}
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
+    from synapto.ppo.train import update_threads
+
+    update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
 
     if resume is not None:
         extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
