@@ -47,3 +47,21 @@ def test_bad_thread_setting_is_refused(monkeypatch):
     monkeypatch.setenv("SYNAPTO_PPO_THREADS", "3")
     with pytest.raises(UsageError, match="SYNAPTO_PPO_THREADS must be 1 or 2"):
         update_threads()
+
+
+def test_files_without_the_update_timing_still_read_and_resume(tmp_path, monkeypatch):
+    """Run files written before ``/timing/update`` existed: NaN for it, and resumable."""
+    import dataclasses
+
+    import h5py
+
+    path = _run(tmp_path, monkeypatch, "2")
+    with h5py.File(path, "a") as f:
+        del f["timing/update"]
+    with PPORun(path) as run:
+        assert np.isnan(run.timing("update")).all() and len(run.timing("update")) == CFG.epochs
+    train(dataclasses.replace(CFG, epochs=CFG.epochs + 1), path, resume=True, log=lambda _: None)
+    with PPORun(path) as run:
+        assert run.completed == CFG.epochs + 1
+        update = run.timing("update")
+        assert np.isnan(update[:CFG.epochs]).all() and update[CFG.epochs] > 0
