@@ -6,12 +6,15 @@
 * :func:`fit_amdahl`, :func:`amdahl` -- the serial fraction of Amdahl's law fitted
   to measured speed-ups, and the speed-up it predicts;
 * :func:`shares` -- parts of a total as fractions that sum to 1;
-* :func:`md_table` -- a Markdown table.
+* :func:`md_table` -- a Markdown table;
+* :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
+  machine's 1-minute load average, printed beside every timing.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -93,3 +96,19 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]], align: st
     for row in rows:
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return "\n".join(lines)
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (its affinity mask, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def load_average() -> float:
+    """The 1-minute load average (NaN where the system has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):  # pragma: no cover
+        return math.nan

@@ -28,7 +28,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import md_table
+from synapto.bench.common import cpu_count, md_table
 
 ENV = "CartPole-v1"
 DEFAULT_NS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
@@ -173,7 +173,7 @@ except ImportError:  # pragma: no cover
 
 
 def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, backends) -> dict:
-    cores = os.cpu_count() or 1
+    cores = cpu_count()
     results = []
     for backend in backends:
         for with_agent in (False, True):

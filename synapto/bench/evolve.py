@@ -56,7 +56,8 @@ from typing import Annotated, Callable, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import fit_amdahl, amdahl, fmt_mean_std, md_table, mean_std, shares, speedups
+from synapto.bench.common import (amdahl, cpu_count, fit_amdahl, fmt_mean_std, load_average, md_table, mean_std,
+                                   shares, speedups)
 from synapto.errors import UsageError
 
 #: options taking several values (synapto's main() expands them)
@@ -513,20 +514,6 @@ def project(run: dict, raw: dict, cycles, per_task_comm: float, worker_counts) -
 
 
 # --------------------------------------------------------------------------- the benchmark
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
-
-
-def _load() -> float:
-    try:
-        return float(os.getloadavg()[0])
-    except OSError:  # pragma: no cover
-        return math.nan
-
-
 def summarise_run(run: dict, workers: int, logged: Logged | None) -> dict:
     steps, episodes = run_work(run)
     start, ends = loop_times(logged.lines) if logged is not None else (None, [])
@@ -560,7 +547,7 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
     result = {
         "settings": {**asdict(s), "hidden": list(s.hidden), "seeds": list(s.seeds), "workers": workers,
                      "evolve_options": list(s.evolve_options)},
-        "machine": {"machine": platform.machine(), "cores": _cpu_count(), "python": platform.python_version(),
+        "machine": {"machine": platform.machine(), "cores": cpu_count(), "python": platform.python_version(),
                     "date": time.strftime("%Y-%m-%d %H:%M:%S")},
         "runs": [], "raw": [], "identical": {}, "commands": [],
     }
@@ -572,11 +559,11 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
             for sched in scheds(n):
                 out = runs_dir / f"evolve_{s.tag}_w{n}_{sched}_s{seed}.h5"
                 cmd = evolve_command(s, n, sched, seed, out)
-                load0 = _load()
+                load0 = load_average()
                 log(f"seed {seed}, {n} worker(s), {sched}: {shlex.join(cmd[1:])}")
                 logged = run_logged(cmd, out.with_suffix(".log"))
                 summary = summarise_run(read_run(out), n, logged)
-                summary.update(workers=n, schedule=sched, seed=seed, load=[load0, _load()], out=str(out))
+                summary.update(workers=n, schedule=sched, seed=seed, load=[load0, load_average()], out=str(out))
                 result["runs"].append(summary)
                 if not result["commands"]:
                     result["commands"].append(shlex.join(["python", *cmd[1:]]))

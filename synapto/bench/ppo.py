@@ -21,7 +21,6 @@ to ``<out_dir>/runs/``.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from synapto.bench.common import cpu_count, load_average
 from synapto.errors import UsageError
 
 SPLIT = (("env", "env stepping"), ("act", "policy fwd (rollout)"), ("values", "value fwd (batched)"),
@@ -131,9 +131,9 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
 
     result = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
                            "epochs": epochs, "steps": steps, "procs": procs, "seeds": seeds,
-                           "machine": f"{platform.machine()}, {_cpu_count()} cores, Python {platform.python_version()}",
-                           "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": _cpu_count(),
-                           "load_before": os.getloadavg()[0]},
+                           "machine": f"{platform.machine()}, {cpu_count()} cores, Python {platform.python_version()}",
+                           "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cpu_count(),
+                           "load_before": load_average()},
               "runs": {}}
     for p in procs:
         result["runs"][str(p)] = {}
@@ -149,7 +149,7 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
             result["runs"][str(p)][str(seed)] = summary
             log(f"procs {p} seed {seed}: {summary['wall']:.1f} s ({summary['epoch_s']:.3f} s/epoch, "
                 f"{summary['steps_per_s']:.0f} env steps/s, final return {summary['final_return']:.1f})")
-    result["settings"]["load_after"] = os.getloadavg()[0]
+    result["settings"]["load_after"] = load_average()
     md = markdown(result)
     (out_dir / "ppo.md").write_text(md)
     (out_dir / "ppo.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -157,10 +157,3 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
     log(md)
     log(f"written: {out_dir / 'ppo.md'}, {out_dir / 'ppo.json'}")
     return result
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
