@@ -123,6 +123,14 @@ def _read(f, name: str, n: int) -> np.ndarray | None:
     return data if data.shape[0] == n else None
 
 
+def _read_stats(f, n: int, known, present, columns: dict) -> None:
+    """``/stats/<name>`` into ``columns``: the ``known`` names first, in their order, then the rest."""
+    for s in [s for s in known if s in present] + [s for s in present if s not in known]:
+        col = _read(f, f"stats/{s}", n)
+        if col is not None:
+            columns[s] = col
+
+
 def read_run(path: str | Path) -> RunData:
     """Read an evolution or PPO run file (completed rows only); one-line errors otherwise."""
     from synapto.runfile import STATS, TIMING, open_run
@@ -141,11 +149,7 @@ def read_run(path: str | Path) -> RunData:
         timing = sorted(f["timing"].keys()) if "timing" in f else []
         columns: dict[str, np.ndarray] = {}
         if kind == "evolve":
-            order = [s for s in STATS if s in stats] + [s for s in stats if s not in STATS]
-            for s in order:
-                col = _read(f, f"stats/{s}", n)
-                if col is not None:
-                    columns[s] = col
+            _read_stats(f, n, STATS, stats, columns)
             wall = _read(f, "timing/wall", n)
             if wall is not None:
                 columns["wall_time"] = np.cumsum(np.nan_to_num(wall))
@@ -155,16 +159,9 @@ def read_run(path: str | Path) -> RunData:
                     columns[f"timing_{t}"] = col
             finished = bool(f["champion/tested"][0]) if "champion/tested" in f else False
         else:
-            try:
-                from synapto.ppo.record import PROGRESS_COLUMNS
-            except ImportError:
-                PROGRESS_COLUMNS = ("Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet",
-                                    "TotalEnvInteracts", "Time")
-            order = [s for s in PROGRESS_COLUMNS if s in stats] + [s for s in stats if s not in PROGRESS_COLUMNS]
-            for s in order:
-                col = _read(f, f"stats/{s}", n)
-                if col is not None:
-                    columns[s] = col
+            from synapto.ppo.record import PROGRESS_COLUMNS
+
+            _read_stats(f, n, PROGRESS_COLUMNS, stats, columns)
             cum = _read(f, "timing/Time", n)
             if cum is None and "epoch" in timing:
                 cum = np.cumsum(np.nan_to_num(_read(f, "timing/epoch", n)))
