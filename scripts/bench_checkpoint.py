@@ -12,12 +12,12 @@ from pathlib import Path
 
 from synapto import seeding
 from synapto.config import EvolveConfig
-from synapto.evolution.loop import make_agent
+from synapto.agents import build_agent
 from synapto.evolution.select import EvolutionState
 from synapto.runfile import checkpoint_path, write_checkpoint
 
 cfg = EvolveConfig(env="BipedalWalker-v3", agent="hebbian-dag", population=138, hidden=(8, 8), episodes=8, seed=13)
-agent = make_agent(cfg)
+agent = build_agent(cfg)
 state = EvolutionState.initial(agent, cfg.population, cfg.elite_count, seeding.generator(13, seeding.Stream.EVOLVE))
 with tempfile.TemporaryDirectory() as d:
     run = Path(d) / "run.h5"

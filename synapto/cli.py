@@ -133,7 +133,6 @@ def evolve(
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
-    from synapto.envs import space_info
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.runfile import check_output_path
 
@@ -183,10 +182,9 @@ def evolve(
         raise UsageError(f"--seed has repeated values {seeds}")
 
     # Check everything we can before starting processes.
-    from agents import load_agent_class
+    from synapto.agents import build_agent
 
-    cls = load_agent_class(first.agent)
-    cls(space_info(first.env), first.hidden, first.agent_options)
+    build_agent(first)
     if _rank() == 0:
         for o in outs:
             check_output_path(o, force)

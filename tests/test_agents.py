@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from agents import load_agent_class
-from agents.hebbian_dag import HebbianDAG
-from agents.pruned_mlp import PrunedMLP
+from synapto.agents import load_agent_class
+from synapto.agents.hebbian_dag import HebbianDAG
+from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo, make_env
 from synapto.errors import UsageError
 from synapto.evolution.evaluate import evaluate
@@ -197,8 +197,8 @@ def test_nonfinite_action_gives_minus_inf_fitness():
 
 def test_agent_loading_errors():
     assert load_agent_class("pruned-mlp") is PrunedMLP
-    assert load_agent_class("agents.hebbian_dag:HebbianDAG") is HebbianDAG
-    for bad in ("nope", "no_such_module:Agent", "agents.hebbian_dag:Missing", "numpy:ndarray"):
+    assert load_agent_class("synapto.agents.hebbian_dag:HebbianDAG") is HebbianDAG
+    for bad in ("nope", "no_such_module:Agent", "synapto.agents.hebbian_dag:Missing", "numpy:ndarray"):
         with pytest.raises(UsageError):
             load_agent_class(bad)
     with pytest.raises(UsageError):

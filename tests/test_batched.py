@@ -3,7 +3,6 @@ bit-identical run files across rank counts."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -81,7 +80,7 @@ def test_uncertified_rows_take_the_one_row_action(agent, monkeypatch):
     """With an absurdly large error bound nothing is certified: every action comes from
     the float64 refinement or the one-row policy, and results are still exact; with
     exact ties (generation-0 pruned-mlp genomes are 0/1) the one-row policy decides."""
-    import agents.base as base
+    import synapto.agents.batched.certify as base
 
     ev = BatchedEvaluator(EvolveSpec("CartPole-v1", agent, (4,), {}))
     K, E = 24, 2
@@ -110,7 +109,7 @@ def test_uncertified_rows_take_the_one_row_action(agent, monkeypatch):
 def test_tanh32_error_bound():
     """The float32 tanh of the batched policies stays within TANH32_ERR of float64 tanh
     (the certified decisions rely on it) and within [-1, 1]."""
-    from agents.base import TANH32_ERR
+    from synapto.agents.batched.certify import TANH32_ERR
     from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(0)
@@ -124,7 +123,7 @@ def test_tanh32_error_bound():
 def test_decision_bound_covers_float32_error():
     """The per-row bound on |float32 margin - float64 margin| holds on random networks
     and inputs (it is a worst case: observed errors are far below it)."""
-    from agents.base import U32, U64, TANH32_ERR, TANH64_ERR, decision_bound
+    from synapto.agents.batched.certify import U32, U64, TANH32_ERR, TANH64_ERR, decision_bound
     from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(1)
@@ -224,18 +223,18 @@ def test_batching_farm_chunks_and_failures_bookkeeping():
 
 
 def test_unsupported_falls_back():
-    from synapto.evolution.loop import make_agent
+    from synapto.agents import build_agent
     from synapto.config import EvolveConfig
 
     lunar = EvolveConfig(env="LunarLander-v3", agent="pruned-mlp", hidden=[4])
-    assert "vector" in batch_unsupported(EvolveSpec("LunarLander-v3", "pruned-mlp", (4,), {}), make_agent(lunar))
+    assert "vector" in batch_unsupported(EvolveSpec("LunarLander-v3", "pruned-mlp", (4,), {}), build_agent(lunar))
     neuro = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=[4],
                          agent_options={"neuromodulate": True})
     assert "batched policy" in batch_unsupported(
-        EvolveSpec("CartPole-v1", "hebbian-dag", (4,), {"neuromodulate": True}), make_agent(neuro))
+        EvolveSpec("CartPole-v1", "hebbian-dag", (4,), {"neuromodulate": True}), build_agent(neuro))
     farm = SerialFarm()
     assert batched.batching_farm(farm, EvolveSpec("CartPole-v1", "pruned-mlp", (4,), {}),
-                                 make_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4])),
+                                 build_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4])),
                                  "off") is farm
 
 
@@ -273,7 +272,7 @@ def test_batch_option_rejected():
 def test_batch_policy_acts_as_one_row_policies(agent, space):
     """Beyond CartPole: three discrete choices (certified argmax, refills, compaction)
     give exactly the one-row actions; Box actions (float64) agree to rounding."""
-    from agents import load_agent_class
+    from synapto.agents import load_agent_class
     from synapto.envs import SpaceInfo
 
     info = SpaceInfo(6, 3, True, None, None, 100) if space == "discrete3" else \
@@ -310,7 +309,7 @@ def test_batch_policy_acts_as_one_row_policies(agent, space):
 
 
 def test_argmax_margin():
-    from agents.base import argmax_margin
+    from synapto.agents.batched.certify import argmax_margin
 
     out = np.array([[1.0, 3.0, 2.0, 0.5, np.nan], [2.0, 3.0, 1.0, 0.5, 0.0], [0.0, 1.0, 2.5, 0.7, 1.0]],
                    dtype=np.float32)

@@ -22,7 +22,7 @@ def assert_usage_error(proc, *needles):
     (["--env", "NoSuchEnv-v9"], ["NoSuchEnv-v9"]),
     (["--agent", "nope"], ["nope", "pruned-mlp"]),
     (["--agent", "no_such_pkg.mod:Cls"], ["no_such_pkg.mod"]),
-    (["--agent", "agents.pruned_mlp:Missing"], ["Missing"]),
+    (["--agent", "synapto.agents.pruned_mlp:Missing"], ["Missing"]),
     (["--population", "1"], ["--population", "1"]),
     (["--hidden", "8", "0"], ["--hidden", "0"]),
     (["--hidden", "-3"], ["--hidden"]),

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from agents.hebbian_dag import HebbianDAG
-from agents.pruned_mlp import PrunedMLP
+from synapto.agents.hebbian_dag import HebbianDAG
+from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
 from synapto.evolution.select import (EvolutionState, merge_hall_of_fame, next_generation, rank_order,
                                       rank_weights, recombine)

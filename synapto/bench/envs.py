@@ -47,10 +47,10 @@ def _policy(n: int, seed: int = 0):
     generation: 25 % pruned, surviving weights ``1 + 0.5 N(0, 1)`` (``--mutation-std``'s
     perturbation).  Generation-0 genomes (all weights 1.0) tie exactly between the two
     actions on a few % of the rows, which the batched policy hands to the one-row path."""
-    from synapto.evolution.loop import make_agent
+    from synapto.agents import build_agent
     from synapto.config import EvolveConfig
 
-    agent = make_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=[8, 8]))
+    agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=[8, 8]))
     rng = np.random.default_rng(seed)
     genomes = np.stack([agent.init_genome(rng) for _ in range(n)])
     genomes = genomes * (1.0 + 0.5 * rng.standard_normal(genomes.shape))
@@ -130,7 +130,7 @@ def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
 
 
 try:
-    from agents.base import Agent, Policy
+    from synapto.agents.base import Agent, Policy
 
     class _RandomPolicy(Policy):
         def __init__(self, genome):

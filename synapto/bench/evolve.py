@@ -49,7 +49,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -280,12 +280,14 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
-    from agents import load_agent_class
-    from synapto.envs import SpaceInfo, make_env
+    from synapto.agents import build_agent
+    from synapto.config import EvolveConfig
+    from synapto.envs import make_env
     from synapto.runfile import open_run
 
     with open_run(run_path, kind="evolve") as f:
         cfg = json.loads(f.attrs["config"])
+        agent = build_agent(EvolveConfig.from_json(f.attrs["config"]))
         G = int(f["completed"][0])
         steps = np.asarray(f["steps"][:G])
         nonfinite = np.asarray(f["nonfinite"][:G])
@@ -301,9 +303,6 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
                 break
         items = [(g, i, np.asarray(f["population"][g, i]), np.asarray(f["seeds"][g, i]),
                   np.asarray(f["returns"][g, i])) for g, i in picks]
-    env0 = make_env(cfg["env"])
-    agent = load_agent_class(cfg["agent"])(SpaceInfo.of(env0), tuple(cfg["hidden"]), cfg.get("agent_options", {}))
-    env0.close()
     evaluations, mismatches = [], 0
     for g, i, genome, seeds, returns in items:
         policy = agent.policy(genome)

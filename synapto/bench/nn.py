@@ -13,7 +13,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable
 
 import numpy as np
 import typer
@@ -58,7 +58,7 @@ def numpy_mlp(hidden, rng):
 
 
 def numpy_dag(hidden, rng):
-    from agents.hebbian_dag import HebbianDAG
+    from synapto.agents.hebbian_dag import HebbianDAG
     from synapto.envs import SpaceInfo
 
     space = SpaceInfo(OBS, ACT, False, -np.ones(ACT), np.ones(ACT), 1600)

@@ -131,12 +131,12 @@ class Evaluator:
     def __init__(self, spec: EvolveSpec):
         from functools import partial
 
-        from agents import load_agent_class
+        from synapto.agents import build_agent
         from synapto.envs import SpaceInfo, make_env
 
         self.make_env = partial(make_env, spec.env)
         env = self.make_env()
-        self.agent = load_agent_class(spec.agent)(SpaceInfo.of(env), spec.hidden, spec.agent_options)
+        self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()
 
     def __call__(self, task: EvalTask) -> EvalResult:

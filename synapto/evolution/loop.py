@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from synapto import faults, seeding
+from synapto.agents import build_agent
 from synapto.config import EvolveConfig
 from synapto.evolution.evaluate import EvalTask, EvolveSpec
 from synapto.evolution.select import EvolutionState, next_generation, rank_order
@@ -38,13 +39,6 @@ class RunSummary:
     test_mean: float | None
     test_std: float | None
     wall: float
-
-
-def make_agent(cfg: EvolveConfig):
-    from agents import load_agent_class
-    from synapto.envs import space_info
-
-    return load_agent_class(cfg.agent)(space_info(cfg.env), cfg.hidden, cfg.agent_options)
 
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
@@ -175,7 +169,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
 
     t_start = time.perf_counter()
     cpu_start = time.process_time()
-    agent = make_agent(cfg)
+    agent = build_agent(cfg)
     P, E, k = cfg.population, cfg.episodes, cfg.elite_count
     cfg_json = cfg.to_json()
     checkpoint = read_checkpoint(out) if resume else None

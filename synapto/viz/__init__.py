@@ -230,9 +230,8 @@ class Pick:
 def pick_genome(path: str | Path, generation: int | None = None, individual: int | None = None) -> Pick:
     """The champion of a finished run (else the best individual so far), or ``--generation G
     --individual I``; with the agent built from the run's config."""
-    from agents import load_agent_class
+    from synapto.agents import build_agent
     from synapto.config import EvolveConfig
-    from synapto.envs import space_info
     from synapto.runfile import open_run
 
     path = Path(path)
@@ -278,7 +277,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 fitness = float(fit[generation, individual])
                 what = (f"best so far: generation {generation} individual {individual} (fitness {fitness:.2f}; "
                         f"the run is unfinished, no tested champion)")
-    agent = load_agent_class(cfg.agent)(space_info(cfg.env), cfg.hidden, cfg.agent_options)
+    agent = build_agent(cfg)
     genome = np.asarray(genome, dtype=np.float64)
     if genome.shape != (agent.n_params,):
         raise RunFileError(f"{str(path)!r}: genome of length {genome.shape[0]} does not fit agent "

@@ -37,40 +37,23 @@ class Net:
 
 
 def network(agent, genome: np.ndarray) -> Net:
-    """The layers and surviving connections of ``genome`` under ``agent``'s layout."""
-    from agents.hebbian_dag import HebbianDAG
-    from agents.pruned_mlp import PrunedMLP
-
+    """The layers and surviving connections of ``genome`` under ``agent``'s public
+    :meth:`~synapto.agents.base.Agent.layout`."""
+    layout = agent.layout()
+    if layout is None:
+        raise UsageError(f"draw needs a layered agent (one whose layout() is not None); "
+                         f"{type(agent).__name__} has none")
     edges = [[], [], [], [], []]  # src layer, src unit, dst layer, dst unit, genome index
-
-    def add(src_layer, rows, dst_layer, cols, index):
-        edges[0].append(np.full(len(rows), src_layer))
-        edges[1].append(rows)
-        edges[2].append(np.full(len(rows), dst_layer))
-        edges[3].append(cols)
-        edges[4].append(index)
-
-    if isinstance(agent, HebbianDAG):
-        sizes, cum = list(agent.sizes), agent._cum
-        for i, (s, (n_rows, n_cols)) in enumerate(zip(agent._slices, agent._shapes)):
-            w = genome[s].reshape(n_rows, n_cols)
-            for j in range(i + 1):
-                r, c = np.nonzero(w[cum[j]:cum[j + 1]])
-                add(j, r, i + 1, c, s.start + (r + cum[j]) * n_cols + c)
-        out_labels = ["mod"] + [f"a{k}" for k in range(sizes[-1] - 1)]
-        modulation = True
-    elif isinstance(agent, PrunedMLP):
-        sizes = [agent._shapes[0][0]] + [b for _, b in agent._shapes]
-        for i, (s, (n_rows, n_cols)) in enumerate(zip(agent._slices, agent._shapes)):
-            r, c = np.nonzero(genome[s].reshape(n_rows, n_cols))
-            add(i, r, i + 1, c, s.start + r * n_cols + c)
-        out_labels = [f"a{k}" for k in range(sizes[-1])]
-        modulation = False
-    else:
-        raise UsageError(f"draw knows the layouts of pruned-mlp and hebbian-dag, not {type(agent).__name__}")
+    for block in layout.blocks:
+        n_cols = block.shape[1]
+        r, c = np.nonzero(genome[block.index].reshape(block.shape))
+        for e, v in zip(edges, (np.full(len(r), block.source), r, np.full(len(r), block.target), c,
+                                block.index.start + r * n_cols + c)):
+            e.append(v)
+    sizes = list(layout.sizes)
     cat = [np.concatenate(e).astype(np.int64) if e else np.zeros(0, np.int64) for e in edges]
-    labels = [[f"x{k}" for k in range(sizes[0])]] + [[""] * n for n in sizes[1:-1]] + [out_labels]
-    return Net(sizes, labels, *cat, genome[cat[4]], modulation)
+    labels = [[f"x{k}" for k in range(sizes[0])]] + [[""] * n for n in sizes[1:-1]] + [list(layout.output_labels)]
+    return Net(sizes, labels, *cat, genome[cat[4]], layout.modulation_unit)
 
 
 def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import (Agent, ExactRows, Policy, argmax_margin, batch_actions, certify, decision_bounds,
-                         layer_shapes, RowsLastBatchPolicy)
-from synapto.fastmath import tanh_
+from synapto.agents.base import Agent, Block, GenomeLayout, Policy, layer_shapes
 
 
 class MLPPolicy(Policy):
@@ -57,90 +55,6 @@ class MLPPolicy(Policy):
         return self._make_act()(obs)
 
 
-class MLPBatchPolicy(RowsLastBatchPolicy):
-    """Rows last: weights (in, out, rows), activities (units, rows); one ``einsum`` and
-    one in-place :func:`synapto.fastmath.tanh_` per layer, into buffers made once per width.
-
-    Discrete actions: float32 with certified decisions (see :mod:`agents.base`): every
-    action is the one-row policy's, bit for bit.  Box actions: float64, within rounding
-    of the one-row path.  Supports refilling (:meth:`load`).
-    """
-
-    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray, episodes: int = 1):
-        self.agent = agent
-        self.genomes = genomes  # one per individual; row r runs genome r // episodes
-        self.episodes = episodes
-        k = genomes.shape[0]
-        self.discrete = agent.space.discrete
-        self.dtype = np.float32 if self.discrete else np.float64
-        self.ids = np.arange(k * episodes)
-        self._mats = self._w64 = None
-        if self.discrete:
-            layers = [(i, [(l, genomes[:, s].reshape(k, i, o))])
-                      for l, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
-            self._a_all, self._b_all, self._a64, self._b64 = (
-                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
-            self.exact = ExactRows(agent, genomes, episodes)
-
-    def _build(self) -> None:
-        n, dt = len(self.ids), self.dtype
-        if self._mats is None:
-            self._mats = self._weights(self.ids)
-        self._x0 = np.zeros((self.agent._shapes[0][0], n), dt)
-        self._bufs = [np.zeros((w.shape[1], n), dt) for w in self._mats]
-        if self.discrete:
-            self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
-            self._abs = np.zeros_like(self._x0)
-            self._m, self._margin, self._bound = (np.zeros(n, np.float32) for _ in range(3))
-            self._tmp = np.zeros((2, n), np.float32)
-            self._action = np.zeros(n, np.int64)
-            self._ok = np.zeros(n, bool)
-
-    def act(self, obs):
-        if self._mats is None:
-            self._build()
-        x = self._x0
-        np.copyto(x, obs.T, casting="unsafe")
-        last = len(self._mats) - 1
-        for i, (w, h) in enumerate(zip(self._mats, self._bufs)):
-            np.einsum("ijr,ir->jr", w, x, out=h)
-            if i < last:
-                tanh_(h)
-            x = h
-        if not self.discrete:
-            return batch_actions(self.agent, x)
-        action, margin, bound, m = self._action, self._margin, self._bound, self._m
-        argmax_margin(x, action, margin, self._tmp)
-        np.abs(self._x0, out=self._abs)
-        np.maximum.reduce(self._abs, axis=0, out=m)
-        np.multiply(self._a, m, out=bound)
-        bound += self._b
-        certify(action, margin, bound, self._ok, self.exact, self.ids, obs, self._refine)
-        return action
-
-    def _refine(self, rows, obs):
-        """The float64 pass for current rows ``rows`` (observations ``obs``, as given to
-        :meth:`act`): (action, margin, bound)."""
-        ids = self.ids[rows]
-        gi = ids // self.episodes
-        if self._w64 is None:  # rows first, float64: the genomes' own matrices
-            n = self.genomes.shape[0]
-            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
-                         for s, shape in zip(self.agent._slices, self.agent._shapes)]
-        x = obs.reshape(len(ids), 1, -1)  # (k, 1, in)
-        m = np.abs(x).max(axis=2)[:, 0]
-        last = len(self._w64) - 1
-        for i, w in enumerate(self._w64):
-            x = np.matmul(x, w[gi])
-            if i < last:
-                np.tanh(x, out=x)
-        out = np.ascontiguousarray(x[:, 0, :].T)
-        action = np.zeros(len(ids), np.int64)
-        margin = np.zeros(len(ids))
-        argmax_margin(out, action, margin, np.zeros((2, len(ids))))
-        return action, margin, self._a64[ids] * m + self._b64[ids]
-
-
 class PrunedMLP(Agent):
     name = "pruned-mlp"
     OPTIONS = {
@@ -176,10 +90,18 @@ class PrunedMLP(Agent):
         return MLPPolicy(self, np.array(genome, dtype=np.float64))
 
     def batch_policy(self, genomes, want_stats=True, episodes=1):
+        from synapto.agents.batched.mlp import MLPBatchPolicy
+
         return MLPBatchPolicy(self, np.asarray(genomes, dtype=np.float64), episodes)
 
     def groups(self):
         return [[s] for s in self._slices]
+
+    def layout(self):
+        sizes = (self._shapes[0][0], *(b for _, b in self._shapes))
+        return GenomeLayout(sizes, tuple(Block(i, i + 1, s, shape) for i, (s, shape)
+                                         in enumerate(zip(self._slices, self._shapes))),
+                            tuple(f"a{k}" for k in range(sizes[-1])))
 
     def mutate(self, genome, stats, rate, rng):
         return genome * (rng.random(genome.shape[0]) >= rate)
