@@ -228,14 +228,18 @@ def _rank_count() -> int:
 def _report_stop(exc, workers: int, stop) -> None:
     resume_cmd = f"python -m synapto evolve --resume {exc.out}" + (f" --workers {workers}" if workers else "")
     if exc.failure is not None:
-        f = exc.failure
-        seeds = " ".join(str(int(s)) for s in getattr(f, "seeds", []))
+        ev, f = exc.failure, exc.failure.failure
+        seeds = " ".join(str(int(s)) for s in ev.seeds)
+        what = {"training": "individual", "validation": "validation of individual",
+                "test": "champion test episode"}[ev.phase]
+        reproduce = "" if ev.phase == "test" else (
+            f"reproduce: python -m synapto replay {exc.out} --generation {ev.generation} "
+            f"--individual {ev.individual}{' --validation' if ev.phase == 'validation' else ''}\n")
         sys.stderr.write(
-            f"error: generation {getattr(f, 'generation', '?')} individual {f.index} failed on rank {f.rank} "
+            f"error: generation {ev.generation} {what} {ev.individual} failed on rank {f.rank} "
             f"({f.host}), episode seeds [{seeds}]\n{f.traceback}"
             f"the checkpoint of generation {exc.generation} is saved.\n"
-            f"reproduce: python -m synapto replay {exc.out} --generation {getattr(f, 'generation', '?')} "
-            f"--individual {f.index}\n"
+            f"{reproduce}"
             f"resume:    {resume_cmd}\n")
         raise typer.Exit(1)
     sys.stderr.write(f"stopped after {exc.generation} completed generation(s); checkpoint saved.\n"
@@ -269,7 +273,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     diffs = stored.differences(wanted)
     if diffs:
         raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
-    done_generations = checkpoint[0].generation if checkpoint is not None else 0
+    done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:
         raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
                          f"{str(path)!r} already holds")

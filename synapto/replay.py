@@ -97,15 +97,17 @@ def _plan_validation(path, f, cfg, done, generation, individual, sample, sample_
 def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int) -> ReplayPlan:
     """Replay an individual of the generation that did not complete (e.g. one whose
     evaluation raised): its genome is in the checkpoint, its seeds follow from the config."""
+    from synapto.evolution.loop import restore_strategy
     from synapto.runfile import read_checkpoint
 
     checkpoint = read_checkpoint(path)
-    if checkpoint is None or checkpoint[0].generation != generation:
+    if checkpoint is None or checkpoint.scalars["generation"] != generation:
         raise UsageError(f"--generation {generation} did not complete and {str(path)!r} has no checkpoint of it")
     if not 0 <= individual < cfg.population:
         raise UsageError(f"--individual {individual} is out of range: the population has 0..{cfg.population - 1}")
     seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes, common=cfg.crn)[individual]
-    item = ReplayItem(generation, individual, checkpoint[0].genomes[individual], seeds, None, None)
+    genome = restore_strategy(cfg, checkpoint).ask()[individual]
+    item = ReplayItem(generation, individual, genome, seeds, None, None)
     return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
                                          f"checkpoint), individual {individual}")
 
@@ -120,14 +122,15 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
 
     log(plan.note)
     farm.setup(spec_of(plan.config))
-    from synapto.parallel.farm import WorkerFailure
+    from synapto.parallel.farm import TaskFailed
 
     try:
         results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False) for it in plan.items])
-    except WorkerFailure as exc:
-        it = plan.items[exc.index]
-        log(f"generation {it.generation} individual {it.individual} raised on rank {exc.rank} ({exc.host}):\n"
-            f"{exc.traceback}")
+    except TaskFailed as exc:
+        f = exc.failure
+        it = plan.items[f.index]
+        log(f"generation {it.generation} individual {it.individual} raised on rank {f.rank} ({f.host}):\n"
+            f"{f.traceback}")
         return False
     matches = 0
     for it, r in zip(plan.items, results):

@@ -39,6 +39,7 @@ import datetime as _dt
 import json
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -295,12 +296,21 @@ def checkpoint_path(run_path: Path) -> Path:
     return run_path.with_name(run_path.name + ".ckpt")
 
 
-CHECKPOINT_ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
-CHECKPOINT_SCALARS = ("generation", "best_fitness", "best_generation", "rate", "env_steps", "validation_steps")
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds: named arrays and scalars (the strategy's state and the
+    loop's counters), the evolution Generator, and the run's config."""
+
+    arrays: dict[str, np.ndarray]
+    scalars: dict[str, int | float]
+    rng: np.random.Generator
+    config_json: str
 
 
-def write_checkpoint(run_path: Path, state, config_json: str) -> Path:
-    """Atomically replace the checkpoint of ``run_path`` with ``state``.
+def write_checkpoint(run_path: Path, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int | float],
+                     rng: np.random.Generator, config_json: str) -> Path:
+    """Atomically replace the checkpoint of ``run_path``: ``arrays`` as datasets,
+    ``scalars`` as attributes (Python ints and floats), the Generator's state as JSON.
 
     Written to a temporary file, fsync-ed, then ``os.replace``-d: a crash at any
     instant leaves either the old or the new checkpoint, never a mixture.
@@ -314,29 +324,26 @@ def write_checkpoint(run_path: Path, state, config_json: str) -> Path:
         f.attrs["format"] = FORMAT + "-checkpoint"
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["config"] = config_json
-        f.attrs["rng_state"] = json.dumps(state.rng.bit_generator.state)
-        f.attrs["bit_generator"] = type(state.rng.bit_generator).__name__
-        for name in CHECKPOINT_SCALARS:
-            f.attrs[name] = getattr(state, name)
-        for name in CHECKPOINT_ARRAYS:
-            f.create_dataset(name, data=getattr(state, name))
+        f.attrs["rng_state"] = json.dumps(rng.bit_generator.state)
+        f.attrs["bit_generator"] = type(rng.bit_generator).__name__
+        for name, value in scalars.items():
+            f.attrs[name] = value
+        for name, value in arrays.items():
+            f.create_dataset(name, data=value)
         f.flush()
-        faults.point("checkpoint", state.generation)
+        faults.point("checkpoint", int(scalars["generation"]))
     _fsync(tmp)
     os.replace(tmp, final)
     return final
 
 
-def read_checkpoint(run_path: Path):
-    """``(state, config_json)`` from the checkpoint of ``run_path``, or None if there is none."""
-    import numpy as np
-
-    from synapto.evolution.select import EvolutionState
-
+def read_checkpoint(run_path: Path) -> Checkpoint | None:
+    """The checkpoint of ``run_path``, or None if there is none."""
     h5py = _h5py()
     path = checkpoint_path(run_path)
     if not path.exists():
         return None
+    reserved = {"format", "format_version", "config", "rng_state", "bit_generator"}
     try:
         with h5py.File(path, "r", locking=False) as f:
             if f.attrs.get("format") != FORMAT + "-checkpoint":
@@ -346,15 +353,11 @@ def read_checkpoint(run_path: Path):
                                    f"{int(f.attrs.get('format_version', -1))}; expected {FORMAT_VERSION}")
             bitgen = getattr(np.random, str(f.attrs["bit_generator"]))()
             bitgen.state = json.loads(f.attrs["rng_state"])
-            arrays = {name: f[name][()] for name in CHECKPOINT_ARRAYS}
-            scalars = {name: f.attrs[name].item() for name in CHECKPOINT_SCALARS}
+            arrays = {name: f[name][()] for name in f if isinstance(f[name], h5py.Dataset)}
+            scalars = {name: v.item() for name, v in f.attrs.items() if name not in reserved}
             config_json = str(f.attrs["config"])
     except RunFileError:
         raise
     except Exception as exc:
         raise RunFileError(f"checkpoint {str(path)!r} is unreadable ({exc})") from None
-    state = EvolutionState(rng=np.random.Generator(bitgen), **arrays,
-                           **{k: (int(v) if k in ("generation", "best_generation", "env_steps", "validation_steps")
-                                  else float(v))
-                              for k, v in scalars.items()})
-    return state, config_json
+    return Checkpoint(arrays, scalars, np.random.Generator(bitgen), config_json)

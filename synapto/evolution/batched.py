@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -521,8 +521,9 @@ def chunks_of(tasks: Sequence[EvalTask], chunk_rows: int = CHUNK_ROWS) -> list[t
 class BatchingFarm:
     """Wraps a farm: ``map`` of :class:`EvalTask` runs as chunks of :class:`BatchTask`.
 
-    Results, ``last_failures`` and a raised :class:`WorkerFailure` are reported per
-    task as by the wrapped farm (a failing chunk fails each of its tasks).
+    Results are per task, as from the wrapped farm: a failing chunk fails each of its
+    tasks (their :class:`~synapto.parallel.farm.Failure` rides with the results, or the
+    raised :class:`~synapto.parallel.farm.TaskFailed` names the chunk's first task).
 
     ``local=True`` (a farm evaluating in this process, i.e. a one-process run): the
     chunks are merged (only tasks of different episode counts or ``want_stats`` stay
@@ -536,19 +537,16 @@ class BatchingFarm:
         self.farm = farm
         self.chunk_rows = chunk_rows
         self.local = local
-        self.last_failures = []
 
     def __getattr__(self, name):
         return getattr(self.farm, name)
 
     def map(self, payloads, **kw):
-        from synapto.parallel.farm import WorkerFailure
+        from synapto.parallel.farm import Results, TaskFailed
 
         payloads = list(payloads)
         if not payloads or not all(isinstance(p, EvalTask) for p in payloads):
-            out = self.farm.map(payloads, **kw)
-            self.last_failures = self.farm.last_failures
-            return out
+            return self.farm.map(payloads, **kw)
         ranges = chunks_of(payloads, 1 << 62 if self.local else self.chunk_rows)
         batch = [BatchTask(np.stack([payloads[i].genome for i in range(a, b)]),
                            np.stack([np.asarray(payloads[i].seeds) for i in range(a, b)]),
@@ -559,18 +557,13 @@ class BatchingFarm:
             kw["progress"] = lambda done, total: progress(ranges[done - 1][1] if done else 0, n)
         try:
             out = self.farm.map(batch, **kw)
-        except WorkerFailure as exc:
-            exc.index = ranges[exc.index][0]
-            raise
-        results: list = []
+        except TaskFailed as exc:
+            raise TaskFailed(replace(exc.failure, index=ranges[exc.failure.index][0])) from None
+        values: list = []
         for (a, b), r in zip(ranges, out):
-            results.extend(r if r is not None else [None] * (b - a))
-        self.last_failures = []
-        for f in self.farm.last_failures:
-            a, b = ranges[f.index]
-            for i in range(a, b):
-                self.last_failures.append(WorkerFailure(i, f.rank, f.host, f.traceback))
-        return results
+            values.extend(r if r is not None else [None] * (b - a))
+        failures = {i: replace(f, index=i) for c, f in out.failures.items() for i in range(*ranges[c])}
+        return Results(values, failures, out.stats)
 
 
 def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):

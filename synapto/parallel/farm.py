@@ -7,8 +7,11 @@ not care which one runs:
     ``spec`` is a picklable object with a ``build()`` method returning the handler,
     a callable ``handler(payload) -> result``.  Workers build it once (an env and an
     agent, say) and reuse it for every task.
-``farm.map(payloads, schedule="dynamic", stop=None)``
-    Results in the order of ``payloads``, whatever order they arrive in.
+``farm.map(payloads, schedule="dynamic", stop=None, on_error="raise")``
+    A :class:`Results` list: the results in the order of ``payloads``, whatever order
+    they arrive in, carrying each task's :class:`Failure` (if it raised, under
+    ``on_error="skip"``) and the map's :class:`MapStats` -- a failure travels with its
+    result, like ``mpi4py.futures``' (result, exception) pairs.
 ``farm.close()``
     Explicit shutdown; idempotent, called from the coordinator's ``finally:``.
 
@@ -27,7 +30,8 @@ MPI design (:class:`MPIFarm`, rank 0 = coordinator, ranks 1.. = workers):
   added latency per task is at most ``max_sleep``, small against an episode.
 * A worker never lets an exception escape: it returns the traceback with its rank
   and host; the coordinator drains the tasks still in flight and raises
-  :class:`WorkerFailure`.  Shutdown is an explicit STOP message sent once to every
+  :class:`TaskFailed` (or, under ``on_error="skip"``, records the failure with the
+  task's result and goes on).  Shutdown is an explicit STOP message sent once to every
   worker by ``close()``.
 """
 
@@ -51,13 +55,32 @@ class Tag(IntEnum):
     STOP = 15
 
 
-class WorkerFailure(Exception):
-    """A task raised on a worker; carries where and why."""
+@dataclass(frozen=True)
+class Failure:
+    """A task that raised: which, where, and the traceback."""
 
-    def __init__(self, index: int, rank: int, host: str, tb: str):
-        self.index, self.rank, self.host, self.traceback = index, rank, host, tb
-        last = tb.strip().splitlines()[-1] if tb.strip() else "unknown error"
-        super().__init__(f"task {index} failed on rank {rank} ({host}): {last}")
+    index: int  #: position of the task in the map's payloads
+    rank: int
+    host: str
+    traceback: str
+
+    @property
+    def message(self) -> str:
+        """The exception's last line (``ValueError: ...``)."""
+        tb = self.traceback.strip()
+        return tb.splitlines()[-1] if tb else "unknown error"
+
+    def __str__(self) -> str:
+        return f"task {self.index} failed on rank {self.rank} ({self.host}): {self.message}"
+
+
+class TaskFailed(Exception):
+    """A map stopped because a task raised (``on_error="raise"``); :attr:`failure` says
+    which, where and why."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 class FarmInterrupted(Exception):
@@ -80,8 +103,22 @@ class MapStats:
     worker_wait: float = 0.0
 
 
-def _failure_from_exc(index: int, rank: int) -> WorkerFailure:
-    return WorkerFailure(index, rank, socket.gethostname(), traceback.format_exc())
+class Results(list):
+    """The results of one ``map``, in task order (None where a task failed), with each
+    task's :class:`Failure` and the map's :class:`MapStats`."""
+
+    def __init__(self, values, failures: dict[int, Failure] | None = None, stats: MapStats | None = None):
+        super().__init__(values)
+        self.failures: dict[int, Failure] = dict(failures or {})  #: task index -> failure
+        self.stats = stats if stats is not None else MapStats()
+
+    def outcomes(self) -> list[tuple[Any, Failure | None]]:
+        """``(result, failure)`` per task."""
+        return [(v, self.failures.get(i)) for i, v in enumerate(self)]
+
+
+def _failure_from_exc(index: int, rank: int) -> Failure:
+    return Failure(index, rank, socket.gethostname(), traceback.format_exc())
 
 
 class SerialFarm:
@@ -91,8 +128,7 @@ class SerialFarm:
 
     def __init__(self):
         self._handler: Callable | None = None
-        self.last_stats = MapStats()
-        self.last_failures: list[WorkerFailure] = []
+        self.last_stats = MapStats()  #: the stats of the last map (informational)
 
     def setup(self, spec) -> None:
         self._handler = spec.build()
@@ -100,12 +136,12 @@ class SerialFarm:
     def map(self, payloads: Sequence, schedule: str = "dynamic",
             stop: Callable[[], bool] | None = None,
             progress: Callable[[int, int], None] | None = None,
-            on_error: str = "raise") -> list:
+            on_error: str = "raise") -> Results:
         if self._handler is None:
             raise RuntimeError("SerialFarm.map called before setup")
         t0 = time.perf_counter()
         out = []
-        self.last_failures = []
+        failures = {}
         for i, p in enumerate(payloads):
             if stop is not None and stop():
                 raise FarmInterrupted()
@@ -114,15 +150,15 @@ class SerialFarm:
             except Exception:
                 failure = _failure_from_exc(i, 0)
                 if on_error != "skip":
-                    raise failure from None
-                self.last_failures.append(failure)
+                    raise TaskFailed(failure) from None
+                failures[i] = failure
                 out.append(None)
             if progress is not None:
                 progress(i + 1, len(payloads))
         wall = time.perf_counter() - t0
         self.last_stats = MapStats(compute=wall, idle=0.0, wall=wall, tasks=len(out),
                                    per_worker_compute={0: wall})
-        return out
+        return Results(out, failures, self.last_stats)
 
     def close(self) -> None:
         self._handler = None
@@ -158,8 +194,7 @@ class MPIFarm:
         self._status = MPI.Status()
         self._any = MPI.ANY_SOURCE
         self._closed = False
-        self.last_stats = MapStats()
-        self.last_failures: list[WorkerFailure] = []
+        self.last_stats = MapStats()  #: the stats of the last map (informational)
 
     def setup(self, spec) -> None:
         for r in self.workers:
@@ -168,14 +203,14 @@ class MPIFarm:
     def map(self, payloads: Sequence, schedule: str = "dynamic",
             stop: Callable[[], bool] | None = None,
             progress: Callable[[int, int], None] | None = None,
-            on_error: str = "raise") -> list:
+            on_error: str = "raise") -> Results:
         """Results in the order of ``payloads``.
 
         ``on_error="raise"``: the first failing task stops the map (tasks in flight
-        are drained) and raises :class:`WorkerFailure`.  ``"skip"``: a failing task
-        gives ``None`` and its :class:`WorkerFailure` is kept in ``last_failures``.
+        are drained) and raises :class:`TaskFailed`.  ``"skip"``: a failing task
+        gives ``None`` and its :class:`Failure` rides with the results.
         """
-        self.last_failures = []
+        failures: dict[int, Failure] = {}
         if schedule not in ("dynamic", "waves"):
             raise ValueError(f"schedule must be 'dynamic' or 'waves', got {schedule!r}")
         t0 = time.perf_counter()
@@ -187,7 +222,7 @@ class MPIFarm:
         n_inflight = 0
         stats = MapStats(tasks=n)
         n_done = 0
-        failure: WorkerFailure | None = None
+        failure: Failure | None = None
         interrupted = False
         busy = 0.0  # worker-seconds holding a task: from a send to an idle worker to its last result
 
@@ -244,21 +279,21 @@ class MPIFarm:
             elif tag == Tag.ERROR:
                 index, rank, host, tb = msg
                 if on_error == "skip":
-                    self.last_failures.append(WorkerFailure(index, rank, host, tb))
+                    failures[index] = Failure(index, rank, host, tb)
                     results[index], done[index] = None, True
                     n_done += 1
                 elif failure is None:
-                    failure = WorkerFailure(index, rank, host, tb)
+                    failure = Failure(index, rank, host, tb)
             else:  # pragma: no cover - protocol violation
                 raise RuntimeError(f"unexpected message tag {tag} from rank {src} (task {i})")
         stats.wall = time.perf_counter() - t0
         stats.idle = max(self.n_workers * stats.wall - busy, 0.0)
         self.last_stats = stats
         if failure is not None:
-            raise failure
+            raise TaskFailed(failure)
         if interrupted or not all(done):
             raise FarmInterrupted()
-        return results
+        return Results(results, failures, stats)
 
     def close(self) -> None:
         if self._closed:

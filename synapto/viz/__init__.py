@@ -264,7 +264,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             label = "best so far"
             if done < 1:
                 raise RunFileError(f"{str(path)!r} has no completed generation yet")
-            best = _checkpoint_best(path)
+            best = _checkpoint_best(path, cfg)
             if best is not None:  # the run's own best-ever agent (chosen as the run chooses it)
                 genome, fitness, generation = best
                 what = (f"best so far: from generation {generation} (fitness {fitness:.2f}; "
@@ -287,19 +287,20 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
     return Pick(cfg, agent, genome, generation, individual, fitness, what, np.asarray(test_returns), label)
 
 
-def _checkpoint_best(path: Path):
-    """``(genome, fitness, generation)`` of the best-ever agent in the run's checkpoint, or None."""
+def _checkpoint_best(path: Path, cfg):
+    """``(genome, fitness, generation)`` of the strategy's champion in the run's checkpoint, or None."""
     try:
+        from synapto.evolution.loop import restore_strategy
         from synapto.runfile import read_checkpoint
 
         found = read_checkpoint(path)
         if found is None:
             return None
-        state = found[0]
-        genome = np.asarray(state.best_genome, dtype=np.float64)
-        if genome.ndim != 1 or not np.isfinite(state.best_fitness):
+        champion = restore_strategy(cfg, found).champion
+        genome = np.asarray(champion.genome, dtype=np.float64)
+        if genome.ndim != 1 or not np.isfinite(champion.fitness):
             return None
-        return genome, float(state.best_fitness), int(state.best_generation)
+        return genome, float(champion.fitness), int(champion.generation)
     except Exception:  # no usable checkpoint: fall back to the best training fitness
         return None
 

@@ -1,7 +1,8 @@
-"""Selection and variation on the coordinator: pure functions of their inputs
-and one explicit ``np.random.Generator``.
+"""``ga``: selection, recombination and pruning (synaptolysis), optionally with
+Gaussian weight mutation -- the reference's algorithm with its defects fixed.
 
-One generation's update (after the reference's HebbianDAG.update_pop, with its
+Pure functions of their inputs and one explicit ``np.random.Generator``, behind the
+:class:`GA` strategy.  One generation's update (after the reference's HebbianDAG.update_pop, with its
 defects fixed), with ``k = ceil(P / 8)``:
 
 1. Rank the population by fitness (descending; ties by index, so the order is
@@ -30,6 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synapto.errors import UsageError
+from synapto.evolution.strategies.base import Champion, Feedback, Option, Strategy, rank_order
+
 
 @dataclass
 class EvolutionState:
@@ -45,22 +49,14 @@ class EvolutionState:
     best_fitness: float
     best_generation: int  #: -1 before the first generation
     rate: float  #: pruning rate of the next variation
-    env_steps: int  #: cumulative env steps so far
     rng: np.random.Generator  #: the coordinator's evolution Generator
-    validation_steps: int = 0  #: cumulative env steps of validation episodes
 
     @classmethod
     def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
         genomes = np.stack([agent.init_genome(rng) for _ in range(population)])
         n = agent.n_params
         return cls(0, genomes, np.zeros((elite, n)), np.zeros((elite, n)), np.full(elite, -np.inf),
-                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), 0, rng)
-
-
-def rank_order(fitness: np.ndarray) -> np.ndarray:
-    """Indices by descending fitness, ties broken by lower index."""
-    fitness = np.asarray(fitness, dtype=np.float64)
-    return np.lexsort((np.arange(fitness.size), -fitness))
+                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng)
 
 
 def rank_weights(n: int) -> np.ndarray:
@@ -158,3 +154,68 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
             children[i] = perturb(children[i], mutation_std, rng)
     state.genomes = children
     state.generation += 1
+
+
+class GA(Strategy):
+    """The strategy ``ga``: :func:`next_generation` on an :class:`EvolutionState`, with
+    ``k = ceil(P / 8)`` elites, hall-of-fame places and recombination swaps."""
+
+    name = "ga"
+    OPTIONS = {
+        "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
+                                    "weights, after pruning; 0 keeps pure pruning (the reference)"),
+    }
+    #: checkpoint names of the state (kept from the first run-file format)
+    ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
+
+    def __init__(self, agent, population, options, rng):
+        super().__init__(agent, population, options, rng)
+        self.elite = -(-self.population // 8)
+        self.evo: EvolutionState | None = None  #: the state the next generation reads
+
+    @classmethod
+    def check_options(cls, options):
+        out = super().check_options(options)
+        std = out["mutation_std"]
+        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std < float("inf"):
+            raise UsageError(f"--mutation-std must be a number >= 0, got {std!r}")
+        return out
+
+    def start(self):
+        self.evo = EvolutionState.initial(self.agent, self.population, self.elite, self.rng)
+
+    def ask(self):
+        return self.evo.genomes
+
+    def tell(self, feedback: Feedback):
+        if feedback.generation != self.evo.generation:
+            raise RuntimeError(f"told generation {feedback.generation}, expected {self.evo.generation}")
+        next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
+                        feedback.connections, select_fitness=feedback.select_fitness(),
+                        mutation_std=float(self.options["mutation_std"]))
+
+    @property
+    def champion(self):
+        s = self.evo
+        return Champion(s.best_genome, float(s.best_fitness), int(s.best_generation))
+
+    def final_candidates(self):
+        """The best-ever agent, then the hall of fame (places never filled left out)."""
+        s = self.evo
+        return np.concatenate([s.best_genome[None], s.hof_genomes[np.isfinite(s.hof_fitness)]])
+
+    def record(self):
+        return {"prune_rate": float(self.evo.rate)}
+
+    def state(self):
+        e = self.evo
+        return ({name: getattr(e, name) for name in self.ARRAYS},
+                {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation),
+                 "rate": float(e.rate)})
+
+    def restore(self, arrays, scalars):
+        """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter)."""
+        self.evo = EvolutionState(
+            generation=int(scalars["generation"]), rate=float(scalars["rate"]),
+            best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
+            rng=self.rng, **{name: np.asarray(arrays[name]) for name in self.ARRAYS})

@@ -1,0 +1,201 @@
+"""One generation on the coordinator: ask the strategy, evaluate on the farm, validate,
+tell the strategy -- and what the run file and the log line make of it.
+
+The loop (:mod:`synapto.evolution.loop`) calls :func:`run_generation` once per
+generation; everything random comes from the strategy's Generator and the seeds of
+:mod:`synapto.seeding`, so a generation is a pure function of the strategy's state.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from synapto import faults, seeding
+from synapto.config import EvolveConfig
+from synapto.evolution.evaluate import EvalResult, EvalTask
+from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
+from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed
+
+
+@dataclass(frozen=True)
+class EvaluationFailure:
+    """An evaluation that raised, in the run's terms: which generation and individual,
+    its episode seeds, and the farm's :class:`~synapto.parallel.farm.Failure`."""
+
+    generation: int
+    individual: int  #: index in the population (the test episode for ``phase="test"``)
+    seeds: np.ndarray
+    failure: Failure
+    phase: str = "training"  #: "training", "validation" or "test"
+
+
+class EvaluationFailed(Exception):
+    """An evaluation raised under ``on_error="abort"``."""
+
+    def __init__(self, failure: EvaluationFailure):
+        super().__init__(str(failure.failure))
+        self.failure = failure
+
+
+@dataclass
+class Evaluations:
+    """How this run maps evaluations on its farm (schedule, stop callback, errors)."""
+
+    farm: object
+    schedule: str = "dynamic"
+    on_error: str = "abort"  #: "abort" or "skip"
+    stop: Callable[[], bool] | None = None
+    progress: Callable[[int, int], None] | None = None
+
+    def map(self, tasks: list[EvalTask], generation: int, who: np.ndarray, phase: str,
+            skip: bool | None = None) -> Results:
+        """Results of ``tasks``; ``who[i]`` names task ``i`` in an :class:`EvaluationFailure`."""
+        skip = self.on_error == "skip" if skip is None else skip
+        try:
+            return self.farm.map(tasks, schedule=self.schedule, stop=self.stop, progress=self.progress,
+                                 on_error="skip" if skip else "raise")
+        except TaskFailed as exc:
+            i = exc.failure.index
+            raise EvaluationFailed(EvaluationFailure(generation, int(who[i]), np.asarray(tasks[i].seeds),
+                                                     exc.failure, phase)) from None
+        finally:
+            if self.progress is not None and hasattr(self.progress, "clear"):
+                self.progress.clear()
+
+
+def failed_result(n_params: int, episodes: int) -> EvalResult:
+    """What an evaluation that raised counts as (``--on-error skip``)."""
+    return EvalResult(-np.inf, np.full(episodes, np.nan), np.zeros(episodes, dtype=np.int64),
+                      np.zeros(n_params), False, 0.0, 0.0)
+
+
+@dataclass
+class Validation:
+    """The candidates of one generation re-evaluated on fresh validation episodes."""
+
+    candidates: Candidates
+    fitness: np.ndarray  #: (K,)
+    returns: np.ndarray  #: (K, V)
+    steps: np.ndarray  #: (K,) env steps of each candidate's validation
+    seeds: np.ndarray  #: (V,) shared by the candidates
+
+
+@dataclass
+class Generation:
+    """Everything one generation computed (the rows of the run file)."""
+
+    index: int
+    genomes: np.ndarray
+    seeds: np.ndarray
+    fitness: np.ndarray
+    returns: np.ndarray
+    steps: np.ndarray
+    connections: np.ndarray
+    nonfinite: np.ndarray
+    failed: np.ndarray
+    results: list[EvalResult]
+    validation: Validation
+    map_stats: MapStats
+    timing: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
+             agent) -> Validation:
+    """The strategy's candidates (by default the top ``K`` by training fitness), all on the
+    same ``validate_episodes`` episodes of the VALIDATE stream of generation ``g``."""
+    K, V = cfg.validation_count, cfg.validate_episodes
+    seeds = seeding.validation_seeds(cfg.seed, g, V)
+    if K == 0:
+        cand = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
+        return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
+    cand = strategy.candidates(fitness, K)
+    results = evals.map([EvalTask(x, seeds, want_stats=False) for x in cand.genomes], g, cand.individual,
+                        "validation")
+    for i in results.failures:
+        results[i] = failed_result(agent.n_params, V)
+    return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
+                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds)
+
+
+def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent) -> Generation:
+    """Ask, evaluate on training episodes, validate, tell: generation ``g``."""
+    P, E = cfg.population, cfg.episodes
+    t0 = time.perf_counter()
+    seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
+    genomes = strategy.ask()
+    faults.point("generation", g)
+    results = evals.map([EvalTask(genomes[i], seeds[i]) for i in range(P)], g, np.arange(P), "training")
+    t_eval = time.perf_counter() - t0
+    failed = np.zeros(P, dtype=bool)
+    warnings = []
+    for i, fail in results.failures.items():
+        failed[i] = True
+        results[i] = failed_result(agent.n_params, E)
+        warnings.append(f"warning: generation {g} individual {i} failed on rank {fail.rank} ({fail.host}): "
+                        f"{fail.message}; fitness set to -inf")
+    fitness = np.array([r.fitness for r in results])
+    nonfinite = np.array([r.nonfinite for r in results])
+    stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params) for r in results])
+    connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
+    warnings += [f"warning: generation {g} individual {i}: non-finite action or return; fitness set to -inf"
+                 for i in np.flatnonzero(nonfinite)]
+
+    t_val = time.perf_counter()
+    validation = validate(cfg, g, strategy, fitness, evals, agent)
+    t_val = time.perf_counter() - t_val
+
+    t1 = time.perf_counter()
+    strategy.tell(Feedback(g, fitness, stats, connections, validation.candidates, validation.fitness))
+    t_update = time.perf_counter() - t1
+    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]),
+                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), connections, nonfinite,
+                      failed, list(results), validation, results.stats,
+                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings)
+
+
+def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
+               validation_steps: int) -> dict[str, float]:
+    """The ``/stats`` row of a generation (after the strategy was told)."""
+    fitness, champion = gen.fitness, strategy.champion
+    order = rank_order(fitness)
+    fin = fitness[np.isfinite(fitness)]
+    elite_f = fitness[order[:elite]]
+    vf = gen.validation.fitness
+
+    def s(fn, a):
+        return float(fn(a)) if a.size else float("nan")
+
+    return {
+        "generation": float(gen.index),
+        "env_steps": float(env_steps),
+        "best_fitness": float(fitness[order[0]]),
+        "best_ever_fitness": float(champion.fitness),
+        "pop_mean": s(np.mean, fin), "pop_std": s(np.std, fin),
+        "pop_min": s(np.min, fin), "pop_max": s(np.max, fin),
+        "elite_mean": s(np.mean, elite_f), "elite_std": s(np.std, elite_f),
+        "elite_min": s(np.min, elite_f), "elite_max": s(np.max, elite_f),
+        "connections_mean": float(np.mean(gen.connections)),
+        "connections_std": float(np.std(gen.connections)),
+        "champion_connections": float(np.count_nonzero(champion.genome)),
+        **strategy.record(),
+        "nonfinite_count": float(np.count_nonzero(gen.nonfinite)),
+        "failure_count": float(gen.failed.sum()),
+        "validation_best": float(vf.max()) if vf.size else float("nan"),
+        "validation_mean": float(vf[np.isfinite(vf)].mean()) if np.isfinite(vf).any() else float("nan"),
+        "validation_env_steps": float(validation_steps),
+    }
+
+
+def rows(gen: Generation) -> dict[str, np.ndarray]:
+    """The per-generation datasets of the run file."""
+    v = gen.validation
+    return {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
+            "population": gen.genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
+            "failed": gen.failed, "validation/individual": v.candidates.individual,
+            "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,
+            "validation/seeds": v.seeds}
