@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from synapto.errors import UsageError
+from synapto.parallel.launch import env_rank
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).")
@@ -51,16 +51,6 @@ def _is_number(s: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _rank() -> int:
-    for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if v in os.environ:
-            try:
-                return int(os.environ[v])
-            except ValueError:
-                pass
-    return 0
 
 
 def _log(msg: str) -> None:
@@ -185,7 +175,7 @@ def evolve(
     from synapto.agents import build_agent
 
     build_agent(first)
-    if _rank() == 0:
+    if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
 
@@ -278,7 +268,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
         raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
                          f"{str(path)!r} already holds")
     if finished and wanted.generations == done_generations:
-        if _rank() == 0:
+        if env_rank() == 0:
             _log(f"{path} is finished ({done_generations} generations); nothing to do "
                  f"(raise --generations to extend it)")
         return
@@ -321,36 +311,24 @@ def replay(
 
 
 def _register_optional() -> None:
-    from synapto.bench.learn import register as learn_register
-
+    """Commands of the other packages: bench (learn, envs, nn, evolve, ppo), ppo, and the
+    pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.envs import register as envs_register
+    from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
+    from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
+    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
+    from synapto.viz.cli import register as viz_register
 
     envs_register(bench_app)
     nn_register(bench_app)
-    MULTI_VALUE_OPTIONS.add("--backend")
-
     learn_register(bench_app)
-    MULTI_VALUE_OPTIONS.add("--mode")
-    try:
-        from synapto.viz.cli import register as viz_register
-    except ImportError:
-        pass
-    else:
-        viz_register(app)
-    try:
-        from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
-    except ImportError:
-        pass
-    else:
-        bench_evolve_register(bench_app)
-        MULTI_VALUE_OPTIONS.update(bench_evolve_multi)
-    try:
-        from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register
-    except ImportError:
-        return
-    register(app, bench_app)
-    MULTI_VALUE_OPTIONS.update(ppo_multi)
+    bench_evolve_register(bench_app)
+    viz_register(app)
+    ppo_register(app)
+    bench_ppo_register(bench_app)
+    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi})
 
 
 _register_optional()
@@ -362,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:
-        if _rank() == 0:
+        if env_rank() == 0:
             sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
     except typer.Exit as exc:
@@ -378,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         if click_exc and isinstance(exc, click_exc):
             if type(exc).__name__ == "NoArgsIsHelpError":
                 sys.stderr.write(exc.format_message() + "\n")
-            elif _rank() == 0:
+            elif env_rank() == 0:
                 sys.stderr.write(f"error: {exc.format_message()}\n")
             sys.exit(2)
         raise

@@ -6,7 +6,8 @@ import pytest
 
 from synapto.ppo.buffer import EpochBuffer, discount_cumsum, gae_path
 from synapto.ppo.config import PPOConfig
-from synapto.ppo.train import Collectives, Trainer, open_env
+from synapto.parallel.collectives import Collectives
+from synapto.ppo.train import Trainer, open_env
 
 
 def test_discount_cumsum():

@@ -21,7 +21,7 @@ def _pooled_gradients(out: str) -> None:
     """Run under mpiexec: each rank takes its share of one batch; rank 0 also does the pooled batch."""
     from synapto.parallel.launch import world
     from synapto.ppo.policy import Policy, ValueFunction
-    from synapto.ppo.train import Collectives, average_gradient
+    from synapto.parallel.collectives import Collectives, average_gradient
 
     comm, rank, size = world()
     coll = Collectives(comm)

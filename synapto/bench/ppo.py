@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable, Optional
 
 import numpy as np
+import typer
 
 from synapto.bench.common import cpu_count, load_average
 from synapto.errors import UsageError
@@ -157,3 +158,41 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
     log(md)
     log(f"written: {out_dir / 'ppo.md'}, {out_dir / 'ppo.json'}")
     return result
+
+
+# ----------------------------------------------------------------------------- command
+#: options taking several space-separated values (see synapto.cli.MULTI_VALUE_OPTIONS)
+MULTI_VALUE_OPTIONS = ("--procs",)
+
+
+def bench_ppo(
+    epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
+    steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
+    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run. [default: 1 2]")] = None,
+    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another. [default: 13 42 1337]")] = None,
+    env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
+    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes. [default: 32 32]")] = None,
+    gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
+    max_ep_len: Annotated[int, typer.Option(
+        "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
+    out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
+):
+    """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
+    from synapto.ppo.config import parse_hid
+
+    procs = procs or [1, 2]
+    seeds = seed or [13, 42, 1337]
+    if any(p < 1 for p in procs):
+        raise UsageError(f"--procs must be integers >= 1, got {procs}")
+    if epochs < 1 or steps < 1:
+        raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
+    if steps < max(procs):
+        raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
+    run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,
+              hid=parse_hid(hid) if hid else (32, 32), gamma=gamma, max_ep_len=max_ep_len,
+              out_dir=out_dir, log=lambda msg: print(msg, flush=True))
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Add ``bench ppo`` to ``bench_app``."""
+    bench_app.command("ppo")(bench_ppo)

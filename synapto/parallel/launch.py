@@ -16,15 +16,40 @@ import sys
 
 from synapto.errors import UsageError
 
-# Variables set by MPICH/Hydra, Open MPI, PMIx, Intel MPI and Slurm's srun.
-_MPI_ENV = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
-            "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
+#: set by :func:`relaunch` in the MPI job it starts
 LAUNCHED = "SYNAPTO_LAUNCHED"
+#: the rank as MPICH/Hydra, Open MPI and PMIx (Slurm's srun) announce it, in that order
+RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+#: every variable by which a launcher (MPICH/Hydra, Open MPI, PMIx, Intel MPI, Slurm's srun)
+#: or :func:`relaunch` marks a process as part of an MPI job -- the one list synapto keeps
+MPI_ENV = (*RANK_ENV, "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "MPI_LOCALRANKID",
+           "HYDRA_CONTROL_FD", LAUNCHED)
 
 
 def under_mpi() -> bool:
-    """True when this process was started by an MPI launcher."""
-    return any(v in os.environ for v in _MPI_ENV) or LAUNCHED in os.environ
+    """True when this process was started by an MPI launcher (or by :func:`relaunch`)."""
+    return any(v in os.environ for v in MPI_ENV)
+
+
+def env_rank() -> int:
+    """This process's rank as its launcher announced it (0 outside MPI), without importing
+    mpi4py: for deciding who prints, before MPI is initialised."""
+    for v in RANK_ENV:
+        if v in os.environ:
+            try:
+                return int(os.environ[v])
+            except ValueError:
+                pass
+    return 0
+
+
+def without_mpi_env(env: dict | None = None) -> dict:
+    """A copy of ``env`` (default ``os.environ``) without the variables of :data:`MPI_ENV`:
+    for a child process that must start an MPI job of its own, not join this one."""
+    out = dict(os.environ if env is None else env)
+    for v in MPI_ENV:
+        out.pop(v, None)
+    return out
 
 
 def find_mpiexec() -> str:

@@ -1,4 +1,4 @@
-"""Command line of the PPO baseline: ``ppo``, ``ppo-eval`` and ``bench ppo``.
+"""Command line of the PPO baseline: ``ppo`` and ``ppo-eval`` (``bench ppo`` is :mod:`synapto.bench.ppo`'s).
 
 :func:`register` adds the commands to synapto's typer apps.  Option names and
 defaults follow Spinning Up (``python -m spinup.run ppo``), with its underscore
@@ -21,7 +21,7 @@ from synapto.errors import UsageError
 
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
-MULTI_VALUE_OPTIONS = ("--hid", "--seed", "--procs")
+MULTI_VALUE_OPTIONS = ("--hid", "--seed")
 
 def _log(msg: str) -> None:
     print(msg, flush=True)
@@ -127,7 +127,7 @@ def ppo(
     given = {k: v for k, v in given.items() if v is not None}
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
-    from synapto.ppo.train import update_threads
+    from synapto.ppo.threads import update_threads
 
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
 
@@ -209,37 +209,7 @@ def ppo_eval(
          f"(min {r.min():.2f}, max {r.max():.2f}), length {result['lengths'].mean():.1f}")
 
 
-def bench_ppo(
-    epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
-    steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
-    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run. [default: 1 2]")] = None,
-    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another. [default: 13 42 1337]")] = None,
-    env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
-    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes. [default: 32 32]")] = None,
-    gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
-    max_ep_len: Annotated[int, typer.Option(
-        "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
-    out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
-):
-    """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
-    from synapto.bench.ppo import run_bench
-    from synapto.ppo.config import parse_hid
-
-    procs = procs or [1, 2]
-    seeds = seed or [13, 42, 1337]
-    if any(p < 1 for p in procs):
-        raise UsageError(f"--procs must be integers >= 1, got {procs}")
-    if epochs < 1 or steps < 1:
-        raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
-    if steps < max(procs):
-        raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
-    run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,
-              hid=parse_hid(hid) if hid else (32, 32), gamma=gamma, max_ep_len=max_ep_len,
-              out_dir=out_dir, log=_log)
-
-
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``ppo`` and ``ppo-eval`` to ``app`` and ``ppo`` to ``bench_app``."""
+def register(app: typer.Typer) -> None:
+    """Add ``ppo`` and ``ppo-eval`` to ``app``."""
     app.command("ppo")(ppo)
     app.command("ppo-eval")(ppo_eval)
-    bench_app.command("ppo")(bench_ppo)

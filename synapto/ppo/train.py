@@ -27,8 +27,6 @@ gradient of the pooled batch, and every rank applies the same Adam step.  Outsid
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 import time
 import traceback
@@ -42,8 +40,10 @@ from synapto.envs import SpaceInfo, make_env
 from synapto.errors import UsageError
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
+from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.policy import Policy, ValueFunction
+from synapto.ppo.threads import limit_blas_threads, update_threads
 from synapto.seeding import Stream, generator, int_seed
 
 clock = time.perf_counter
@@ -51,111 +51,6 @@ clock = time.perf_counter
 #: wrappers that gym.make adds and that change nothing but bookkeeping: with only these,
 #: the rollout steps the bare env and applies the time limit itself (~10 % faster)
 _TRANSPARENT_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker"}
-
-
-def limit_blas_threads(n: int = 1) -> bool:
-    """Make an already loaded OpenBLAS use ``n`` threads (best effort; True if done).
-
-    The update's matrices are small: on a 2-core machine OpenBLAS's threads make a
-    4000 x 32 matrix product 4x *slower*, and with one MPI rank per core they fight
-    over the cores.  Skipped if the user set ``OPENBLAS_NUM_THREADS`` or ``OMP_NUM_THREADS``.
-    """
-    if "OPENBLAS_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
-        return False
-    try:
-        with open("/proc/self/maps") as maps:
-            libs = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return False
-    done = False
-    for lib in libs:
-        try:
-            handle = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                       "openblas_set_num_threads64_", "openblas_set_num_threads"):
-            fn = getattr(handle, symbol, None)
-            if fn is not None:
-                fn(ctypes.c_int(n))
-                done = True
-                break
-    return done
-
-
-def update_threads() -> int:
-    """Threads a single-rank update uses: ``$SYNAPTO_PPO_THREADS`` (1 or 2), else 2 when the
-    machine has a second core.  Results do not depend on it (:meth:`Trainer.update`)."""
-    value = os.environ.get("SYNAPTO_PPO_THREADS", "")
-    if value in ("1", "2"):
-        return int(value)
-    if value:
-        raise UsageError(f"SYNAPTO_PPO_THREADS must be 1 or 2, got {value!r}")
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
-
-
-# ------------------------------------------------------------------------- collectives
-class Collectives:
-    """The MPI calls of training; no-ops in a single process.  Times itself."""
-
-    def __init__(self, comm):
-        self.comm = comm
-        self.size = 1 if comm is None else comm.Get_size()
-        self.seconds = 0.0  # time spent inside collectives (transfer + waiting for other ranks)
-        if comm is not None:
-            from mpi4py import MPI
-
-            self._MPI = MPI
-
-    def bcast_(self, array: np.ndarray) -> None:
-        if self.comm is not None:
-            self.comm.Bcast(array, root=0)
-
-    def _allreduce(self, array: np.ndarray, op_name: str) -> np.ndarray:
-        if self.comm is not None and self.size > 1:
-            t = clock()
-            self.comm.Allreduce(self._MPI.IN_PLACE, array, op=getattr(self._MPI, op_name))
-            self.seconds += clock() - t
-        return array
-
-    def sum_(self, array: np.ndarray) -> np.ndarray:
-        return self._allreduce(array, "SUM")
-
-    def max_(self, array: np.ndarray) -> np.ndarray:
-        return self._allreduce(array, "MAX")
-
-    def mean_(self, array: np.ndarray) -> np.ndarray:
-        self._allreduce(array, "SUM")
-        if self.size > 1:
-            array /= self.size
-        return array
-
-    def statistics(self, x: np.ndarray) -> tuple[float, float, float, float]:
-        """(mean, std, max, min) of the values of all ranks together (NaN if there are none)."""
-        x = np.asarray(x, dtype=np.float64)
-        s = self.sum_(np.array([x.sum(), x.size], dtype=np.float64))
-        if s[1] == 0:
-            self.sum_(np.zeros(1))  # every rank makes the same calls
-            self.max_(np.full(2, -np.inf))
-            return (np.nan,) * 4
-        mean = s[0] / s[1]
-        sq = self.sum_(np.array([np.sum((x - mean) ** 2)]))
-        ext = self.max_(np.array([x.max() if x.size else -np.inf, -x.min() if x.size else -np.inf]))
-        return float(mean), float(np.sqrt(sq[0] / s[1])), float(ext[0]), float(-ext[1])
-
-
-def average_gradient(coll: Collectives, grad: np.ndarray, extra: float | None = None,
-                     buf: np.ndarray | None = None) -> float | None:
-    """Replace ``grad`` by its mean over ranks -- one flat float64 Allreduce, with ``extra``
-    (a scalar to average, e.g. the KL) riding along.  Returns the averaged ``extra``."""
-    n = grad.size
-    if buf is None:
-        buf = np.empty(n + 1, np.float64)
-    buf[:n] = grad
-    buf[n] = 0.0 if extra is None else extra
-    coll.mean_(buf)
-    grad[...] = buf[:n]
-    return None if extra is None else float(buf[n])
 
 
 # ------------------------------------------------------------------------- environment
