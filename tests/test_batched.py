@@ -9,7 +9,7 @@ import pytest
 
 from conftest import assert_same_run, datasets, run_cli
 from synapto import seeding
-from synapto.evolution import batched
+from synapto.evolution import batched, vector_env
 from synapto.evolution.batched import BatchedEvaluator, BatchingFarm, BatchTask, batch_unsupported, chunks_of
 from synapto.evolution.evaluate import EvalTask, EvolveSpec
 from synapto.parallel.farm import SerialFarm
@@ -156,7 +156,7 @@ def test_batch_penalty_is_penalty(agent):
 def test_quick_initial_states_are_single_env_resets():
     """The initial states the batched CartPole takes without resetting an env are the
     single env's, bit for bit, and are used only after that check passed."""
-    venv = batched.SeededVectorEnv("CartPole-v1")
+    venv = vector_env.SeededVectorEnv("CartPole-v1")
     venv.start(np.arange(3))
     assert venv._quick is not None
     rng = np.random.default_rng(0)
@@ -177,8 +177,8 @@ def test_cartpole_step_is_the_vector_envs():
     vec = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
     vec.reset(seed=1)
     u = vec.unwrapped
-    assert batched.CartPoleStep.applies(u)
-    fast = batched.CartPoleStep(u)
+    assert vector_env.CartPoleStep.applies(u)
+    fast = vector_env.CartPoleStep(u)
     fast.start(u.state.copy())
     rng = np.random.default_rng(2)
     for _ in range(30):
@@ -327,7 +327,7 @@ def test_generic_vector_env_step_matches_serial(monkeypatch):
     """The path for vector envs other than gymnasium's CartPole (their own unwrapped
     step, gymnasium's autoreset of ended sub-envs, refills, compaction) gives the one-env
     results too."""
-    monkeypatch.setattr(batched.CartPoleStep, "applies", staticmethod(lambda u: False))
+    monkeypatch.setattr(vector_env.CartPoleStep, "applies", staticmethod(lambda u: False))
     monkeypatch.setattr(batched, "MIN_COMPACT", 4)
     ev = BatchedEvaluator(EvolveSpec("CartPole-v1", "pruned-mlp", (8, 8), {}))
     K, E = 32, 2
