@@ -58,9 +58,44 @@ def _log(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- evolve
+#: strategy options that have a command-line flag (and a top-level TOML key) of their own
+STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
 EVOLVE_KEYS = {"env", "agent", "population", "generations", "hidden", "episodes", "seed",
                "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
-               "validate_episodes", "mutation_std"}
+               "validate_episodes", "strategy", "strategy_options", *STRATEGY_SHORTHANDS}
+
+
+def strategy_options(values: dict, extra: list[str] | None) -> dict:
+    """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
+    then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
+    opts = values.pop("strategy_options", {})
+    if not isinstance(opts, dict):
+        raise UsageError(f"strategy_options must be a table of option = value, got {opts!r}")
+    opts = dict(opts)
+    for key in STRATEGY_SHORTHANDS:
+        if key in values:
+            opts[key] = values.pop(key)
+    for item in extra or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--strategy-option expects KEY=VALUE, got {item!r}")
+        opts[key.strip().replace("-", "_")] = _literal(text.strip())
+    if "prune" in opts and isinstance(opts["prune"], str):
+        word = opts["prune"].lower()
+        if word not in ("on", "off"):
+            raise UsageError(f"--prune must be 'on' or 'off', got {opts['prune']!r}")
+        opts["prune"] = word == "on"
+    return opts
+
+
+def _literal(text: str):
+    """A TOML literal (number, true/false, quoted string), else the text itself."""
+    from synapto.config import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
 
 
 def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
@@ -102,9 +137,21 @@ def evolve(
     validate_episodes: Annotated[Optional[int], typer.Option(
         help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
              "on them. 0 chooses on training fitness, as the reference does. [default: 16]")] = None,
-    mutation_std: Annotated[Optional[float], typer.Option(
-        help="Std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.5]")]
+    strategy: Annotated[Optional[str], typer.Option(
+        help="How the next generation is made: ga, openai-es, pgpe or cmaes (docs/strategies.md). "
+             "[default: ga]")] = None,
+    sigma: Annotated[Optional[float], typer.Option(
+        help="openai-es, pgpe, cmaes: (initial) std of the search distribution.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="openai-es, pgpe: step size of the centre's optimiser.")]
         = None,
+    prune: Annotated[Optional[str], typer.Option(
+        help="on: the agent prunes connections between generations (synaptolysis); off: dense. "
+             "[default: on]")] = None,
+    mutation_std: Annotated[Optional[float], typer.Option(
+        help="ga: std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.5]")]
+        = None,
+    strategy_option: Annotated[Optional[list[str]], typer.Option(
+        help="Any other strategy option, KEY=VALUE (repeatable); see docs/strategies.md.")] = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
              "the run are refused; --generations may be raised to extend a finished run.")] = None,
@@ -133,8 +180,11 @@ def evolve(
     given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
                  episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
                  crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
-                 mutation_std=mutation_std)
+                 strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std)
     values.update({k: v for k, v in given.items() if v is not None})
+    opts = strategy_options(values, strategy_option)
+    if opts:
+        values["strategy_options"] = opts
     seeds = values.pop("seed", [0])
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     n_workers = values.pop("workers", 0)
@@ -256,6 +306,8 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
         values = {**values, "seed": given_seeds[0]}
+    if "strategy_options" in values:  # options given again: on top of the run's own
+        values = {**values, "strategy_options": {**stored.strategy_options, **values["strategy_options"]}}
     try:
         wanted = dataclasses.replace(stored, **values)
     except TypeError as exc:

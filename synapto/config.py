@@ -37,15 +37,19 @@ class EvolveConfig:
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
     validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
     validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
-    mutation_std: float = 0.5  #: Gaussian perturbation of surviving weights (0: pure pruning)
+    #: how the next generation is made: ga, openai-es, pgpe, cmaes (synapto.evolution.strategies)
+    strategy: str = "ga"
+    #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",
-                "crn", "validate_top", "validate_episodes", "mutation_std")
+                "crn", "validate_top", "validate_episodes", "strategy", "strategy_options")
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(self.hidden))
         object.__setattr__(self, "agent_options", dict(self.agent_options))
+        object.__setattr__(self, "strategy_options", dict(self.strategy_options))
         self.validate()
 
     def validate(self) -> None:
@@ -71,9 +75,11 @@ class EvolveConfig:
              f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
         need(isinstance(self.validate_episodes, int) and self.validate_episodes >= 0,
              f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}")
-        need(isinstance(self.mutation_std, (int, float)) and not isinstance(self.mutation_std, bool)
-             and 0 <= self.mutation_std < float("inf"),
-             f"--mutation-std must be a number >= 0, got {self.mutation_std!r}")
+        need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
+        from synapto.evolution.strategies import strategy_class
+
+        cls = strategy_class(self.strategy)
+        cls.check_population(self.population, cls.check_options(self.strategy_options))
 
     @property
     def elite_count(self) -> int:
@@ -90,9 +96,18 @@ class EvolveConfig:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The strategy's options completed with its defaults."""
+        from synapto.evolution.strategies import strategy_class
+
+        return strategy_class(self.strategy).check_options(self.strategy_options)
+
     @classmethod
     def from_json(cls, text: str) -> "EvolveConfig":
         data = json.loads(text)
+        if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
+            data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -101,6 +116,8 @@ class EvolveConfig:
         out = []
         for name in names or self.IDENTITY:
             a, b = getattr(self, name), getattr(other, name)
+            if name == "strategy_options" and self.strategy == other.strategy:
+                a, b = self.options, other.options  # defaults spelled out or not: the same run
             if a != b:
                 out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} (command line)")
         return out

@@ -10,7 +10,7 @@ from synapto.evolution.strategies.base import STRATEGIES, Strategy, strategy_cla
 
 def make_strategy(cfg, agent, rng) -> Strategy:
     """The strategy of run config ``cfg`` for ``agent``, drawing from ``rng`` (not started)."""
-    return strategy_class("ga")(agent, cfg.population, {"mutation_std": cfg.mutation_std}, rng)
+    return strategy_class(cfg.strategy)(agent, cfg.population, cfg.strategy_options, rng)
 
 
 __all__ = ["STRATEGIES", "Strategy", "make_strategy", "strategy_class"]

@@ -108,6 +108,10 @@ class Strategy(ABC):
                              f"known: {', '.join(sorted(cls.OPTIONS)) or 'none'}")
         return {**{k: o.default for k, o in cls.OPTIONS.items()}, **dict(options)}
 
+    @classmethod
+    def check_population(cls, population: int, options: Mapping[str, Any]) -> None:
+        """Refuse a population this strategy cannot use (one-line :class:`UsageError`)."""
+
     @abstractmethod
     def start(self) -> None:
         """Draw the state of generation 0 from :attr:`rng` (a new run; a resumed run

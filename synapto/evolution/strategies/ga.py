@@ -102,14 +102,15 @@ def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndar
 
 def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
                     connections: np.ndarray, select_fitness: np.ndarray | None = None,
-                    mutation_std: float = 0.0) -> None:
+                    mutation_std: float = 0.0, prune: bool = True) -> None:
     """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc).
 
     ``select_fitness`` (default: ``fitness``) decides the best-ever agent, the hall
     of fame and the elites: with validation it holds the validation fitness of the
     validated candidates and -inf elsewhere (ties keep the training order).
     ``mutation_std > 0`` adds a Gaussian perturbation to the surviving weights of
-    every non-elite child, after pruning.
+    every non-elite child, after pruning.  ``prune=False`` skips the agent's pruning
+    (no connection is removed; weights then change by mutation only).
     """
     rng = state.rng
     genomes = state.genomes
@@ -149,7 +150,8 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
     recombine(children, child_stats, agent.groups(), k, k, rng)
     for i in range(k, P):
-        children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
+        if prune:
+            children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
         if mutation_std > 0:
             children[i] = perturb(children[i], mutation_std, rng)
     state.genomes = children
@@ -164,6 +166,7 @@ class GA(Strategy):
     OPTIONS = {
         "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
                                     "weights, after pruning; 0 keeps pure pruning (the reference)"),
+        "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
     }
     #: checkpoint names of the state (kept from the first run-file format)
     ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
@@ -179,6 +182,10 @@ class GA(Strategy):
         std = out["mutation_std"]
         if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std < float("inf"):
             raise UsageError(f"--mutation-std must be a number >= 0, got {std!r}")
+        if not isinstance(out["prune"], bool):
+            raise UsageError(f"--prune must be on or off, got {out['prune']!r}")
+        if not (out["prune"] or out["mutation_std"]):
+            raise UsageError("strategy 'ga' with --prune off and --mutation-std 0 would never change a genome")
         return out
 
     def start(self):
@@ -192,7 +199,7 @@ class GA(Strategy):
             raise RuntimeError(f"told generation {feedback.generation}, expected {self.evo.generation}")
         next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
                         feedback.connections, select_fitness=feedback.select_fitness(),
-                        mutation_std=float(self.options["mutation_std"]))
+                        mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]))
 
     @property
     def champion(self):
