@@ -62,7 +62,8 @@ def _log(msg: str) -> None:
 STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
 EVOLVE_KEYS = {"env", "agent", "population", "generations", "hidden", "episodes", "seed",
                "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
-               "validate_episodes", "strategy", "strategy_options", *STRATEGY_SHORTHANDS}
+               "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
+               *STRATEGY_SHORTHANDS}
 
 
 def strategy_options(values: dict, extra: list[str] | None) -> dict:
@@ -152,6 +153,12 @@ def evolve(
         = None,
     strategy_option: Annotated[Optional[list[str]], typer.Option(
         help="Any other strategy option, KEY=VALUE (repeatable); see docs/strategies.md.")] = None,
+    obs_norm: Annotated[Optional[bool], typer.Option(
+        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics of the training "
+                                         "episodes, frozen per generation. [default: --no-obs-norm]")] = None,
+    select_episodes: Annotated[Optional[int], typer.Option(
+        help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
+             "episodes and make the best the champion; 0 keeps the strategy's champion. [default: 0]")] = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
              "the run are refused; --generations may be raised to extend a finished run.")] = None,
@@ -180,7 +187,8 @@ def evolve(
     given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
                  episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
                  crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
-                 strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std)
+                 strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std,
+                 obs_norm=obs_norm, select_episodes=select_episodes)
     values.update({k: v for k, v in given.items() if v is not None})
     opts = strategy_options(values, strategy_option)
     if opts:
@@ -271,8 +279,8 @@ def _report_stop(exc, workers: int, stop) -> None:
         ev, f = exc.failure, exc.failure.failure
         seeds = " ".join(str(int(s)) for s in ev.seeds)
         what = {"training": "individual", "validation": "validation of individual",
-                "test": "champion test episode"}[ev.phase]
-        reproduce = "" if ev.phase == "test" else (
+                "selection": "selection of candidate", "test": "champion test episode"}[ev.phase]
+        reproduce = "" if ev.phase in ("selection", "test") else (
             f"reproduce: python -m synapto replay {exc.out} --generation {ev.generation} "
             f"--individual {ev.individual}{' --validation' if ev.phase == 'validation' else ''}\n")
         sys.stderr.write(

@@ -41,10 +41,16 @@ class EvolveConfig:
     strategy: str = "ga"
     #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    #: normalise observations by running statistics of the training episodes (synapto.evolution.obs_norm)
+    obs_norm: bool = False
+    #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
+    #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
+    select_episodes: int = 0
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",
-                "crn", "validate_top", "validate_episodes", "strategy", "strategy_options")
+                "crn", "validate_top", "validate_episodes", "strategy", "strategy_options", "obs_norm",
+                "select_episodes")
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(self.hidden))
@@ -75,6 +81,10 @@ class EvolveConfig:
              f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
         need(isinstance(self.validate_episodes, int) and self.validate_episodes >= 0,
              f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}")
+        need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
+        need(isinstance(self.select_episodes, int) and not isinstance(self.select_episodes, bool)
+             and self.select_episodes >= 0,
+             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
         from synapto.evolution.strategies import strategy_class
 

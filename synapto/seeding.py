@@ -24,6 +24,7 @@ class Stream(IntEnum):
     PPO = 4  #: PPO: per-rank environment and action sampling, parameter init
     REPLAY_SAMPLE = 5  #: which evaluations `replay --sample` picks
     PPO_TEST = 6  #: PPO policy test episodes
+    SELECT = 7  #: the final selection episodes of the champion's candidates
 
 
 def check_run_seed(seed: int) -> int:
@@ -73,6 +74,11 @@ def train_seeds(run_seed: int, generation: int, population: int, episodes: int,
 def test_seeds(run_seed: int, episodes: int) -> np.ndarray:
     """Seeds of the final champion test: a stream of its own."""
     return episode_seeds(run_seed, Stream.TEST, (), episodes)
+
+
+def selection_seeds(run_seed: int, episodes: int) -> np.ndarray:
+    """Seeds of the final selection among the champion's candidates: a stream of its own."""
+    return episode_seeds(run_seed, Stream.SELECT, (), episodes)
 
 
 def validation_seeds(run_seed: int, generation: int, episodes: int) -> np.ndarray:

@@ -16,11 +16,16 @@ import numpy as np
 
 @dataclass(frozen=True)
 class EvalTask:
-    """Evaluate ``genome`` on one episode per seed (``kind`` says which stream)."""
+    """Evaluate ``genome`` on one episode per seed."""
 
     genome: np.ndarray
     seeds: np.ndarray
     want_stats: bool = True
+    #: observation normalisation ``(mean, std)`` the policy sees ``clip((obs - mean) / std)``
+    #: through (None: raw observations); see :mod:`synapto.evolution.obs_norm`
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None
+    #: return the observations' count, sum and sum of squares (training episodes)
+    count_obs: bool = False
 
 
 @dataclass
@@ -32,10 +37,14 @@ class EvalResult:
     nonfinite: bool  #: a non-finite action or return occurred
     env_seconds: float  #: time inside env.reset/env.step
     agent_seconds: float  #: time inside the policy (forward passes, traces)
+    obs_count: int = 0  #: observations counted (``count_obs``)
+    obs_sum: np.ndarray | None = None  #: their sum (float64), per component
+    obs_sumsq: np.ndarray | None = None  #: their sum of squares
 
 
-def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = True) -> EvalResult:
-    """Run ``genome`` for one episode per seed; pure function of (genome, seeds).
+def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = True,
+             obs_norm: tuple[np.ndarray, np.ndarray] | None = None, count_obs: bool = False) -> EvalResult:
+    """Run ``genome`` for one episode per seed; pure function of (genome, seeds, obs_norm).
 
     ``env_factory()`` makes a fresh environment for every episode: Box2D worlds
     (BipedalWalker, LunarLander) keep internal state across ``reset`` -- the same
@@ -44,13 +53,23 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
 
     Time split: ``env_seconds`` covers making, resetting, stepping and closing the
     env; ``agent_seconds`` the policy (construction, forward passes, the action
-    check, trace updates and statistics) and the loop's own bookkeeping.  Two clock
-    reads per step (about 0.1 % of a BipedalWalker step).
+    check, trace updates and statistics, observation normalisation) and the loop's
+    own bookkeeping.  Two clock reads per step (about 0.1 % of a BipedalWalker step).
+
+    ``obs_norm``: the policy acts on normalised observations; ``count_obs``: the raw
+    observations the policy saw (every reset and step observation before the last
+    action) are counted, summed and squared per component in float64, so that the
+    coordinator can merge them (:mod:`synapto.evolution.obs_norm`).
     """
     clock = time.perf_counter
     t0 = clock()
     policy = agent.policy(genome)
     act = policy.act
+    record = None
+    if obs_norm is not None or count_obs:
+        from synapto.evolution.obs_norm import NormalisedActor
+
+        act = record = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
     check = not agent.space.discrete
     isfinite = math.isfinite
     zeros = np.zeros(agent.space.act_dim)
@@ -68,6 +87,8 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         t_loop = t2 = clock()
         t_env += t_loop - t0
         policy.reset()
+        if record is not None:
+            record.start()
         total, count = 0.0, 0
         t_step = 0.0  # this episode's time in env.step; the rest of the loop is the agent's
         while True:
@@ -97,6 +118,8 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         t_env += clock() - t0
         t0 = clock()
         policy.end_episode()
+        if record is not None:
+            record.end()
         t_agent += clock() - t0
         returns[e], steps[e] = (np.nan if nonfinite else total), count
         if nonfinite or not math.isfinite(total):
@@ -109,6 +132,9 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     t0 = clock()
     stats = policy.trace_stats() if want_stats else None
     t_agent += clock() - t0
+    if count_obs:
+        return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent,
+                          record.count, record.sum, record.sumsq)
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
 
 
@@ -140,4 +166,5 @@ class Evaluator:
         env.close()
 
     def __call__(self, task: EvalTask) -> EvalResult:
-        return evaluate(self.agent, self.make_env, task.genome, task.seeds, task.want_stats)
+        return evaluate(self.agent, self.make_env, task.genome, task.seeds, task.want_stats,
+                        task.obs_norm, task.count_obs)

@@ -105,31 +105,37 @@ class Generation:
 
 
 def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
-             agent) -> Validation:
+             agent, norm=None) -> Validation:
     """The strategy's candidates (by default the top ``K`` by training fitness), all on the
-    same ``validate_episodes`` episodes of the VALIDATE stream of generation ``g``."""
+    same ``validate_episodes`` episodes of the VALIDATE stream of generation ``g`` (with
+    the generation's observation normalisation ``norm``)."""
     K, V = cfg.validation_count, cfg.validate_episodes
     seeds = seeding.validation_seeds(cfg.seed, g, V)
     if K == 0:
         cand = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
         return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
     cand = strategy.candidates(fitness, K)
-    results = evals.map([EvalTask(x, seeds, want_stats=False) for x in cand.genomes], g, cand.individual,
-                        "validation")
+    results = evals.map([EvalTask(x, seeds, want_stats=False, obs_norm=norm) for x in cand.genomes], g,
+                        cand.individual, "validation")
     for i in results.failures:
         results[i] = failed_result(agent.n_params, V)
     return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
                       np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds)
 
 
-def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent) -> Generation:
-    """Ask, evaluate on training episodes, validate, tell: generation ``g``."""
+def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent,
+                   norm=None) -> Generation:
+    """Ask, evaluate on training episodes, validate, tell: generation ``g``.  ``norm``: the
+    frozen observation normalisation ``(mean, std)`` of this generation (``--obs-norm``),
+    whose training episodes then also count observations."""
     P, E = cfg.population, cfg.episodes
     t0 = time.perf_counter()
     seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
     genomes = strategy.ask()
     faults.point("generation", g)
-    results = evals.map([EvalTask(genomes[i], seeds[i]) for i in range(P)], g, np.arange(P), "training")
+    count = norm is not None
+    results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count) for i in range(P)], g,
+                        np.arange(P), "training")
     t_eval = time.perf_counter() - t0
     failed = np.zeros(P, dtype=bool)
     warnings = []
@@ -146,7 +152,7 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
                  for i in np.flatnonzero(nonfinite)]
 
     t_val = time.perf_counter()
-    validation = validate(cfg, g, strategy, fitness, evals, agent)
+    validation = validate(cfg, g, strategy, fitness, evals, agent, norm)
     t_val = time.perf_counter() - t_val
 
     t1 = time.perf_counter()

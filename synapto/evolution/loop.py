@@ -10,8 +10,11 @@ the loop knows those three and nothing of a strategy's internals.  One generatio
 2. its candidates are re-evaluated on fresh validation episodes, and the strategy is told;
 3. the generation is appended to the run file and flushed, then checkpointed.
 
-After the last generation the strategy's champion is tested on ``test_episodes``
-episodes from the test seed stream.
+After the last generation the strategy's final candidates are re-evaluated on
+``select_episodes`` fresh episodes of the selection stream, the best becomes the
+champion, and it is tested on ``test_episodes`` episodes of the test stream
+(:mod:`synapto.evolution.champion`).  With ``obs_norm`` the coordinator keeps the
+observation statistics (:mod:`synapto.evolution.obs_norm`).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ import numpy as np
 from synapto import seeding
 from synapto.agents import build_agent
 from synapto.config import EvolveConfig
-from synapto.evolution.evaluate import EvalTask, EvolveSpec
+from synapto.evolution import champion as final
+from synapto.evolution.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, rows,
                                           run_generation, statistics)
+from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
@@ -119,12 +124,18 @@ class EvolutionRun:
         self.cfg, self.out, self.log = cfg, out, log
         self.agent = build_agent(cfg)
         self.cfg_json = cfg.to_json()
+        self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
+        self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         checkpoint = read_checkpoint(out) if resume else None
         if checkpoint is not None:
             self.strategy = restore_strategy(cfg, checkpoint, self.agent)
+            if self.obs is not None:
+                self.obs.restore(checkpoint.arrays)
             self.generation, self.env_steps, self.validation_steps = (
                 int(checkpoint.scalars[k]) for k in self.LOOP_SCALARS)
             self.writer = rebuild_prefix(out, self.generation, cfg, self.agent.n_params, self.agent.name)
+            if self.obs is not None:
+                self.norms = self.writer.obs_norms(self.generation)
             log(f"resuming {out} at generation {self.generation} of {cfg.generations}")
             self.saved = self.generation
         else:
@@ -139,12 +150,27 @@ class EvolutionRun:
         """Checkpoint the state the next generation reads (once per generation)."""
         if self.saved != self.generation:
             arrays, scalars = self.strategy.state()
+            if self.obs is not None:
+                arrays = {**arrays, **self.obs.state()}
             loop = dict(zip(self.LOOP_SCALARS, (self.generation, self.env_steps, self.validation_steps)))
             write_checkpoint(self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json)
             self.saved = self.generation
 
-    def record(self, gen: Generation, checkpoint_every: int, t_start: float) -> dict[str, float]:
+    def norm(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The observation normalisation of the next generation (frozen from the totals so far)."""
+        return None if self.obs is None else self.obs.frozen()
+
+    def norm_of(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The normalisation generation ``generation`` ran with."""
+        return None if self.obs is None else self.norms[generation]
+
+    def record(self, gen: Generation, checkpoint_every: int, t_start: float, norm) -> dict[str, float]:
         """Count, append generation ``gen`` to the run file, checkpoint on schedule."""
+        data = rows(gen)
+        if self.obs is not None:
+            self.norms.append(norm)
+            data["obs_norm/mean"], data["obs_norm/std"] = norm
+            self.obs.add(gen.results)
         self.env_steps += int(gen.steps.sum())
         self.validation_steps += int(gen.validation.steps.sum())
         self.generation = gen.index + 1
@@ -154,29 +180,33 @@ class EvolutionRun:
         timing = {"wall": t - t_start, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
                   "worker_env": float(sum(r.env_seconds for r in gen.results)),
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
-        self.writer.append(gen.index, rows(gen), stats, {**timing, "write": time.perf_counter() - t})
+        self.writer.append(gen.index, data, stats, {**timing, "write": time.perf_counter() - t})
         if self.generation % checkpoint_every == 0 or self.generation == self.cfg.generations:
             self.save()
         return stats
 
-    def test_champion(self, evals: Evaluations) -> tuple[float | None, float | None]:
-        """Test the champion on the test stream and write it: ``(mean, std)`` or Nones."""
-        cfg, champion = self.cfg, self.strategy.champion
-        seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
-        test_mean = test_std = None
-        test_returns, test_steps = np.zeros(0), np.zeros(0, dtype=np.int64)
+    def finish(self, evals: Evaluations) -> final.Test:
+        """Choose the champion (on the selection episodes if any), test it, write both."""
+        cfg = self.cfg
+        champion, selection = self.strategy.champion, None
+        if cfg.select_episodes:
+            candidates = self.strategy.final_candidates()
+            self.log(f"selecting the champion among {len(candidates)} candidate(s) on {cfg.select_episodes} "
+                     f"fresh episodes each")
+            selection = final.select(cfg, candidates, evals, self.generation, self.norm_of)
+            champion = candidates[selection.chosen]
+            self.writer.write_selection(selection)
         if cfg.test_episodes:
             self.log(f"testing the champion (generation {champion.generation}, fitness "
                      f"{champion.fitness:.2f}) on {cfg.test_episodes} test episodes")
-            tasks = [EvalTask(champion.genome, seeds[e:e + 1], want_stats=False) for e in range(cfg.test_episodes)]
-            results = evals.map(tasks, self.generation, np.arange(len(tasks)), "test", skip=False)
-            test_returns = np.concatenate([r.returns for r in results])
-            test_steps = np.concatenate([r.steps for r in results])
-            test_mean, test_std = float(np.mean(test_returns)), float(np.std(test_returns))
-            self.log(f"champion test: {test_mean:.2f} +/- {test_std:.2f} over {cfg.test_episodes} episodes")
-        self.writer.write_champion(champion.genome, champion.fitness, champion.generation, seeds,
-                                   test_returns, test_steps)
-        return test_mean, test_std
+        test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
+        if test.returns.size:
+            self.log(f"champion test: {test.mean:.2f} +/- {test.std:.2f} over {cfg.test_episodes} episodes")
+        if selection is not None:
+            self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
+        self.writer.write_champion(champion.genome, champion.fitness, champion.generation, test.seeds,
+                                   test.returns, test.steps, norm=self.norm_of(champion.generation))
+        return test
 
     def close(self) -> None:
         self.writer.close()
@@ -206,7 +236,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     run = EvolutionRun(cfg, out, resume, log)
-    farm = batching_farm(farm, spec_of(cfg), run.agent, options.batch)
+    farm = batching_farm(farm, spec_of(cfg), run.agent, "off" if cfg.obs_norm else options.batch)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, Progress())
     log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
         f"{cfg.generations} generations, {cfg.episodes} episodes, seed {cfg.seed}, "
@@ -214,12 +244,13 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     try:
         while run.generation < cfg.generations:
             t0 = time.perf_counter()
-            gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent)
+            norm = run.norm()
+            gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
             for line in gen.warnings:
                 log(line)
-            stats = run.record(gen, options.checkpoint_every, t0)
+            stats = run.record(gen, options.checkpoint_every, t0, norm)
             log(progress_line(cfg, run, gen, stats, time.perf_counter() - t_start))
-        test_mean, test_std = run.test_champion(evals)
+        test = run.finish(evals)
     except FarmInterrupted:
         run.save()
         raise RunStopped(f"stopped at generation {run.generation}", out, run.generation) from None
@@ -231,8 +262,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     log(f"done in {_fmt_time(wall)}: {run.env_steps:,} env steps -> {out} "
         f"(coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
-    champion = run.strategy.champion
-    return RunSummary(out, run.generation, run.env_steps, champion.fitness, test_mean, test_std, wall)
+    return RunSummary(out, run.generation, run.env_steps, run.strategy.champion.fitness, test.mean, test.std, wall)
 
 
 def run_status(out: Path) -> tuple[int, bool]:

@@ -138,10 +138,10 @@ class Strategy(ABC):
     def champion(self) -> Champion:
         """The best agent so far (chosen on validation fitness when there is validation)."""
 
-    def final_candidates(self) -> np.ndarray:
-        """Genomes (C, n) worth a final re-evaluation on fresh episodes, best first; by
-        default the champion alone."""
-        return self.champion.genome[None]
+    def final_candidates(self) -> list[Champion]:
+        """Genomes worth a final re-evaluation on fresh episodes (with the fitness and
+        generation they were judged by), best first; by default the champion alone."""
+        return [self.champion]
 
     def record(self) -> dict[str, float]:
         """Per-generation scalars for ``/stats`` (after :meth:`tell`): at least ``prune_rate``."""

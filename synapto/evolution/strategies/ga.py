@@ -50,13 +50,15 @@ class EvolutionState:
     best_generation: int  #: -1 before the first generation
     rate: float  #: pruning rate of the next variation
     rng: np.random.Generator  #: the coordinator's evolution Generator
+    hof_generation: np.ndarray | None = None  #: (k,) generation of each hall-of-fame member (-1: empty)
 
     @classmethod
     def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
         genomes = np.stack([agent.init_genome(rng) for _ in range(population)])
         n = agent.n_params
         return cls(0, genomes, np.zeros((elite, n)), np.zeros((elite, n)), np.full(elite, -np.inf),
-                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng)
+                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
+                   np.full(elite, -1, np.int64))
 
 
 def rank_weights(n: int) -> np.ndarray:
@@ -65,14 +67,20 @@ def rank_weights(n: int) -> np.ndarray:
     return w / w.sum()
 
 
-def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k):
-    """The ``k`` best of (hall of fame, this generation's top ``k``); new ones first on ties."""
+def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k,
+                       hof_generation=None, generation=None):
+    """The ``k`` best of (hall of fame, this generation's top ``k``); new ones first on ties.
+    With ``hof_generation`` (and this ``generation``) the members' generations come along
+    as a fourth result."""
     top = order[:k]
     cand_f = np.concatenate([fitness[top], hof_fitness])
     cand_g = np.concatenate([genomes[top], hof_genomes])
     cand_s = np.concatenate([stats[top], hof_stats])
     pick = rank_order(cand_f)[:k]
-    return cand_f[pick], cand_g[pick], cand_s[pick]
+    if hof_generation is None:
+        return cand_f[pick], cand_g[pick], cand_s[pick]
+    cand_n = np.concatenate([np.full(len(top), generation, np.int64), hof_generation])
+    return cand_f[pick], cand_g[pick], cand_s[pick], cand_n[pick]
 
 
 def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
@@ -128,9 +136,11 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
         state.best_genome = genomes[best].copy()
         state.best_stats = stats[best].copy()
         state.best_generation = state.generation
-    state.hof_fitness, state.hof_genomes, state.hof_stats = merge_hall_of_fame(
+    if state.hof_generation is None:
+        state.hof_generation = np.full(len(state.hof_fitness), -1, np.int64)
+    state.hof_fitness, state.hof_genomes, state.hof_stats, state.hof_generation = merge_hall_of_fame(
         state.hof_fitness, state.hof_genomes, state.hof_stats, np.asarray(select_fitness, np.float64),
-        genomes, stats, order, k)
+        genomes, stats, order, k, state.hof_generation, state.generation)
 
     pool_g = np.concatenate([state.hof_genomes, state.best_genome[None], genomes[order[:k]]])
     pool_s = np.concatenate([state.hof_stats, state.best_stats[None], stats[order[:k]]])
@@ -169,7 +179,7 @@ class GA(Strategy):
         "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
     }
     #: checkpoint names of the state (kept from the first run-file format)
-    ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "best_genome", "best_stats")
+    ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "hof_generation", "best_genome", "best_stats")
 
     def __init__(self, agent, population, options, rng):
         super().__init__(agent, population, options, rng)
@@ -207,9 +217,14 @@ class GA(Strategy):
         return Champion(s.best_genome, float(s.best_fitness), int(s.best_generation))
 
     def final_candidates(self):
-        """The best-ever agent, then the hall of fame (places never filled left out)."""
+        """The best-ever agent, then the hall of fame (places never filled, and members
+        equal to an earlier candidate, left out)."""
         s = self.evo
-        return np.concatenate([s.best_genome[None], s.hof_genomes[np.isfinite(s.hof_fitness)]])
+        out = [self.champion]
+        for f, g, n in zip(s.hof_fitness, s.hof_genomes, s.hof_generation):
+            if np.isfinite(f) and not any(np.array_equal(g, c.genome) for c in out):
+                out.append(Champion(g, float(f), int(n)))
+        return out
 
     def record(self):
         return {"prune_rate": float(self.evo.rate)}
@@ -222,6 +237,9 @@ class GA(Strategy):
 
     def restore(self, arrays, scalars):
         """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter)."""
+        arrays = dict(arrays)
+        if "hof_generation" not in arrays:  # a checkpoint from before generations were kept
+            arrays["hof_generation"] = np.full(len(arrays["hof_fitness"]), -1, np.int64)
         self.evo = EvolutionState(
             generation=int(scalars["generation"]), rate=float(scalars["rate"]),
             best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),

@@ -1,0 +1,86 @@
+"""The honest final champion: choose among the strategy's final candidates on fresh
+episodes of a selection stream of their own, then test the chosen one on the test stream.
+
+A champion chosen on the same episodes that picked it overstates itself (it is the
+luckiest of many); the selection episodes (``--select-episodes``, stream SELECT) are
+fresh for every candidate and shared between them (common random numbers), and the
+test episodes (``--test-episodes``, stream TEST) are fresh again, so the test figure is
+an unbiased estimate of the chosen champion's return.  Each candidate runs with the
+observation normalisation of the generation it was judged in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from synapto import seeding
+from synapto.config import EvolveConfig
+from synapto.evolution.evaluate import EvalTask
+from synapto.evolution.generation import Evaluations
+from synapto.evolution.strategies.base import Champion, rank_order
+
+
+@dataclass
+class Selection:
+    """The final candidates re-evaluated on the selection episodes."""
+
+    candidates: list[Champion]
+    seeds: np.ndarray  #: (S,) shared by the candidates
+    fitness: np.ndarray  #: (C,) mean selection return minus the agent's penalty
+    returns: np.ndarray  #: (C, S)
+    steps: np.ndarray  #: (C,) env steps of each candidate's selection episodes
+    chosen: int  #: index of the champion (best selection fitness, ties to the earlier candidate)
+
+
+@dataclass
+class Test:
+    seeds: np.ndarray
+    returns: np.ndarray
+    steps: np.ndarray
+
+    @property
+    def mean(self) -> float | None:
+        return float(np.mean(self.returns)) if self.returns.size else None
+
+    @property
+    def std(self) -> float | None:
+        return float(np.std(self.returns)) if self.returns.size else None
+
+
+def select(cfg: EvolveConfig, candidates: list[Champion], evals: Evaluations, generation: int,
+           norm_of: Callable[[int], tuple | None]) -> Selection:
+    """Evaluate every candidate on the same ``select_episodes`` episodes; the best wins."""
+    seeds = seeding.selection_seeds(cfg.seed, cfg.select_episodes)
+    tasks = [EvalTask(c.genome, seeds, want_stats=False, obs_norm=norm_of(c.generation)) for c in candidates]
+    results = evals.map(tasks, generation, np.arange(len(tasks)), "selection", skip=False)
+    fitness = np.array([r.fitness for r in results])
+    return Selection(candidates, seeds, fitness, np.stack([r.returns for r in results]),
+                     np.array([int(r.steps.sum()) for r in results], dtype=np.int64),
+                     int(rank_order(fitness)[0]))
+
+
+def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: int,
+         norm: tuple | None) -> Test:
+    """The champion on ``test_episodes`` episodes of the test stream, one task each."""
+    seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
+    if not cfg.test_episodes:
+        return Test(seeds, np.zeros(0), np.zeros(0, dtype=np.int64))
+    tasks = [EvalTask(champion.genome, seeds[e:e + 1], want_stats=False, obs_norm=norm)
+             for e in range(cfg.test_episodes)]
+    results = evals.map(tasks, generation, np.arange(len(tasks)), "test", skip=False)
+    return Test(seeds, np.concatenate([r.returns for r in results]), np.concatenate([r.steps for r in results]))
+
+
+def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:
+    """Validation (or training), selection and test figures side by side."""
+    parts = [f"champion (generation {champion.generation}): "
+             f"{'validation' if validated else 'training'} {champion.fitness:.2f}"]
+    if selection is not None:
+        parts.append(f"selection {selection.fitness[selection.chosen]:.2f} "
+                     f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})")
+    if t.returns.size:
+        parts.append(f"test {t.mean:.2f} +/- {t.std:.2f} ({t.returns.size} episodes)")
+    return ", ".join(parts)
