@@ -52,6 +52,8 @@ class SpaceInfo:
     low: np.ndarray | None  #: Box action bounds, None for Discrete
     high: np.ndarray | None
     max_episode_steps: int | None
+    #: the observation's shape (policies see it flattened to ``obs_dim`` values)
+    obs_shape: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, env) -> "SpaceInfo":
@@ -60,11 +62,12 @@ class SpaceInfo:
         if not isinstance(obs, gym.spaces.Box):
             raise UsageError(f"observation space must be a Box, got {obs}")
         limit = env.spec.max_episode_steps if env.spec is not None else None
+        shape = tuple(int(d) for d in obs.shape)
         if isinstance(act, gym.spaces.Discrete):
-            return cls(int(np.prod(obs.shape)), int(act.n), True, None, None, limit)
+            return cls(int(np.prod(obs.shape)), int(act.n), True, None, None, limit, shape)
         if isinstance(act, gym.spaces.Box):
             return cls(int(np.prod(obs.shape)), int(np.prod(act.shape)), False,
-                       act.low.astype(np.float64).ravel(), act.high.astype(np.float64).ravel(), limit)
+                       act.low.astype(np.float64).ravel(), act.high.astype(np.float64).ravel(), limit, shape)
         raise UsageError(f"action space must be Box or Discrete, got {act}")
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from synapto import seeding
 from synapto.config import EvolveConfig
 from synapto.evolution.evaluate import EvalTask
-from synapto.evolution.generation import Evaluations
+from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order
 
 
@@ -77,10 +77,10 @@ def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: 
 def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:
     """Validation (or training), selection and test figures side by side."""
     parts = [f"champion (generation {champion.generation}): "
-             f"{'validation' if validated else 'training'} {champion.fitness:.2f}"]
+             f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"]
     if selection is not None:
-        parts.append(f"selection {selection.fitness[selection.chosen]:.2f} "
+        parts.append(f"selection {num(selection.fitness[selection.chosen], 0)} "
                      f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})")
     if t.returns.size:
-        parts.append(f"test {t.mean:.2f} +/- {t.std:.2f} ({t.returns.size} episodes)")
+        parts.append(f"test {num(t.mean, 0)} +/- {num(t.std, 0)} ({t.returns.size} episodes)")
     return ", ".join(parts)

@@ -59,18 +59,27 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     ``obs_norm``: the policy acts on normalised observations; ``count_obs``: the raw
     observations the policy saw (every reset and step observation before the last
     action) are counted, summed and squared per component in float64, so that the
-    coordinator can merge them (:mod:`synapto.evolution.obs_norm`).
+    coordinator can merge them (:mod:`synapto.evolution.obs_norm`).  Observations of
+    more than one dimension (images) reach the policy flattened.
+
+    Non-finite results: an action that is not finite (a Box action with an inf or NaN
+    component, a Discrete action that is not a finite number), a non-finite return, or
+    a non-finite fitness (returns that overflow their mean, a NaN penalty) end the
+    evaluation with fitness -inf and ``nonfinite`` set, whatever the action space.
     """
     clock = time.perf_counter
     t0 = clock()
     policy = agent.policy(genome)
     act = policy.act
+    if len(agent.space.obs_shape) > 1:  # an image, say: the policy sees it flattened
+        act = _flattening(act)
     record = None
     if obs_norm is not None or count_obs:
         from synapto.evolution.obs_norm import NormalisedActor
 
         act = record = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
-    check = not agent.space.discrete
+    discrete = agent.space.discrete
+    check = not discrete
     isfinite = math.isfinite
     zeros = np.zeros(agent.space.act_dim)
     n = len(seeds)
@@ -103,6 +112,10 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
                     nonfinite = True
                     t2 = clock()
                     break
+            elif action.__class__ is not int and not _finite_choice(action):
+                nonfinite = True
+                t2 = clock()
+                break
             t1 = clock()
             obs, reward, terminated, truncated, _ = step(action)
             t2 = clock()
@@ -125,10 +138,11 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         if nonfinite or not math.isfinite(total):
             nonfinite = True
             break
-    if nonfinite:
-        fitness = -math.inf
-    else:
+    fitness = -math.inf
+    if not nonfinite:
         fitness = float(np.mean(returns)) - agent.penalty(genome)
+        if not math.isfinite(fitness):  # finite returns can overflow their mean; a penalty can be NaN
+            nonfinite, fitness = True, -math.inf
     t0 = clock()
     stats = policy.trace_stats() if want_stats else None
     t_agent += clock() - t0
@@ -136,6 +150,21 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent,
                           record.count, record.sum, record.sumsq)
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
+
+
+def _flattening(act):
+    def flat(obs):
+        return act(np.ravel(obs))
+
+    return flat
+
+
+def _finite_choice(action) -> bool:
+    """A Discrete action that is not a Python int: acceptable if it is a finite number."""
+    try:
+        return math.isfinite(float(action))
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)

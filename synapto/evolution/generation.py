@@ -67,6 +67,12 @@ class Evaluations:
                 self.progress.clear()
 
 
+def num(x: float, width: int = 9) -> str:
+    """``x`` in about ``width`` characters (log lines stay short): fixed point, or exponent
+    notation from a million on."""
+    return f"{x:{width}.2f}" if abs(x) < 1e6 or not np.isfinite(x) else f"{x:{width}.3g}"
+
+
 def failed_result(n_params: int, episodes: int) -> EvalResult:
     """What an evaluation that raised counts as (``--on-error skip``)."""
     return EvalResult(-np.inf, np.full(episodes, np.nan), np.zeros(episodes, dtype=np.int64),
@@ -148,8 +154,11 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     nonfinite = np.array([r.nonfinite for r in results])
     stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params) for r in results])
     connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
-    warnings += [f"warning: generation {g} individual {i}: non-finite action or return; fitness set to -inf"
-                 for i in np.flatnonzero(nonfinite)]
+    bad = np.flatnonzero(nonfinite)
+    if bad.size:  # one line per generation, however many
+        some = ", ".join(str(i) for i in bad[:8]) + (", ..." if bad.size > 8 else "")
+        warnings.append(f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
+                        f"or fitness ({some}); fitness set to -inf")
 
     t_val = time.perf_counter()
     validation = validate(cfg, g, strategy, fitness, evals, agent, norm)

@@ -32,8 +32,8 @@ from synapto.agents import build_agent
 from synapto.config import EvolveConfig
 from synapto.evolution import champion as final
 from synapto.evolution.evaluate import EvolveSpec
-from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, rows,
-                                          run_generation, statistics)
+from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
+                                          rows, run_generation, statistics)
 from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
@@ -198,10 +198,10 @@ class EvolutionRun:
             self.writer.write_selection(selection)
         if cfg.test_episodes:
             self.log(f"testing the champion (generation {champion.generation}, fitness "
-                     f"{champion.fitness:.2f}) on {cfg.test_episodes} test episodes")
+                     f"{num(champion.fitness, 0)}) on {cfg.test_episodes} test episodes")
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
         if test.returns.size:
-            self.log(f"champion test: {test.mean:.2f} +/- {test.std:.2f} over {cfg.test_episodes} episodes")
+            self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
             self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
         self.writer.write_champion(champion.genome, champion.fitness, champion.generation, test.seeds,
@@ -213,10 +213,10 @@ class EvolutionRun:
 
 
 def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float) -> str:
-    val = f"val {stats['validation_best']:9.2f}  " if gen.validation.fitness.size else ""
+    val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
     t_eval = gen.timing["eval_wall"]
-    return (f"gen {gen.index + 1:>4}/{cfg.generations}  best {stats['best_fitness']:9.2f}  {val}"
-            f"mean {stats['pop_mean']:9.2f}  conn {stats['connections_mean']:8.1f}  "
+    return (f"gen {gen.index + 1:>4}/{cfg.generations}  best {num(stats['best_fitness'])}  {val}"
+            f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
             f"steps {run.env_steps:>10,}  {int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
             f"elapsed {_fmt_time(elapsed)}")
 
