@@ -7,7 +7,7 @@ The package layout mirrors the architecture:
 - :mod:`synapto.config`      frozen run configurations
 - :mod:`synapto.parallel`    MPI launch and the task farm (shared with PPO)
 - :mod:`synapto.evolution`   the generation loop, selection, evaluation
-- :mod:`synapto.runfile`     the HDF5 run file: the only module writing it
+- :mod:`synapto.store`       HDF5 run files and checkpoints: the only package writing or reading them
 - :mod:`synapto.replay`      re-running stored evaluations
 - :mod:`synapto.cli`         the command line
 """

@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_same_run
 from synapto.errors import UsageError
 from synapto.ppo.config import PPOConfig
-from synapto.ppo.record import PPORun
+from synapto.store import PPORun
 from synapto.ppo.train import train, update_threads
 
 CFG = PPOConfig(env="Pendulum-v1", hid=(8, 8), steps_per_epoch=400, epochs=2, train_pi_iters=6,

@@ -59,6 +59,7 @@ import typer
 from synapto.bench.common import (amdahl, cpu_count, fit_amdahl, fmt_mean_std, load_average, md_table, mean_std,
                                    shares, speedups)
 from synapto.errors import UsageError
+from synapto.store import differences
 
 #: options taking several values (synapto's main() expands them)
 MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")
@@ -189,18 +190,15 @@ def loop_times(lines) -> tuple[float | None, list[float]]:
 # --------------------------------------------------------------------------- reading runs
 def read_run(path: Path) -> dict:
     """What the benchmark needs from a finished run file."""
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(path, kind="evolve") as f:
-        cfg = json.loads(f.attrs["config"])
-        G = int(f["completed"][0])
-        timing = {k: np.asarray(f["timing"][k][:G], dtype=float) for k in f["timing"]}
-        steps = np.asarray(f["steps"][:G], dtype=np.int64)
-        out = {"config": cfg, "generations": G, "timing": timing, "steps": steps,
-               "episodes_per_individual": int(f["returns"].shape[2])}
-        if "validation" in f and "steps" in f["validation"]:
-            out["validation_steps"] = np.asarray(f["validation/steps"][:G], dtype=np.int64)
-            out["validation_episodes"] = int(f["validation/returns"].shape[-1])
+    with RunData(path, kind="evolve") as run:
+        timing = {k: np.asarray(v, dtype=float) for k, v in run.timing_columns().items()}
+        out = {"config": run.config, "generations": run.completed, "timing": timing,
+               "steps": np.asarray(run.steps(), dtype=np.int64), "episodes_per_individual": run.episodes}
+        if run.has_validation:
+            out["validation_steps"] = np.asarray(run.validation_steps(), dtype=np.int64)
+            out["validation_episodes"] = run.validation_episodes
     return out
 
 
@@ -256,25 +254,6 @@ def productive_share(parts: dict, timing: dict, n_workers: int) -> float:
     return inside / total if total else math.nan
 
 
-def same_results(a: Path, b: Path) -> list[str]:
-    """Datasets (outside /timing) that differ between two run files; [] if bit-identical."""
-    import h5py
-
-    def load(p):
-        out = {}
-        with h5py.File(p, "r", locking=False) as f:
-            def visit(name, obj):
-                if isinstance(obj, h5py.Dataset) and name.split("/")[0] != "timing":
-                    out[name] = obj[()]
-            f.visititems(visit)
-        return out
-
-    da, db = load(a), load(b)
-    names = sorted(set(da) | set(db))
-    return [k for k in names if k not in da or k not in db or da[k].dtype != db[k].dtype
-            or da[k].shape != db[k].shape or da[k].tobytes() != db[k].tobytes()]
-
-
 # --------------------------------------------------------------------------- raw-env ceiling
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
@@ -283,14 +262,13 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
     from synapto.agents import build_agent
     from synapto.config import EvolveConfig
     from synapto.envs import make_env
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(run_path, kind="evolve") as f:
-        cfg = json.loads(f.attrs["config"])
-        agent = build_agent(EvolveConfig.from_json(f.attrs["config"]))
-        G = int(f["completed"][0])
-        steps = np.asarray(f["steps"][:G])
-        nonfinite = np.asarray(f["nonfinite"][:G])
+    with RunData(run_path, kind="evolve") as run:
+        cfg = run.config
+        agent = build_agent(EvolveConfig.from_json(run.config_json))
+        steps = np.asarray(run.steps())
+        nonfinite = np.asarray(run.nonfinite())
         order = np.random.default_rng(seed).permutation(steps.size)
         picks, total = [], 0
         for flat in order:
@@ -301,8 +279,8 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
             total += int(steps[g, i])
             if total >= budget:
                 break
-        items = [(g, i, np.asarray(f["population"][g, i]), np.asarray(f["seeds"][g, i]),
-                  np.asarray(f["returns"][g, i])) for g, i in picks]
+        items = [(g, i, np.asarray(run.population(g, i)), np.asarray(run.seeds(g, i)),
+                  np.asarray(run.returns(g, i))) for g, i in picks]
     evaluations, mismatches = [], 0
     for g, i, genome, seeds, returns in items:
         policy = agent.policy(genome)
@@ -576,7 +554,7 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
                             pickle.dump(sample, fh)
                         log(f"  raw sample: {len(sample['evaluations'])} evaluations, {sample['steps']:,} steps")
                 else:
-                    diff = same_results(first, out)
+                    diff = differences(first, out)
                     result["identical"][f"s{seed} w{n} {sched}"] = not diff
                     if diff:
                         log(f"  warning: results differ from {first.name}: {', '.join(diff[:5])}")

@@ -1,7 +1,7 @@
 """The generation loop on the coordinator: ask -> farm.map(evaluate) -> tell -> record.
 
 A run is a strategy (:mod:`synapto.evolution.strategies`), a farm
-(:mod:`synapto.parallel.farm`) and a run file with its checkpoint (:mod:`synapto.runfile`);
+(:mod:`synapto.parallel.farm`) and a run file with its checkpoint (:mod:`synapto.store`);
 the loop knows those three and nothing of a strategy's internals.  One generation ``g``
 (:func:`synapto.evolution.generation.run_generation`):
 
@@ -33,7 +33,7 @@ from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, E
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
-from synapto.runfile import Checkpoint, EvolveRunWriter, read_checkpoint, rebuild_prefix, write_checkpoint
+from synapto.store import Checkpoint, EvolveRunWriter, read_checkpoint, rebuild_prefix, write_checkpoint
 
 
 @dataclass
@@ -237,7 +237,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
 
 def run_status(out: Path) -> tuple[int, bool]:
     """``(generations completed, finished)`` of an existing run file."""
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(out, kind="evolve") as f:
-        return int(f["completed"][0]), bool(f["champion/tested"][0])
+    with RunData(out, kind="evolve") as run:
+        return run.completed, run.tested

@@ -417,7 +417,8 @@ def _broadcast_error(comm, message: str | None) -> None:
 def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
           log: Callable[[str], None] = print) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs."""
-    from synapto.ppo.record import PPORun, PPORunWriter, ProgressWriter, log_dir, prepare_resume
+    from synapto.ppo.progress import ProgressWriter, log_dir
+    from synapto.store import PPORun, PPORunWriter, prepare_resume
 
     t_start = time.time()
     limit_blas_threads(1)
@@ -480,7 +481,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 writer.append(k, stats, timing, trainer.checkpoint())
                 progress.write({**stats, "Time": timing["Time"]})
                 timing["write"] = clock() - t
-                writer.f["timing/write"][k] = timing["write"]
+                writer.set_timing(k, "write", timing["write"])
                 log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
@@ -509,10 +510,10 @@ def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | N
     import dataclasses
 
     from synapto.errors import RunFileError
-    from synapto.ppo.record import PPORun
+    from synapto.store import PPORun
 
     with PPORun(path) as run:
-        cfg = run.config
+        cfg = run.parse_config(PPOConfig.from_json)
         pi_params, _, label = run.params(which)
         dims = (run.obs_dim, run.act_dim, run.discrete)
     if max_ep_len is not None:
