@@ -196,7 +196,7 @@ def ppo_eval(
         "--max-ep-len", "--max_ep_len", help="Episode cap. [default: the run's]")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
-    from synapto.ppo.train import evaluate_run
+    from synapto.ppo.evaluate import evaluate_run
 
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
