@@ -41,22 +41,22 @@ class RunData:
 
     def __init__(self, path: str | Path, kind: str | None = None):
         self.path = Path(path)
-        self.f = open_run(self.path, kind=kind)
+        self._f = open_run(self.path, kind=kind)
         try:
-            kind_attr = self.f.attrs.get("kind")
+            kind_attr = self._f.attrs.get("kind")
             self.kind = kind_attr.decode() if isinstance(kind_attr, bytes) else str(kind_attr)
-            self.completed = int(self.f["completed"][0])  #: generations (epochs) fully written
+            self.completed = int(self._f["completed"][0])  #: generations (epochs) fully written
             if kind == "ppo":
                 self._check_ppo()
         except BaseException:
-            self.f.close()
+            self._f.close()
             raise
 
     def _check_ppo(self) -> None:
         try:
-            json.loads(self.f.attrs["config"])
+            json.loads(self._f.attrs["config"])
             for name in ("ranks", "obs_dim", "act_dim", "discrete"):
-                int(self.f.attrs[name])
+                int(self._f.attrs[name])
         except Exception as exc:
             raise RunFileError(f"{str(self.path)!r} is not a valid PPO run file ({exc})") from None
 
@@ -67,8 +67,8 @@ class RunData:
         self.close()
 
     def close(self) -> None:
-        if self.f.id.valid:
-            self.f.close()
+        if self._f.id.valid:
+            self._f.close()
 
     def _need(self, kind: str) -> None:
         if self.kind != kind:
@@ -77,14 +77,17 @@ class RunData:
     # ------------------------------------------------------------------ config, columns
     @property
     def config_json(self) -> str:
-        """The run's configuration as stored (JSON)."""
-        return self.f.attrs.get("config", "{}")
+        """The run's configuration as stored (JSON), for the caller's ``from_json``."""
+        if "config" not in self._f.attrs:
+            raise RunFileError(f"{str(self.path)!r} has no config attribute")
+        return self._f.attrs["config"]
 
     @property
     def config(self) -> dict:
-        """The configuration as the file stores it (not re-parsed with today's defaults)."""
+        """The configuration as the file stores it (not re-parsed with today's defaults);
+        ``{}`` for a file without one."""
         try:
-            cfg = json.loads(self.config_json)
+            cfg = json.loads(self._f.attrs.get("config", "{}"))
         except (TypeError, ValueError):
             cfg = None
         if not isinstance(cfg, dict):
@@ -110,15 +113,15 @@ class RunData:
 
     def stats(self, name: str) -> np.ndarray:
         """The completed rows of ``/stats/<name>``."""
-        if f"stats/{name}" not in self.f:
+        if f"stats/{name}" not in self._f:
             raise RunFileError(f"{str(self.path)!r} has no /stats/{name}: not a complete synapto run file")
-        return self.f[f"stats/{name}"][: self.completed]
+        return self._f[f"stats/{name}"][: self.completed]
 
     def timing(self, name: str) -> np.ndarray:
         """The completed rows of ``/timing/<name>``; NaN for a figure this file's writer did not record."""
-        if f"timing/{name}" not in self.f:
+        if f"timing/{name}" not in self._f:
             return np.full(self.completed, np.nan)
-        return self.f[f"timing/{name}"][: self.completed]
+        return self._f[f"timing/{name}"][: self.completed]
 
     def stats_columns(self) -> dict[str, np.ndarray]:
         """Every ``/stats`` column (completed rows), by name in sorted order; a column
@@ -131,8 +134,8 @@ class RunData:
 
     def _columns(self, group: str) -> dict[str, np.ndarray]:
         out = {}
-        for name in sorted(self.f[group].keys()) if group in self.f else []:
-            data = np.asarray(self.f[f"{group}/{name}"][: self.completed])
+        for name in sorted(self._f[group].keys()) if group in self._f else []:
+            data = np.asarray(self._f[f"{group}/{name}"][: self.completed])
             if data.shape[0] == self.completed:
                 out[name] = data
         return out
@@ -140,7 +143,7 @@ class RunData:
     # ------------------------------------------------------------------ evolution runs
     def _rows(self, name: str, generation, index):
         self._need("evolve")
-        ds = self.f[name]
+        ds = self._f[name]
         if generation is None:
             return ds[: self.completed]
         return ds[generation] if index is None else ds[generation, index]
@@ -149,7 +152,7 @@ class RunData:
     def episodes(self) -> int:
         """Episodes per evaluation (E)."""
         self._need("evolve")
-        return int(self.f["returns"].shape[2])
+        return int(self._f["returns"].shape[2])
 
     def fitness(self, generation: int | None = None, individual: int | None = None):
         """``(G, P)`` fitness of the completed generations, a generation's row, or one value."""
@@ -179,13 +182,13 @@ class RunData:
     def has_validation(self) -> bool:
         """The file has the validation datasets (they may hold zero candidates)."""
         self._need("evolve")
-        return "validation/steps" in self.f
+        return "validation/steps" in self._f
 
     @property
     def validation_episodes(self) -> int:
         """Validation episodes per candidate (V)."""
         self._need("evolve")
-        return int(self.f["validation/returns"].shape[-1])
+        return int(self._f["validation/returns"].shape[-1])
 
     def validation_individual(self, generation: int | None = None, slot: int | None = None):
         """``(G, K)`` the individuals validated in each generation, as :meth:`fitness`."""
@@ -211,18 +214,18 @@ class RunData:
     def tested(self) -> bool:
         """The champion is tested: the evolution run finished."""
         self._need("evolve")
-        return bool(self.f["champion/tested"][0]) if "champion/tested" in self.f else False
+        return bool(self._f["champion/tested"][0]) if "champion/tested" in self._f else False
 
     def champion(self) -> Champion:
         self._need("evolve")
-        c = self.f["champion"]
+        c = self._f["champion"]
         return Champion(c["genome"][()], float(c["fitness"][0]), int(c["generation"][0]), c["test_seeds"][()],
                         c["test_returns"][()], c["test_steps"][()], self.tested)
 
     # ------------------------------------------------------------------ PPO runs
     def _attr(self, name: str) -> int:
         self._need("ppo")
-        return int(self.f.attrs[name])
+        return int(self._f.attrs[name])
 
     @property
     def ranks(self) -> int:
@@ -244,13 +247,13 @@ class RunData:
     def checkpoint(self) -> dict[str, np.ndarray]:
         """The optimiser state after the last completed epoch."""
         self._need("ppo")
-        return read_checkpoint_slot(self.f, self.completed, self.path)
+        return read_checkpoint_slot(self._f, self.completed, self.path)
 
     def params(self, which: str = "latest") -> tuple[np.ndarray, np.ndarray, str]:
         """``(pi, v, label)`` of ``final``, ``latest`` (final, else the last checkpoint) or an epoch."""
         self._need("ppo")
         cfg = self.config
-        return read_params(self.f, self.completed, int(cfg["epochs"]), int(cfg["save_freq"]), which, self.path)
+        return read_params(self._f, self.completed, int(cfg["epochs"]), int(cfg["save_freq"]), which, self.path)
 
     def progress_rows(self) -> list[dict]:
         """The rows of Spinning Up's progress.txt (Time from ``/timing/Time``)."""
