@@ -14,7 +14,7 @@ from synapto import seeding
 from synapto.config import EvolveConfig
 from synapto.agents import build_agent
 from synapto.evolution.strategies import make_strategy
-from synapto.runfile import checkpoint_path, write_checkpoint
+from synapto.store import checkpoint_path, write_checkpoint
 
 cfg = EvolveConfig(env="BipedalWalker-v3", agent="hebbian-dag", population=138, hidden=(8, 8), episodes=8, seed=13)
 agent = build_agent(cfg)

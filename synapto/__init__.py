@@ -16,7 +16,7 @@ The package layout mirrors the architecture (each seam has one owner):
 - :mod:`synapto.agents`       networks behind the Agent interface (pruned-mlp, hebbian-dag, batched policies)
 - :mod:`synapto.evolution`    the generation loop, the strategies (ask/tell), rollouts, batched evaluation
 - :mod:`synapto.parallel`     MPI launch, the task farm, PPO's collectives (the only users of mpi4py)
-- :mod:`synapto.runfile`      the HDF5 run file and checkpoints
+- :mod:`synapto.store`        HDF5 run files and checkpoints: the only package writing or reading them
 - :mod:`synapto.replay`       re-running stored evaluations
 - :mod:`synapto.ppo`          the PPO baseline
 - :mod:`synapto.bench`        benchmarks

@@ -43,7 +43,7 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     coordinator and N workers) as a child process and waits for it (its output goes to
     this process's stdout); the summary is then read back from the run file.
     """
-    from synapto.runfile import check_output_path
+    from synapto.store import check_output_path
 
     out = Path(out)
     if not resume:

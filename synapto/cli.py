@@ -178,7 +178,7 @@ def evolve(
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
     from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.runfile import check_output_path
+    from synapto.store import check_output_path
 
     from synapto.evolution.loop import RunOptions
 
@@ -247,7 +247,7 @@ def _run_on_farm(jobs, options, force: bool = False) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
-    from synapto.runfile import check_output_path
+    from synapto.store import check_output_path
     from synapto.stopping import StopSignals
 
     farm, coordinator = make_farm()
@@ -302,10 +302,10 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     from synapto.config import EvolveConfig
     from synapto.evolution.loop import run_status
     from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.runfile import open_run, read_checkpoint
+    from synapto.store import RunData, read_checkpoint
 
-    with open_run(path, kind="evolve") as f:
-        stored = EvolveConfig.from_json(f.attrs["config"])
+    with RunData(path, kind="evolve") as run:
+        stored = EvolveConfig.from_json(run.config_json)
     completed, finished = run_status(path)
     checkpoint = read_checkpoint(path)
     if checkpoint is None and completed > 0:

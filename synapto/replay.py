@@ -11,7 +11,7 @@ from synapto import seeding
 from synapto.config import EvolveConfig
 from synapto.errors import RunFileError, UsageError
 from synapto.evolution.evaluate import EvalTask
-from synapto.runfile import open_run
+from synapto.store import RunData
 
 
 @dataclass
@@ -43,11 +43,11 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         raise UsageError("replay needs --generation G --individual I, or --sample K")
     if sample is not None and (generation is not None or individual is not None):
         raise UsageError("replay takes either --generation/--individual or --sample, not both")
-    with open_run(path, kind="evolve") as f:
-        cfg = EvolveConfig.from_json(f.attrs["config"])
-        done = int(f["completed"][0])
+    with RunData(path, kind="evolve") as run:
+        cfg = EvolveConfig.from_json(run.config_json)
+        done = run.completed
         P = cfg.population
-        if sample is None and generation == done and not int(f["champion/tested"][0]):
+        if sample is None and generation == done and not run.tested:
             return _plan_unfinished(Path(path), cfg, generation, individual)
         if done == 0:
             raise RunFileError(f"{str(path)!r} has no completed generation to replay")
@@ -66,17 +66,17 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
             picks = [(generation, individual)]
             note = f"replaying generation {generation}, individual {individual}"
         if validation:
-            return _plan_validation(Path(path), f, cfg, done, generation, individual, sample, sample_seed)
-        items = [ReplayItem(g, i, f["population"][g, i], f["seeds"][g, i], float(f["fitness"][g, i]),
-                            f["returns"][g, i]) for g, i in picks]
+            return _plan_validation(Path(path), run, cfg, done, generation, individual, sample, sample_seed)
+        items = [ReplayItem(g, i, run.population(g, i), run.seeds(g, i), float(run.fitness(g, i)),
+                            run.returns(g, i)) for g, i in picks]
     return ReplayPlan(Path(path), cfg, items, note)
 
 
-def _plan_validation(path, f, cfg, done, generation, individual, sample, sample_seed) -> ReplayPlan:
+def _plan_validation(path, run, cfg, done, generation, individual, sample, sample_seed) -> ReplayPlan:
     K = cfg.validation_count
     if K == 0:
         raise UsageError(f"{str(path)!r} was run without validation (validate_episodes = 0)")
-    who = f["validation/individual"][:done]
+    who = run.validation_individual()
     if sample is not None:
         rng = seeding.generator(sample_seed, seeding.Stream.REPLAY_SAMPLE)
         flat = rng.choice(done * K, size=min(sample, done * K), replace=False)
@@ -89,8 +89,8 @@ def _plan_validation(path, f, cfg, done, generation, individual, sample, sample_
                              f"validated: {sorted(int(i) for i in who[generation])}")
         picks = [(generation, int(slots[0]))]
         note = f"replaying the validation of generation {generation}, individual {individual}"
-    items = [ReplayItem(g, int(who[g, j]), f["population"][g, int(who[g, j])], f["validation/seeds"][g],
-                        float(f["validation/fitness"][g, j]), f["validation/returns"][g, j]) for g, j in picks]
+    items = [ReplayItem(g, int(who[g, j]), run.population(g, int(who[g, j])), run.validation_seeds(g),
+                        float(run.validation_fitness(g, j)), run.validation_returns(g, j)) for g, j in picks]
     return ReplayPlan(path, cfg, items, note)
 
 
@@ -98,7 +98,7 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
     """Replay an individual of the generation that did not complete (e.g. one whose
     evaluation raised): its genome is in the checkpoint, its seeds follow from the config."""
     from synapto.evolution.loop import restore_strategy
-    from synapto.runfile import read_checkpoint
+    from synapto.store import read_checkpoint
 
     checkpoint = read_checkpoint(path)
     if checkpoint is None or checkpoint.scalars["generation"] != generation:

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
+
+from synapto.store import compare
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -78,19 +79,10 @@ def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None) -> 
 
 def datasets(path, skip=("timing",)) -> dict[str, np.ndarray]:
     """Every dataset of an HDF5 file except those under the ``skip`` groups."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and name.split("/")[0] not in skip:
-                out[name] = obj[()]
-        f.visititems(visit)
-    return out
+    return compare.datasets(path, skip)
 
 
 def assert_same_run(a, b) -> None:
     """Bit-identical datasets (timings under /timing excepted)."""
-    da, db = datasets(a), datasets(b)
-    assert sorted(da) == sorted(db)
-    differ = [k for k in da if da[k].dtype != db[k].dtype or da[k].shape != db[k].shape
-              or da[k].tobytes() != db[k].tobytes()]
+    differ = compare.differences(a, b)
     assert not differ, f"datasets differ: {differ}"

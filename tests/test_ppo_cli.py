@@ -146,7 +146,7 @@ def test_experiment_config_parses():
 
 # --------------------------------------------------------------------------- run files
 def make_files(tmp_path):
-    from synapto.runfile import new_file
+    from synapto.store.files import new_file
 
     text = tmp_path / "text.h5"
     text.write_text("not hdf5")

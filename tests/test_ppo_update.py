@@ -8,9 +8,9 @@ import pytest
 from conftest import assert_same_run
 from synapto.errors import UsageError
 from synapto.ppo.config import PPOConfig
-from synapto.ppo.record import PPORun
 from synapto.ppo.threads import update_threads
 from synapto.ppo.train import train
+from synapto.store import PPORun
 
 CFG = PPOConfig(env="Pendulum-v1", hid=(8, 8), steps_per_epoch=400, epochs=2, train_pi_iters=6,
                 train_v_iters=9, target_kl=1e9, seed=5)

@@ -10,7 +10,7 @@ from synapto import seeding
 from synapto.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
-from synapto.runfile import FORMAT, FORMAT_VERSION, STATS, TIMING
+from synapto.store import FORMAT, FORMAT_VERSION, STATS, TIMING
 
 
 @pytest.fixture(scope="module")

@@ -48,21 +48,20 @@ BUDGETS = {
 def champion_summary(path: Path) -> dict:
     """What one finished run says about its champion."""
     from synapto.config import EvolveConfig
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(path, kind="evolve") as f:
-        cfg = EvolveConfig.from_json(f.attrs["config"])
-        done = int(f["completed"][0])
-        g = int(f["champion/generation"][0])
-        genome = f["champion/genome"][()]
-        pop = f["population"][g]
+    with RunData(path, kind="evolve") as run:
+        cfg = EvolveConfig.from_json(run.config_json)
+        champion = run.champion()
+        g, genome = champion.generation, champion.genome
+        pop = run.population(g)
         i = int(np.flatnonzero(np.all(pop == genome, axis=1))[0])
-        train = float(f["fitness"][g, i])
-        chosen_on = float(f["champion/fitness"][0])
-        test = f["champion/test_returns"][()]
-        steps = int(f["stats/env_steps"][done - 1]) + int(f["stats/validation_env_steps"][done - 1]) \
-            + int(f["champion/test_steps"][()].sum())
-        wall = float(f["timing/wall"][:done].sum())
+        train = float(run.fitness(g, i))
+        chosen_on = champion.fitness
+        test = champion.test_returns
+        steps = int(run.stats("env_steps")[-1]) + int(run.stats("validation_env_steps")[-1]) \
+            + int(champion.test_steps.sum())
+        wall = float(run.timing("wall").sum())
     return {"seed": cfg.seed, "generation": g, "individual": i, "train_fitness": train,
             "selection_fitness": chosen_on, "validated": cfg.validate_episodes > 0,
             "test_mean": float(test.mean()), "test_std": float(test.std()), "test_episodes": int(test.size),

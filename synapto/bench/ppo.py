@@ -54,7 +54,7 @@ def run_one(cmd: list[str], log_path: Path) -> float:
 
 
 def summarise(run_path: Path) -> dict:
-    from synapto.ppo.record import PPORun
+    from synapto.store import PPORun
 
     with PPORun(run_path) as run:
         n = run.completed

@@ -108,6 +108,8 @@ class Generation:
     map_stats: MapStats
     timing: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: the strategy's arrays of this generation (``record_arrays`` before it was told)
+    strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
@@ -164,13 +166,14 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     validation = validate(cfg, g, strategy, fitness, evals, agent, norm)
     t_val = time.perf_counter() - t_val
 
+    arrays = {k: np.array(v) for k, v in strategy.record_arrays().items()}
     t1 = time.perf_counter()
     strategy.tell(Feedback(g, fitness, stats, connections, validation.candidates, validation.fitness))
     t_update = time.perf_counter() - t1
     return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]),
                       np.array([int(r.steps.sum()) for r in results], dtype=np.int64), connections, nonfinite,
                       failed, list(results), validation, results.stats,
-                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings)
+                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays)
 
 
 def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,

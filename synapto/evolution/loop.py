@@ -1,7 +1,7 @@
 """The generation loop on the coordinator: ask -> farm.map(evaluate) -> tell -> record.
 
 A run is a strategy (:mod:`synapto.evolution.strategies`), a farm
-(:mod:`synapto.parallel.farm`) and a run file with its checkpoint (:mod:`synapto.runfile`);
+(:mod:`synapto.parallel.farm`) and a run file with its checkpoint (:mod:`synapto.store`);
 the loop knows those three and nothing of a strategy's internals.  One generation ``g``
 (:func:`synapto.evolution.generation.run_generation`):
 
@@ -38,7 +38,8 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
-from synapto.runfile import Checkpoint, EvolveRunWriter, read_checkpoint, rebuild_prefix, write_checkpoint
+from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, read_checkpoint, rebuild_prefix,
+                           write_checkpoint)
 
 
 @dataclass
@@ -133,7 +134,8 @@ class EvolutionRun:
                 self.obs.restore(checkpoint.arrays)
             self.generation, self.env_steps, self.validation_steps = (
                 int(checkpoint.scalars[k]) for k in self.LOOP_SCALARS)
-            self.writer = rebuild_prefix(out, self.generation, cfg, self.agent.n_params, self.agent.name)
+            self.writer = rebuild_prefix(out, self.generation, cfg, self.agent.n_params, self.agent.name,
+                                         self.extras())
             if self.obs is not None:
                 self.norms = self.writer.obs_norms(self.generation)
             log(f"resuming {out} at generation {self.generation} of {cfg.generations}")
@@ -142,9 +144,17 @@ class EvolutionRun:
             self.strategy = make_strategy(cfg, self.agent, seeding.generator(cfg.seed, seeding.Stream.EVOLVE))
             self.strategy.start()
             self.generation = self.env_steps = self.validation_steps = 0
-            self.writer = EvolveRunWriter.create(out, cfg, self.agent.n_params, self.agent.name)
+            self.writer = EvolveRunWriter.create(out, cfg, self.agent.n_params, self.agent.name, self.extras())
             self.saved = None
             self.save()
+
+    def extras(self) -> Extras:
+        """The shapes of the run file's optional datasets: the strategy's own figures
+        (those of :meth:`Strategy.record` beyond the common statistics) and arrays, and
+        the observation size."""
+        figures = {k: () for k in self.strategy.record() if k not in STATS}
+        arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
+        return Extras(self.agent.space.obs_dim, {**figures, **arrays})
 
     def save(self) -> None:
         """Checkpoint the state the next generation reads (once per generation)."""
@@ -175,6 +185,8 @@ class EvolutionRun:
         self.validation_steps += int(gen.validation.steps.sum())
         self.generation = gen.index + 1
         stats = statistics(gen, self.strategy, self.cfg.elite_count, self.env_steps, self.validation_steps)
+        data.update({f"strategy/{k}": v for k, v in stats.items() if k not in STATS})
+        data.update({f"strategy/{k}": v for k, v in gen.strategy_arrays.items()})
         t = time.perf_counter()
         ms = gen.map_stats
         timing = {"wall": t - t_start, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
@@ -267,7 +279,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
 
 def run_status(out: Path) -> tuple[int, bool]:
     """``(generations completed, finished)`` of an existing run file."""
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(out, kind="evolve") as f:
-        return int(f["completed"][0]), bool(f["champion/tested"][0])
+    with RunData(out, kind="evolve") as run:
+        return run.completed, run.tested

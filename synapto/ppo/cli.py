@@ -55,8 +55,8 @@ def _outputs(out: Optional[Path], configs) -> list[Path]:
 
 
 def _check_new_outputs(outs: list[Path], force: bool) -> None:
-    from synapto.ppo.record import log_dir
-    from synapto.runfile import check_output_path
+    from synapto.ppo.progress import log_dir
+    from synapto.store import check_output_path
 
     for o in outs:
         check_output_path(o, force)
@@ -115,9 +115,9 @@ def ppo(
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
     from synapto.envs import space_info
     from synapto.parallel.launch import relaunch, under_mpi, world
-    from synapto.ppo.config import build_config, load_ppo_toml, parse_hid
-    from synapto.ppo.record import PPORun
+    from synapto.ppo.config import PPOConfig, build_config, load_ppo_toml, parse_hid
     from synapto.ppo.train import train
+    from synapto.store import PPORun
 
     given = dict(env=env, hid=parse_hid(hid), gamma=gamma, lam=lam, epochs=epochs,
                  steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
@@ -137,7 +137,7 @@ def ppo(
             raise UsageError(f"--resume continues the run as it was configured; drop "
                              f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
         with PPORun(resume) as run:
-            stored, ranks, completed = run.config, run.ranks, run.completed
+            stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
         cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
         if cpu is not None and cpu != ranks:
             raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
@@ -196,7 +196,7 @@ def ppo_eval(
         "--max-ep-len", "--max_ep_len", help="Episode cap. [default: the run's]")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
-    from synapto.ppo.train import evaluate_run
+    from synapto.ppo.evaluate import evaluate_run
 
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")

@@ -312,7 +312,8 @@ def _broadcast_error(comm, message: str | None) -> None:
 def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
           log: Callable[[str], None] = print) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs."""
-    from synapto.ppo.record import PPORun, PPORunWriter, ProgressWriter, log_dir, prepare_resume
+    from synapto.ppo.progress import ProgressWriter, log_dir
+    from synapto.store import PPORun, PPORunWriter, prepare_resume
 
     t_start = time.time()
     limit_blas_threads(1)
@@ -375,7 +376,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 writer.append(k, stats, timing, trainer.checkpoint())
                 progress.write({**stats, "Time": timing["Time"]})
                 timing["write"] = clock() - t
-                writer.f["timing/write"][k] = timing["write"]
+                writer.set_timing(k, "write", timing["write"])
                 log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
@@ -391,47 +392,3 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         if progress is not None:
             progress.close()
     return out if rank == 0 else None
-
-
-# ----------------------------------------------------------------------------- testing
-def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | None = None) -> dict:
-    """Deterministic test of a run's policy (mean action / most likely choice).
-
-    Episode ``e`` starts from ``reset(seed=int_seed(seed, PPO_TEST, e))`` in a fresh env,
-    a stream no training episode uses; episodes end at termination, the env's time
-    limit or ``max_ep_len`` (default: the run's).
-    """
-    import dataclasses
-
-    from synapto.errors import RunFileError
-    from synapto.ppo.record import PPORun
-
-    with PPORun(path) as run:
-        cfg = run.config
-        pi_params, _, label = run.params(which)
-        dims = (run.obs_dim, run.act_dim, run.discrete)
-    if max_ep_len is not None:
-        cfg = dataclasses.replace(cfg, max_ep_len=max_ep_len)
-    handle, info = open_env(cfg)
-    handle.env.close()
-    if (info.obs_dim, info.act_dim, info.discrete) != dims:
-        raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
-    limit_blas_threads(1)
-    policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, pi_params.astype(cfg.dtype))
-    obs = np.zeros(info.obs_dim, cfg.dtype)
-    returns = np.zeros(episodes)
-    lengths = np.zeros(episodes, np.int64)
-    for e in range(episodes):
-        handle, _ = open_env(cfg)
-        o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO_TEST, e))
-        total, n = 0.0, 0
-        while True:
-            obs[:] = np.ravel(o)
-            o, r, terminated, truncated, _ = handle.step(policy.mode(obs))
-            total += r
-            n += 1
-            if terminated or truncated or n >= handle.limit:
-                break
-        handle.env.close()
-        returns[e], lengths[e] = total, n
-    return {"returns": returns, "lengths": lengths, "params": label, "env": cfg.env, "seed": cfg.seed}

@@ -6,8 +6,8 @@
 - :mod:`synapto.viz.export`  ``synapto export`` per-generation / per-epoch statistics as CSV
 - :mod:`synapto.viz.cli`     the four commands
 
-This module reads run files into :class:`RunData` (what plotting and export need)
-and picks genomes to look at.  matplotlib and imageio (the ``plot`` extra) are
+This module reads run files (through :class:`synapto.store.RunData`) into
+:class:`RunSeries` (what plotting and export need) and picks genomes to look at.  matplotlib and imageio (the ``plot`` extra) are
 imported only inside the commands that need them, through :func:`require`, so the
 rest of synapto works without them.
 """
@@ -68,7 +68,7 @@ def make_parent(out: Path, what: str = "--out") -> None:
 
 # ----------------------------------------------------------------------------- reading
 @dataclass
-class RunData:
+class RunSeries:
     """One run file's per-generation (evolution) or per-epoch (PPO) data."""
 
     path: Path
@@ -103,75 +103,44 @@ class RunData:
         return f"{c.get('agent', '?')} {list(c.get('hidden', []))}"
 
 
-def _config_dict(text: str, path: Path) -> dict:
-    """The configuration as the run file stores it (JSON).  Grouping uses what was written,
-    not a re-parse with today's defaults: a file written before a field existed differs
-    from one that has it."""
-    try:
-        cfg = json.loads(text)
-    except (TypeError, ValueError):
-        cfg = None
-    if not isinstance(cfg, dict):
-        raise RunFileError(f"{str(path)!r} has an unreadable config attribute")
-    return cfg
+def _ordered(known, columns: dict[str, np.ndarray]) -> list[str]:
+    """The names of ``columns``: the ``known`` ones first, in their order, then the rest."""
+    return [s for s in known if s in columns] + [s for s in columns if s not in known]
 
 
-def _read(f, name: str, n: int) -> np.ndarray | None:
-    if name not in f:
-        return None
-    data = np.asarray(f[name][:n])
-    return data if data.shape[0] == n else None
+def read_run(path: str | Path) -> RunSeries:
+    """Read an evolution or PPO run file (completed rows only); one-line errors otherwise.
 
-
-def _read_stats(f, n: int, known, present, columns: dict) -> None:
-    """``/stats/<name>`` into ``columns``: the ``known`` names first, in their order, then the rest."""
-    for s in [s for s in known if s in present] + [s for s in present if s not in known]:
-        col = _read(f, f"stats/{s}", n)
-        if col is not None:
-            columns[s] = col
-
-
-def read_run(path: str | Path) -> RunData:
-    """Read an evolution or PPO run file (completed rows only); one-line errors otherwise."""
-    from synapto.runfile import STATS, TIMING, open_run
+    The configuration is kept as the run file stores it (JSON): grouping uses what was
+    written, not a re-parse with today's defaults, so a file written before a field
+    existed differs from one that has it."""
+    from synapto.store import PROGRESS_COLUMNS, STATS, TIMING, RunData
 
     path = Path(path)
-    with open_run(path) as f:
-        kind = f.attrs.get("kind")
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    with RunData(path) as run:
+        kind = run.kind
         if kind not in ("evolve", "ppo"):
             raise RunFileError(f"{str(path)!r} is a {kind!r} run; synapto reads 'evolve' and 'ppo' runs")
-        config = _config_dict(f.attrs.get("config", "{}"), path)
-        n = int(f["completed"][0])
+        config = run.config
+        n = run.completed
         if n < 1:
             raise RunFileError(f"{str(path)!r} has no completed {'generation' if kind == 'evolve' else 'epoch'} yet")
-        stats = sorted(f["stats"].keys()) if "stats" in f else []
-        timing = sorted(f["timing"].keys()) if "timing" in f else []
-        columns: dict[str, np.ndarray] = {}
-        if kind == "evolve":
-            _read_stats(f, n, STATS, stats, columns)
-            wall = _read(f, "timing/wall", n)
-            if wall is not None:
-                columns["wall_time"] = np.cumsum(np.nan_to_num(wall))
-            for t in [t for t in TIMING if t in timing] + [t for t in timing if t not in TIMING]:
-                col = _read(f, f"timing/{t}", n)
-                if col is not None:
-                    columns[f"timing_{t}"] = col
-            finished = bool(f["champion/tested"][0]) if "champion/tested" in f else False
-        else:
-            from synapto.ppo.record import PROGRESS_COLUMNS
-
-            _read_stats(f, n, PROGRESS_COLUMNS, stats, columns)
-            cum = _read(f, "timing/Time", n)
-            if cum is None and "epoch" in timing:
-                cum = np.cumsum(np.nan_to_num(_read(f, "timing/epoch", n)))
-            if cum is not None:
-                columns["Time"] = cum
-            for t in timing:
-                col = _read(f, f"timing/{t}", n)
-                if t != "Time" and col is not None:
-                    columns[f"timing_{t}"] = col
-            finished = n >= int(config.get("epochs", n))
+        stats, timing = run.stats_columns(), run.timing_columns()
+        finished = run.finished
+    columns: dict[str, np.ndarray] = {}
+    if kind == "evolve":
+        columns.update((s, stats[s]) for s in _ordered(STATS, stats))
+        if "wall" in timing:
+            columns["wall_time"] = np.cumsum(np.nan_to_num(timing["wall"]))
+        columns.update((f"timing_{t}", timing[t]) for t in _ordered(TIMING, timing))
+    else:
+        columns.update((s, stats[s]) for s in _ordered(PROGRESS_COLUMNS, stats))
+        cum = timing.get("Time")
+        if cum is None and "epoch" in timing:
+            cum = np.cumsum(np.nan_to_num(timing["epoch"]))
+        if cum is not None:
+            columns["Time"] = cum
+        columns.update((f"timing_{t}", timing[t]) for t in timing if t != "Time")
     return _shape_run(path, kind, config, n, columns, finished)
 
 
@@ -186,7 +155,7 @@ def _finite(y: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(y), y, np.nan)
 
 
-def _shape_run(path, kind, config, n, columns, finished) -> RunData:
+def _shape_run(path, kind, config, n, columns, finished) -> RunSeries:
     if kind == "evolve":
         gen = columns.get("generation", np.arange(n, dtype=np.float64))
         steps = _need(columns, "env_steps", path)
@@ -208,7 +177,7 @@ def _shape_run(path, kind, config, n, columns, finished) -> RunData:
         conns = {}
     if x["wall-time"] is not None:
         x["wall-time"] = x["wall-time"].astype(np.float64)
-    return RunData(Path(path), kind, config, n, columns, x, curves, conns, finished)
+    return RunSeries(Path(path), kind, config, n, columns, x, curves, conns, finished)
 
 
 # ------------------------------------------------------------------------- genomes
@@ -232,15 +201,15 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
     --individual I``; with the agent built from the run's config."""
     from synapto.agents import build_agent
     from synapto.config import EvolveConfig
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
     path = Path(path)
     if (generation is None) != (individual is None):
         raise UsageError("give both --generation G and --individual I, or neither (the champion)")
-    with open_run(path, kind="evolve") as f:
-        cfg = EvolveConfig.from_json(f.attrs["config"])
-        done = int(f["completed"][0])
-        tested = bool(f["champion/tested"][0])
+    with RunData(path, kind="evolve") as run:
+        cfg = EvolveConfig.from_json(run.config_json)
+        done = run.completed
+        tested = run.tested
         test_returns = np.zeros(0)
         if generation is not None:
             if not 0 <= generation < done:
@@ -249,15 +218,14 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             if not 0 <= individual < cfg.population:
                 raise UsageError(f"--individual {individual} is out of range: population {cfg.population} "
                                  f"(0..{cfg.population - 1})")
-            genome = f["population"][generation, individual]
-            fitness = float(f["fitness"][generation, individual])
+            genome = run.population(generation, individual)
+            fitness = float(run.fitness(generation, individual))
             what = f"generation {generation} individual {individual} (fitness {fitness:.2f})"
             label = f"gen {generation} individual {individual}"
         elif tested:
-            genome = f["champion/genome"][()]
-            fitness = float(f["champion/fitness"][0])
-            generation = int(f["champion/generation"][0])
-            test_returns = f["champion/test_returns"][()]
+            champion = run.champion()
+            genome, fitness, generation = champion.genome, champion.fitness, champion.generation
+            test_returns = champion.test_returns
             what = f"champion of generation {generation} (fitness {fitness:.2f})"
             label = f"champion of gen {generation}"
         else:
@@ -270,10 +238,10 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 what = (f"best so far: from generation {generation} (fitness {fitness:.2f}; "
                         f"the run is unfinished, no tested champion)")
             else:
-                fit = np.asarray(f["fitness"][:done], dtype=np.float64)
+                fit = np.asarray(run.fitness(), dtype=np.float64)
                 fit = np.where(np.isnan(fit), -np.inf, fit)
                 generation, individual = (int(v) for v in np.unravel_index(int(np.argmax(fit)), fit.shape))
-                genome = f["population"][generation, individual]
+                genome = run.population(generation, individual)
                 fitness = float(fit[generation, individual])
                 what = (f"best so far: generation {generation} individual {individual} (fitness {fitness:.2f}; "
                         f"the run is unfinished, no tested champion)")
@@ -291,7 +259,7 @@ def _checkpoint_best(path: Path, cfg):
     """``(genome, fitness, generation)`` of the strategy's champion in the run's checkpoint, or None."""
     try:
         from synapto.evolution.loop import restore_strategy
-        from synapto.runfile import read_checkpoint
+        from synapto.store import read_checkpoint
 
         found = read_checkpoint(path)
         if found is None:
@@ -307,11 +275,10 @@ def _checkpoint_best(path: Path, cfg):
 
 def run_kind(path: str | Path) -> str:
     """``"evolve"`` or ``"ppo"`` (one-line errors for anything else)."""
-    from synapto.runfile import open_run
+    from synapto.store import RunData
 
-    with open_run(path) as f:
-        kind = f.attrs.get("kind")
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    with RunData(path) as run:
+        kind = run.kind
     if kind not in ("evolve", "ppo"):
         raise RunFileError(f"{str(path)!r} is a {kind!r} run; synapto reads 'evolve' and 'ppo' runs")
     return kind

@@ -3,7 +3,7 @@
 One file ``DIR/<run name>.csv`` per run, one row per completed generation (epoch),
 comma-separated with a header:
 
-- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.runfile.STATS`),
+- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.store.evolve.STATS`),
   ``wall_time`` (cumulative seconds), then every ``/timing/<name>`` as ``timing_<name>``;
   a finished run also gets ``DIR/<run name>_champion.csv`` with the champion's test
   episodes (seed, return, steps).
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import RunData, read_run
+from synapto.viz import RunSeries, read_run
 
 INTEGER_COLUMNS = {"generation", "env_steps", "champion_connections", "nonfinite_count", "failure_count",
                    "Epoch", "TotalEnvInteracts", "StopIter"}
@@ -78,22 +78,19 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
     return written
 
 
-def _export(run: RunData, folder: Path) -> list[Path]:
+def _export(run: RunSeries, folder: Path) -> list[Path]:
     out = folder / f"{run.path.stem}.csv"
     write_csv(out, run.columns, run.rows)
     written = [out]
     if run.kind == "evolve" and run.finished:
-        from synapto.runfile import open_run
+        from synapto.store import RunData
 
-        with open_run(run.path, kind="evolve") as f:
-            c = f["champion"]
-            cols = {"episode": np.arange(len(c["test_seeds"])), "seed": c["test_seeds"][()],
-                    "return": c["test_returns"][()], "steps": c["test_steps"][()]}
-            meta = {"generation": int(c["generation"][0]), "fitness": float(c["fitness"][0])}
+        with RunData(run.path, kind="evolve") as stored:
+            c = stored.champion()
+        n = len(c.test_seeds)
+        cols = {"episode": np.arange(n), "seed": c.test_seeds, "return": c.test_returns, "steps": c.test_steps,
+                "champion_generation": np.full(n, c.generation), "champion_fitness": np.full(n, c.fitness)}
         champ = folder / f"{run.path.stem}_champion.csv"
-        n = len(cols["episode"])
-        cols["champion_generation"] = np.full(n, meta["generation"])
-        cols["champion_fitness"] = np.full(n, meta["fitness"])
         write_csv(champ, cols, n)
         written.append(champ)
     return written

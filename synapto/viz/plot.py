@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import AXES, RunData, check_image_out, make_parent, matplotlib_figure, read_run
+from synapto.viz import AXES, RunSeries, check_image_out, make_parent, matplotlib_figure, read_run
 
 BANDS = ("minmax", "std", "none")
 EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")
@@ -70,7 +70,7 @@ class Group:
     """Runs of one configuration (seeds differ)."""
 
     key: str
-    runs: list[RunData]
+    runs: list[RunSeries]
     label: str = ""
 
     @property
@@ -78,7 +78,7 @@ class Group:
         return self.runs[0].kind
 
 
-def group_runs(runs: list[RunData]) -> list[Group]:
+def group_runs(runs: list[RunSeries]) -> list[Group]:
     """Group runs by configuration minus seed (first appearance order) and label the groups:
     agent and hidden sizes (PPO and its hidden sizes), plus every setting that varies
     between groups of the same kind, plus the number of seeds."""

@@ -55,16 +55,17 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     try:
+        from synapto.ppo.config import PPOConfig
         from synapto.ppo.policy import Policy
-        from synapto.ppo.record import PPORun
     except ImportError as exc:
         raise UsageError(f"rendering a PPO run needs synapto.ppo ({exc})") from None
     from synapto.envs import space_info
     from synapto.errors import RunFileError
     from synapto.seeding import Stream, int_seed
+    from synapto.store import PPORun
 
     with PPORun(path) as run:
-        cfg = run.config
+        cfg = run.parse_config(PPOConfig.from_json)
         pi, _, label = run.params(params)
         dims = (run.obs_dim, run.act_dim, run.discrete)
     info = space_info(cfg.env)

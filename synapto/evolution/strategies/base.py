@@ -144,12 +144,15 @@ class Strategy(ABC):
         return [self.champion]
 
     def record(self) -> dict[str, float]:
-        """Per-generation scalars for ``/stats`` (after :meth:`tell`): at least ``prune_rate``."""
+        """Per-generation figures (after :meth:`tell`): at least ``prune_rate`` (in ``/stats``);
+        any other name goes to ``/strategy/<name>``.  The same names every generation."""
         return {"prune_rate": float("nan")}
 
     def record_arrays(self) -> dict[str, np.ndarray]:
-        """Per-generation arrays for ``/strategy/<name>`` (after :meth:`tell`), e.g. an ES
-        centre; fixed shapes across generations.  None by default."""
+        """Per-generation arrays for ``/strategy/<name>``, read *before* :meth:`tell` (the
+        generation's own: e.g. the centre its genomes were drawn around, which a
+        validated individual -1 refers to); fixed shapes across generations.  None by
+        default."""
         return {}
 
     # -- checkpoint ------------------------------------------------------------

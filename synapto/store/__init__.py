@@ -1,0 +1,31 @@
+"""Everything synapto writes to or reads from disk as HDF5: the only package importing h5py.
+
+- :mod:`synapto.store.files`       primitives: create, open (validated), append (SWMR),
+                                   rewrite-then-replace, ``--out`` checks
+- :mod:`synapto.store.evolve`      the evolution run file: layout, writer, resume rebuild
+- :mod:`synapto.store.ppo`         the PPO run file: layout, writer, resume
+- :mod:`synapto.store.checkpoint`  the checkpoint beside an evolution run (``RUN.h5.ckpt``)
+- :mod:`synapto.store.reader`      :class:`RunData`, the one reader of run files
+- :mod:`synapto.store.compare`     "identical outside /timing" for two run files
+
+The store knows file layouts, not algorithms: writers take the run's config as an
+object with a ``to_json()`` and the few sizes they need, readers hand back the config
+as stored (JSON) for the caller to parse.
+"""
+
+from synapto.store.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
+from synapto.store.compare import datasets, differences
+from synapto.store.evolve import STATS, TIMING, EvolveRunWriter, Extras, rebuild_prefix
+from synapto.store.files import FORMAT, FORMAT_VERSION, check_output_path
+from synapto.store.ppo import PROGRESS_COLUMNS, PPORunWriter, prepare_resume
+from synapto.store.reader import Champion, PPORun, RunData, SelectionData
+
+__all__ = [
+    "FORMAT", "FORMAT_VERSION", "STATS", "TIMING", "PROGRESS_COLUMNS",
+    "check_output_path",
+    "EvolveRunWriter", "Extras", "rebuild_prefix",
+    "PPORunWriter", "prepare_resume",
+    "Checkpoint", "checkpoint_path", "read_checkpoint", "write_checkpoint",
+    "RunData", "PPORun", "Champion", "SelectionData",
+    "datasets", "differences",
+]

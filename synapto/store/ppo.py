@@ -1,0 +1,223 @@
+"""The PPO run file: written by rank 0 only (no collectives).
+
+Layout (E epochs; same conventions as evolution runs, see :mod:`synapto.store.evolve`)::
+
+    /                     attrs: format="synapto-run", format_version=1, kind="ppo",
+                          config (JSON of PPOConfig), versions (JSON), created, ranks,
+                          obs_dim, act_dim, discrete, n_pi, n_v
+    /completed            (1,) int64   epochs fully written
+    /stats/<Column>       (E,)  the progress.txt columns except Time (int64 for Epoch and
+                          TotalEnvInteracts, float64 otherwise)
+    /timing/<name>        (E,) float64 wall-clock seconds, the only non-reproducible data
+    /params/epoch_<k>/pi, /v   parameters after epoch k, for k % save_freq == 0
+    /params/final/pi, /v       parameters after the last epoch
+    /checkpoint/slot0, slot1   {completed, pi, v, pi_adam_m, pi_adam_v, pi_adam_t,
+                                v_adam_m, v_adam_v, v_adam_t}
+
+Every dataset exists from the start (parameters not yet reached hold NaN) because the
+file is written in HDF5's SWMR mode, which keeps it valid if the writer is killed but
+cannot create objects.  After an epoch its rows, parameters and checkpoint are
+written and flushed, and only then ``/completed`` is advanced: readers trust
+``/completed``.  The checkpoint of ``completed = c`` lives in ``slot{c % 2}``; a slot
+is marked invalid (``completed = -1``) while it is rewritten, so the other slot
+always holds the previous epoch intact.
+
+``--resume`` copies the first ``completed`` epochs into a fresh file, which then
+replaces the old one (:func:`synapto.store.files.rewrite`): an epoch that was half
+written is dropped, and the resumed run's file is bit-identical to an uninterrupted
+run's (``/timing`` aside).
+
+The writer takes the run's config as an object with ``epochs``, ``save_freq`` and
+``to_json()`` (:class:`synapto.ppo.config.PPOConfig`), and the spaces as an object
+with ``obs_dim``, ``act_dim`` and ``discrete``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import RunFileError
+from synapto.store.files import new_file, open_run, put_row, rewrite
+
+#: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
+PROGRESS_COLUMNS = (
+    "Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet", "EpLen",
+    "AverageVVals", "StdVVals", "MaxVVals", "MinVVals", "TotalEnvInteracts",
+    "LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "ClipFrac", "StopIter", "Time",
+)
+STATS = PROGRESS_COLUMNS[:-1]
+INT_STATS = ("Epoch", "TotalEnvInteracts")
+#: per-epoch wall-clock figures of rank 0 (seconds); Time is cumulative since the run started;
+#: cpu is the CPU time of rank 0's process during the epoch (wall >> cpu: the machine is shared)
+TIMING = ("Time", "epoch", "rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
+          "comm", "stats", "write", "setup", "cpu")
+CHECKPOINT = ("pi", "v", "pi_adam_m", "pi_adam_v", "pi_adam_t", "v_adam_m", "v_adam_v", "v_adam_t")
+#: root attributes of a PPO run besides the common ones
+ATTRS = ("ranks", "obs_dim", "act_dim", "discrete", "n_pi", "n_v")
+
+
+def saved_epochs(epochs: int, save_freq: int) -> list[int]:
+    """Epochs after which the parameters are kept (Spinning Up's save schedule)."""
+    return [k for k in range(epochs) if k % save_freq == 0]
+
+
+def _param_groups(cfg) -> list[str]:
+    return [f"params/epoch_{k}" for k in saved_epochs(cfg.epochs, cfg.save_freq)] + ["params/final"]
+
+
+def _growing(f, name: str, dtype) -> None:
+    f.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(256,), dtype=dtype)
+
+
+def _nan(f, name: str, n: int) -> None:
+    f.create_dataset(name, data=np.full(n, np.nan))
+
+
+class PPORunWriter:
+    """Appends epochs to a PPO run file."""
+
+    def __init__(self, f, cfg):
+        self.f, self.cfg = f, cfg
+
+    @classmethod
+    def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int) -> "PPORunWriter":
+        attrs = {"ranks": ranks, "obs_dim": space.obs_dim, "act_dim": space.act_dim,
+                 "discrete": int(space.discrete), "n_pi": n_pi, "n_v": n_v}
+        f = new_file(Path(path), "ppo", cfg.to_json(), attrs)
+        for name in STATS:
+            _growing(f, f"stats/{name}", np.int64 if name in INT_STATS else np.float64)
+        for name in TIMING:
+            _growing(f, f"timing/{name}", np.float64)
+        for group in _param_groups(cfg):
+            _nan(f, f"{group}/pi", n_pi)
+            _nan(f, f"{group}/v", n_v)
+        for slot in ("slot0", "slot1"):
+            g = f.create_group(f"checkpoint/{slot}")
+            g.create_dataset("completed", data=np.full(1, -1, np.int64))
+            for name, n in (("pi", n_pi), ("pi_adam_m", n_pi), ("pi_adam_v", n_pi),
+                            ("v", n_v), ("v_adam_m", n_v), ("v_adam_v", n_v)):
+                g.create_dataset(name, data=np.full(n, np.nan))
+            g.create_dataset("pi_adam_t", data=np.zeros(1, np.int64))
+            g.create_dataset("v_adam_t", data=np.zeros(1, np.int64))
+        f.flush()
+        f.swmr_mode = True
+        return cls(f, cfg)
+
+    @property
+    def completed(self) -> int:
+        return int(self.f["completed"][0])
+
+    def append(self, epoch: int, stats: dict, timing: dict, checkpoint: dict) -> None:
+        """Write epoch ``epoch`` (must equal /completed), flush, then advance the counter."""
+        f = self.f
+        if epoch != self.completed:
+            raise RuntimeError(f"appending epoch {epoch} to a file with {self.completed} completed")
+        for name in STATS:
+            put_row(f, f"stats/{name}", epoch, stats[name])
+        for name in TIMING:
+            put_row(f, f"timing/{name}", epoch, timing.get(name, np.nan))
+        if epoch % self.cfg.save_freq == 0:
+            f[f"params/epoch_{epoch}/pi"][:] = checkpoint["pi"]
+            f[f"params/epoch_{epoch}/v"][:] = checkpoint["v"]
+        if epoch == self.cfg.epochs - 1:
+            f["params/final/pi"][:] = checkpoint["pi"]
+            f["params/final/v"][:] = checkpoint["v"]
+        slot = f[f"checkpoint/slot{(epoch + 1) % 2}"]
+        slot["completed"][0] = -1
+        f.flush()
+        for name in CHECKPOINT:
+            slot[name][:] = checkpoint[name]
+        f.flush()
+        slot["completed"][0] = epoch + 1
+        f.flush()
+        f["completed"][0] = epoch + 1
+        f.flush()
+
+    def set_timing(self, epoch: int, name: str, value: float) -> None:
+        """Overwrite one ``/timing`` figure of an appended epoch (e.g. the time the append
+        itself took); it reaches the disk with the next flush."""
+        self.f[f"timing/{name}"][epoch] = value
+
+    def close(self) -> None:
+        if self.f.id.valid:
+            self.f.close()
+
+
+# ----------------------------------------------------------------------------- reading
+def read_checkpoint_slot(f, completed: int, path: Path) -> dict[str, np.ndarray]:
+    """The optimiser state after epoch ``completed - 1`` (slot ``completed % 2`` of ``f``)."""
+    slot = f[f"checkpoint/slot{completed % 2}"]
+    if completed < 1 or int(slot["completed"][0]) != completed:
+        raise RunFileError(f"{str(path)!r} has no checkpoint of epoch {completed} "
+                           f"(completed epochs: {completed})")
+    return {name: slot[name][()] for name in CHECKPOINT}
+
+
+def read_params(f, completed: int, epochs: int, save_freq: int, which: str,
+                path: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(pi, v, label)`` of ``final``, ``latest`` (final, else the last checkpoint) or an epoch."""
+    if which == "latest":
+        which = "final" if completed == epochs else "checkpoint"
+    if which == "checkpoint":
+        ck = read_checkpoint_slot(f, completed, path)
+        return ck["pi"], ck["v"], f"after epoch {completed - 1} (checkpoint)"
+    if which == "final":
+        if completed != epochs:
+            raise RunFileError(f"{str(path)!r} is unfinished ({completed} of "
+                               f"{epochs} epochs): no final parameters")
+        return f["params/final/pi"][()], f["params/final/v"][()], "final"
+    try:
+        k = int(which.removeprefix("epoch_"))
+    except ValueError:
+        raise RunFileError(f"parameters {which!r}: expected final, latest or an epoch number") from None
+    if f"params/epoch_{k}" not in f or k >= completed:
+        kept = [e for e in saved_epochs(epochs, save_freq) if e < completed]
+        raise RunFileError(f"{str(path)!r} has no parameters of epoch {k}; kept epochs: {kept}")
+    return f[f"params/epoch_{k}/pi"][()], f[f"params/epoch_{k}/v"][()], f"epoch {k}"
+
+
+# ----------------------------------------------------------------------------- resume
+def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int]:
+    """Truncate ``path`` to its completed epochs (a fresh file, fsync-ed and ``os.replace``-d
+    over it) and open it for appending under ``cfg``.  Returns ``(writer, checkpoint, completed)``."""
+    path = Path(path)
+    got = {}
+
+    def write(tmp: Path) -> None:
+        with open_run(path, kind="ppo") as old:
+            done = int(old["completed"][0])
+            got["checkpoint"], got["completed"] = read_checkpoint_slot(old, done, path), done
+            attrs = {k: old.attrs[k] for k in ATTRS}
+            n_pi, n_v = int(old.attrs["n_pi"]), int(old.attrs["n_v"])
+            f = new_file(tmp, "ppo", cfg.to_json(), attrs)
+            try:
+                f.attrs["created"] = old.attrs.get("created", "")
+                for name in STATS:
+                    f.create_dataset(f"stats/{name}", data=old[f"stats/{name}"][:done], maxshape=(None,),
+                                     chunks=(256,))
+                for name in TIMING:
+                    data = old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
+                    f.create_dataset(f"timing/{name}", data=data, maxshape=(None,), chunks=(256,))
+                for group in _param_groups(cfg):
+                    keep = group != "params/final" and int(group.split("_")[-1]) < done
+                    for net, n in (("pi", n_pi), ("v", n_v)):
+                        f.create_dataset(f"{group}/{net}",
+                                         data=old[f"{group}/{net}"][()] if keep else np.full(n, np.nan))
+                for slot in ("slot0", "slot1"):
+                    src = old[f"checkpoint/{slot}"]
+                    valid = int(src["completed"][0]) in (done, done - 1)
+                    g = f.create_group(f"checkpoint/{slot}")
+                    g.create_dataset("completed", data=src["completed"][()] if valid else np.full(1, -1, np.int64))
+                    for name in CHECKPOINT:
+                        data = src[name][()]
+                        g.create_dataset(name, data=data if valid else
+                                         np.full_like(data, np.nan if data.dtype.kind == "f" else 0))
+                f["completed"][0] = done
+                f.flush()
+            finally:
+                f.close()
+
+    f = rewrite(path, write)
+    return PPORunWriter(f, cfg), got["checkpoint"], got["completed"]

@@ -1,0 +1,316 @@
+"""Reading run files back: :class:`RunData`, the one reader of evolution and PPO runs.
+
+Everything outside :mod:`synapto.store` reads run files through it (replay, resume,
+the viz commands, export, the benchmarks).  Only completed rows are returned
+(``/completed`` generations or epochs): rows past it belong to one that did not finish.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import RunFileError
+from synapto.store.files import open_run
+from synapto.store.ppo import PROGRESS_COLUMNS, STATS as PPO_STATS, read_checkpoint_slot, read_params
+
+
+@dataclass
+class Champion:
+    """The champion of an evolution run and its test episodes (meaningful once ``tested``)."""
+
+    genome: np.ndarray
+    fitness: float
+    generation: int
+    test_seeds: np.ndarray
+    test_returns: np.ndarray
+    test_steps: np.ndarray
+    tested: bool
+    #: the observation normalisation ``(mean, std)`` the champion runs with (None without obs_norm)
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None
+    selection_fitness: float | None = None  #: its fitness on the selection episodes (None without)
+
+
+@dataclass
+class SelectionData:
+    """The final candidates re-evaluated on the selection episodes."""
+
+    genomes: np.ndarray
+    generation: np.ndarray
+    chosen_on: np.ndarray
+    fitness: np.ndarray
+    returns: np.ndarray
+    steps: np.ndarray
+    seeds: np.ndarray
+    chosen: int  #: -1 until the selection ran
+
+
+class RunData:
+    """A run file opened for reading and validated; a context manager.
+
+    ``RunData(path)`` reads any run; ``kind="evolve"`` or ``"ppo"`` refuses the other
+    kind (one-line :class:`RunFileError`).  A PPO run opened as such has its root
+    attributes checked at once.
+    """
+
+    def __init__(self, path: str | Path, kind: str | None = None):
+        self.path = Path(path)
+        self._f = open_run(self.path, kind=kind)
+        try:
+            kind_attr = self._f.attrs.get("kind")
+            self.kind = kind_attr.decode() if isinstance(kind_attr, bytes) else str(kind_attr)
+            self.completed = int(self._f["completed"][0])  #: generations (epochs) fully written
+            if kind == "ppo":
+                self._check_ppo()
+        except BaseException:
+            self._f.close()
+            raise
+
+    def _check_ppo(self) -> None:
+        try:
+            json.loads(self._f.attrs["config"])
+            for name in ("ranks", "obs_dim", "act_dim", "discrete"):
+                int(self._f.attrs[name])
+        except Exception as exc:
+            raise RunFileError(f"{str(self.path)!r} is not a valid PPO run file ({exc})") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if self._f.id.valid:
+            self._f.close()
+
+    def _need(self, kind: str) -> None:
+        if self.kind != kind:
+            raise RunFileError(f"{str(self.path)!r} is a {self.kind!r} run, expected a {kind!r} run")
+
+    # ------------------------------------------------------------------ config, columns
+    @property
+    def config_json(self) -> str:
+        """The run's configuration as stored (JSON), for the caller's ``from_json``."""
+        if "config" not in self._f.attrs:
+            raise RunFileError(f"{str(self.path)!r} has no config attribute")
+        return self._f.attrs["config"]
+
+    @property
+    def config(self) -> dict:
+        """The configuration as the file stores it (not re-parsed with today's defaults);
+        ``{}`` for a file without one."""
+        try:
+            cfg = json.loads(self._f.attrs.get("config", "{}"))
+        except (TypeError, ValueError):
+            cfg = None
+        if not isinstance(cfg, dict):
+            raise RunFileError(f"{str(self.path)!r} has an unreadable config attribute")
+        return cfg
+
+    def parse_config(self, from_json):
+        """``from_json(config_json)`` (e.g. ``PPOConfig.from_json``); one-line error if it fails."""
+        try:
+            return from_json(self.config_json)
+        except RunFileError:
+            raise
+        except Exception as exc:
+            what = "PPO" if self.kind == "ppo" else "evolution"
+            raise RunFileError(f"{str(self.path)!r} is not a valid {what} run file ({exc})") from None
+
+    @property
+    def finished(self) -> bool:
+        """An evolution run whose champion is tested; a PPO run with all its epochs."""
+        if self.kind == "evolve":
+            return self.tested
+        return self.completed >= int(self.config.get("epochs", self.completed))
+
+    def stats(self, name: str) -> np.ndarray:
+        """The completed rows of ``/stats/<name>``."""
+        if f"stats/{name}" not in self._f:
+            raise RunFileError(f"{str(self.path)!r} has no /stats/{name}: not a complete synapto run file")
+        return self._f[f"stats/{name}"][: self.completed]
+
+    def timing(self, name: str) -> np.ndarray:
+        """The completed rows of ``/timing/<name>``; NaN for a figure this file's writer did not record."""
+        if f"timing/{name}" not in self._f:
+            return np.full(self.completed, np.nan)
+        return self._f[f"timing/{name}"][: self.completed]
+
+    def stats_columns(self) -> dict[str, np.ndarray]:
+        """Every ``/stats`` column (completed rows), by name in sorted order; a column
+        shorter than ``completed`` is left out."""
+        return self._columns("stats")
+
+    def timing_columns(self) -> dict[str, np.ndarray]:
+        """Every ``/timing`` column, as :meth:`stats_columns`."""
+        return self._columns("timing")
+
+    def _columns(self, group: str) -> dict[str, np.ndarray]:
+        out = {}
+        for name in sorted(self._f[group].keys()) if group in self._f else []:
+            data = np.asarray(self._f[f"{group}/{name}"][: self.completed])
+            if data.shape[0] == self.completed:
+                out[name] = data
+        return out
+
+    # ------------------------------------------------------------------ evolution runs
+    def _rows(self, name: str, generation, index):
+        self._need("evolve")
+        ds = self._f[name]
+        if generation is None:
+            return ds[: self.completed]
+        return ds[generation] if index is None else ds[generation, index]
+
+    @property
+    def episodes(self) -> int:
+        """Episodes per evaluation (E)."""
+        self._need("evolve")
+        return int(self._f["returns"].shape[2])
+
+    def fitness(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P)`` fitness of the completed generations, a generation's row, or one value."""
+        return self._rows("fitness", generation, individual)
+
+    def returns(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P, E)`` episode returns, as :meth:`fitness`."""
+        return self._rows("returns", generation, individual)
+
+    def seeds(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P, E)`` env.reset seeds, as :meth:`fitness`."""
+        return self._rows("seeds", generation, individual)
+
+    def steps(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P)`` env steps of each evaluation, as :meth:`fitness`."""
+        return self._rows("steps", generation, individual)
+
+    def nonfinite(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P)`` non-finite flags, as :meth:`fitness`."""
+        return self._rows("nonfinite", generation, individual)
+
+    def population(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P, n)`` genomes: the population of a generation, or one genome."""
+        return self._rows("population", generation, individual)
+
+    @property
+    def has_validation(self) -> bool:
+        """The file has the validation datasets (they may hold zero candidates)."""
+        self._need("evolve")
+        return "validation/steps" in self._f
+
+    @property
+    def validation_episodes(self) -> int:
+        """Validation episodes per candidate (V)."""
+        self._need("evolve")
+        return int(self._f["validation/returns"].shape[-1])
+
+    def validation_individual(self, generation: int | None = None, slot: int | None = None):
+        """``(G, K)`` the individuals validated in each generation, as :meth:`fitness`."""
+        return self._rows("validation/individual", generation, slot)
+
+    def validation_fitness(self, generation: int | None = None, slot: int | None = None):
+        """``(G, K)`` their validation fitness."""
+        return self._rows("validation/fitness", generation, slot)
+
+    def validation_returns(self, generation: int | None = None, slot: int | None = None):
+        """``(G, K, V)`` their validation returns."""
+        return self._rows("validation/returns", generation, slot)
+
+    def validation_steps(self, generation: int | None = None, slot: int | None = None):
+        """``(G, K)`` env steps of their validation."""
+        return self._rows("validation/steps", generation, slot)
+
+    def validation_seeds(self, generation: int | None = None):
+        """``(G, V)`` the validation episodes' seeds (the same for every candidate)."""
+        return self._rows("validation/seeds", generation, None)
+
+    @property
+    def tested(self) -> bool:
+        """The champion is tested: the evolution run finished."""
+        self._need("evolve")
+        return bool(self._f["champion/tested"][0]) if "champion/tested" in self._f else False
+
+    def champion(self) -> Champion:
+        self._need("evolve")
+        c = self._f["champion"]
+        norm = (c["obs_mean"][()], c["obs_std"][()]) if "obs_mean" in c else None
+        sel = float(c["selection_fitness"][0]) if "selection_fitness" in c else None
+        return Champion(c["genome"][()], float(c["fitness"][0]), int(c["generation"][0]), c["test_seeds"][()],
+                        c["test_returns"][()], c["test_steps"][()], self.tested, norm, sel)
+
+    def obs_norm(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The observation normalisation generation ``generation`` ran with (None: raw observations)."""
+        self._need("evolve")
+        if "obs_norm/mean" not in self._f:
+            return None
+        return self._f["obs_norm/mean"][generation], self._f["obs_norm/std"][generation]
+
+    def strategy_names(self) -> list[str]:
+        """The strategy's own per-generation datasets (``/strategy/<name>``)."""
+        self._need("evolve")
+        return sorted(self._f["strategy"].keys()) if "strategy" in self._f else []
+
+    def strategy(self, name: str, generation: int | None = None):
+        """``/strategy/<name>``: the completed rows, or one generation's."""
+        if name not in self.strategy_names():
+            raise RunFileError(f"{str(self.path)!r} has no /strategy/{name}")
+        return self._rows(f"strategy/{name}", generation, None)
+
+    def selection(self) -> SelectionData | None:
+        """The final selection (None for a run without one)."""
+        self._need("evolve")
+        if "selection/chosen" not in self._f:
+            return None
+        g = self._f["selection"]
+        return SelectionData(*(g[k][()] for k in ("genomes", "generation", "chosen_on", "fitness", "returns",
+                                                  "steps", "seeds")), int(g["chosen"][0]))
+
+    # ------------------------------------------------------------------ PPO runs
+    def _attr(self, name: str) -> int:
+        self._need("ppo")
+        return int(self._f.attrs[name])
+
+    @property
+    def ranks(self) -> int:
+        """MPI ranks of a PPO run (a resume needs as many)."""
+        return self._attr("ranks")
+
+    @property
+    def obs_dim(self) -> int:
+        return self._attr("obs_dim")
+
+    @property
+    def act_dim(self) -> int:
+        return self._attr("act_dim")
+
+    @property
+    def discrete(self) -> bool:
+        return bool(self._attr("discrete"))
+
+    def checkpoint(self) -> dict[str, np.ndarray]:
+        """The optimiser state after the last completed epoch."""
+        self._need("ppo")
+        return read_checkpoint_slot(self._f, self.completed, self.path)
+
+    def params(self, which: str = "latest") -> tuple[np.ndarray, np.ndarray, str]:
+        """``(pi, v, label)`` of ``final``, ``latest`` (final, else the last checkpoint) or an epoch."""
+        self._need("ppo")
+        cfg = self.config
+        return read_params(self._f, self.completed, int(cfg["epochs"]), int(cfg["save_freq"]), which, self.path)
+
+    def progress_rows(self) -> list[dict]:
+        """The rows of Spinning Up's progress.txt (Time from ``/timing/Time``)."""
+        self._need("ppo")
+        cols = {name: self.stats(name) for name in PPO_STATS}
+        cols["Time"] = self.timing("Time")
+        return [{name: cols[name][i] for name in PROGRESS_COLUMNS} for i in range(self.completed)]
+
+
+class PPORun(RunData):
+    """A PPO run file read back: ``RunData(path, kind="ppo")``."""
+
+    def __init__(self, path: str | Path):
+        super().__init__(path, kind="ppo")
