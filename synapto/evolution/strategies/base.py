@@ -180,6 +180,9 @@ def check_never_revived(before: np.ndarray, after: np.ndarray) -> bool:
 #: ``--strategy`` names and their classes (module:Class)
 STRATEGIES = {
     "ga": "synapto.evolution.strategies.ga:GA",
+    "openai-es": "synapto.evolution.strategies.openai_es:OpenAIES",
+    "pgpe": "synapto.evolution.strategies.pgpe:PGPE",
+    "cmaes": "synapto.evolution.strategies.cmaes:CMAES",
 }
 
 

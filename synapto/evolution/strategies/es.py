@@ -1,0 +1,293 @@
+"""What the distribution-based strategies (``openai-es``, ``pgpe``, ``cmaes``) share.
+
+Each of them searches around one *centre* genome.  :class:`CentreStrategy` holds
+everything that is not the search distribution itself:
+
+- **The population is drawn when a generation is set up** -- in :meth:`start` and at
+  the end of :meth:`tell` -- from the run's Generator, and kept (with the noise it
+  came from) until the next :meth:`tell`: :meth:`ask` draws nothing and returns the
+  same genomes however often it is called, and the checkpoint holds the noise, so a
+  resumed run asks for the same genomes bit for bit.
+- **Synaptolysis.**  A weight that is exactly 0 in the centre is pruned: the
+  subclasses perturb and update the surviving weights only (the noise of pruned
+  coordinates is 0, their optimiser state is zeroed), so every genome asked for has
+  the centre's zeros.  Every ``prune_every`` generations (option ``prune``) the
+  agent's own pruning removes connections from the centre:
+  ``agent.mutate(centre, stats, rate, rng)`` with ``stats`` the population's mean
+  per-connection trace statistics and ``rate`` from ``agent.next_rate`` (starting
+  at ``agent.initial_rate``).  A pruned connection never comes back.
+- **Candidates, champion, final candidates.**  The genomes validated each
+  generation are the centre (individual -1) and the best ``k - 1`` samples by
+  training fitness.  The champion is the best genome by validation fitness so far;
+  a few more of the best validated genomes are kept (a small hall of fame) and
+  offered, with the current centre, as final candidates.  Without validation the
+  champion is the current centre -- in an ES the centre is the estimate the search
+  converges to, while the best training sample is the luckiest draw -- with the
+  population's mean training fitness as its fitness (the fitness of the centre's
+  neighbourhood; the centre itself is never evaluated then).
+- **The initial centre** is ``agent.init_genome(rng)``; with ``init_std > 0`` its
+  surviving weights are redrawn from ``N(0, init_std^2)`` (its zeros, the initially
+  pruned connections, are kept).  pruned-mlp starts every weight at 1.0, which
+  saturates its tanh units; the redraw gives the search a small random network.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from synapto.errors import UsageError
+from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Option, Strategy, rank_order
+
+#: validated genomes kept for the final re-evaluation (besides the centre)
+HALL_OF_FAME = 4
+
+
+def centred_ranks(fitness: np.ndarray) -> np.ndarray:
+    """Fitness shaping: ranks scaled to [-0.5, 0.5] (worst -0.5, best 0.5); tied fitness
+    values share their mean rank, NaN counts as -inf.  The values sum to 0."""
+    f = np.asarray(fitness, dtype=np.float64)
+    f = np.where(np.isnan(f), -np.inf, f)
+    n = f.size
+    if n == 1:
+        return np.zeros(1)
+    order = np.argsort(f, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=np.float64)
+    sorted_f = f[order]
+    # tied values: the mean of their ranks
+    start = np.flatnonzero(np.r_[True, sorted_f[1:] != sorted_f[:-1]])
+    stop = np.r_[start[1:], n]
+    for a, b in zip(start, stop):
+        if b - a > 1:
+            ranks[order[a:b]] = 0.5 * (a + b - 1)
+    return ranks / (n - 1) - 0.5
+
+
+# -- option checks (one line each) ------------------------------------------------
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def need_positive(name: str, v) -> float:
+    if not _is_number(v) or not 0 < v < math.inf:
+        raise UsageError(f"strategy option {name} must be a number > 0, got {v!r}")
+    return float(v)
+
+
+def need_nonnegative(name: str, v) -> float:
+    if not _is_number(v) or not 0 <= v < math.inf:
+        raise UsageError(f"strategy option {name} must be a number >= 0, got {v!r}")
+    return float(v)
+
+
+def need_fraction(name: str, v, closed_high: bool = False) -> float:
+    ok = _is_number(v) and (0 <= v <= 1 if closed_high else 0 <= v < 1)
+    if not ok:
+        raise UsageError(f"strategy option {name} must be a number in [0, 1{']' if closed_high else ')'}, "
+                         f"got {v!r}")
+    return float(v)
+
+
+def need_bool(name: str, v) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise UsageError(f"strategy option {name} must be true or false, got {v!r}")
+    return bool(v)
+
+
+def need_int(name: str, v, low: int = 1) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
+        raise UsageError(f"strategy option {name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def need_even_population(name: str, population: int, why: str) -> None:
+    if population < 2 or population % 2:
+        raise UsageError(f"strategy {name!r} needs an even population >= 2 ({why}), got {population}")
+
+
+class CentreStrategy(Strategy):
+    """A strategy searching around one centre genome (see the module docstring).
+
+    Subclasses implement :meth:`_init_search` (the distribution's initial state),
+    :meth:`_sample` (this generation's noise and genomes from :attr:`rng`),
+    :meth:`_update` (the new centre and distribution from the fitness),
+    :meth:`_forget` (zero the state of newly pruned coordinates) and
+    :meth:`_search_state` / :meth:`_restore_search`; scalars they keep go in
+    :attr:`_scalar_names`.
+    """
+
+    COMMON_OPTIONS: dict[str, Option] = {
+        "init_std": Option(0.0, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
+                                "(the agent's zeros kept); 0: the agent's initial genome as it is"),
+        "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
+                              "generations (false: a dense search of the initial connections)"),
+        "prune_every": Option(10, "generations between two prunings of the centre"),
+    }
+    #: scalars of the subclass's search state, saved and restored by name
+    _scalar_names: tuple[str, ...] = ()
+
+    def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
+        super().__init__(agent, population, options, rng)
+        if self.population < 2:
+            raise UsageError(f"strategy {self.name!r} needs a population >= 2, got {self.population}")
+        self.n = int(agent.n_params)
+        self.generation = 0
+        self.centre = np.zeros(self.n)
+        self.rate = float(agent.initial_rate)
+        self.last_mean_fitness = -math.inf
+        self.hof_genomes = np.zeros((HALL_OF_FAME, self.n))
+        self.hof_fitness = np.full(HALL_OF_FAME, -np.inf)
+        self.hof_generation = np.full(HALL_OF_FAME, -1, dtype=np.int64)
+        self.noise = np.zeros((0, self.n))
+        self.genomes = np.zeros((self.population, self.n))
+
+    @classmethod
+    def check_options(cls, options):
+        out = super().check_options(options)
+        out["init_std"] = need_nonnegative("init_std", out["init_std"])
+        out["prune"] = need_bool("prune", out["prune"])
+        out["prune_every"] = need_int("prune_every", out["prune_every"])
+        return out
+
+    # -- the subclass's part ---------------------------------------------------
+    def _init_search(self) -> None:
+        raise NotImplementedError
+
+    def _sample(self) -> None:
+        """Set :attr:`noise` (drawn from :attr:`rng`) and :attr:`genomes` from it."""
+        raise NotImplementedError
+
+    def _genomes_from_noise(self) -> np.ndarray:
+        """The genomes of :attr:`noise` (a pure function of the state: used after restore)."""
+        raise NotImplementedError
+
+    def _update(self, feedback: Feedback) -> None:
+        raise NotImplementedError
+
+    def _forget(self, dead: np.ndarray) -> None:
+        """Coordinates ``dead`` (indices) were just pruned from the centre."""
+        raise NotImplementedError
+
+    def _search_state(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _restore_search(self, arrays: Mapping[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def _record(self) -> dict[str, float]:
+        return {}
+
+    # -- the seam --------------------------------------------------------------
+    @property
+    def alive(self) -> np.ndarray:
+        """Mask of the centre's surviving connections."""
+        return self.centre != 0
+
+    def start(self):
+        centre = np.asarray(self.agent.init_genome(self.rng), dtype=np.float64)
+        std = self.options["init_std"]
+        if std > 0:
+            centre = (centre != 0) * (std * self.rng.standard_normal(self.n))
+        self.centre = centre
+        self.generation = 0
+        self.rate = float(self.agent.initial_rate)
+        self._init_search()
+        self._sample()
+
+    def ask(self):
+        return self.genomes
+
+    def candidates(self, fitness, k):
+        """The centre (individual -1), then the best ``k - 1`` samples by training fitness."""
+        if k <= 0:
+            return Candidates(np.zeros(0, np.int64), np.zeros((0, self.n)))
+        top = rank_order(fitness)[: k - 1].astype(np.int64)
+        return Candidates(np.r_[np.int64(-1), top], np.concatenate([self.centre[None], self.genomes[top]]))
+
+    def tell(self, feedback: Feedback):
+        if feedback.generation != self.generation:
+            raise RuntimeError(f"told generation {feedback.generation}, expected {self.generation}")
+        fitness = np.asarray(feedback.fitness, dtype=np.float64)
+        finite = np.isfinite(fitness)
+        self.last_mean_fitness = float(fitness[finite].mean()) if finite.any() else -math.inf
+        self._remember(feedback)
+        self._update(feedback)
+        if self.options["prune"] and (self.generation + 1) % self.options["prune_every"] == 0:
+            self._prune(feedback)
+        self.generation += 1
+        self._sample()
+
+    def _remember(self, feedback: Feedback) -> None:
+        """The hall of fame of validated genomes (new ones first on ties)."""
+        vf = np.asarray(feedback.validation_fitness, dtype=np.float64)
+        if vf.size == 0:
+            return
+        fit = np.concatenate([vf, self.hof_fitness])
+        gen = np.concatenate([np.full(vf.size, self.generation, dtype=np.int64), self.hof_generation])
+        genomes = np.concatenate([np.asarray(feedback.candidates.genomes, dtype=np.float64), self.hof_genomes])
+        pick = rank_order(fit)[:HALL_OF_FAME]
+        self.hof_fitness, self.hof_generation, self.hof_genomes = fit[pick], gen[pick], genomes[pick]
+
+    def _prune(self, feedback: Feedback) -> None:
+        fitness = np.asarray(feedback.fitness, dtype=np.float64)
+        finite = np.isfinite(fitness)
+        rows = np.asarray(feedback.stats, dtype=np.float64)[finite] if finite.any() else feedback.stats
+        stats = np.mean(rows, axis=0)
+        conn = np.asarray(feedback.connections, dtype=np.float64)
+        elite = -(-self.population // 8)
+        self.rate = float(self.agent.next_rate(self.rate, conn[rank_order(fitness)[:elite]], float(conn.mean())))
+        before = self.alive
+        self.centre = np.asarray(self.agent.mutate(self.centre, stats, self.rate, self.rng), dtype=np.float64)
+        self.centre[~before] = 0.0  # an agent's pruning never revives; enforce it for user agents too
+        dead = np.flatnonzero(before & ~self.alive)
+        if dead.size:
+            self._forget(dead)
+
+    @property
+    def champion(self):
+        if np.isfinite(self.hof_fitness[0]):
+            return Champion(self.hof_genomes[0], float(self.hof_fitness[0]), int(self.hof_generation[0]))
+        return Champion(self.centre, float(self.last_mean_fitness), self.generation - 1)
+
+    def final_candidates(self):
+        """The validated genomes kept (best first), then the current centre; no duplicates."""
+        out = [g for g, f in zip(self.hof_genomes, self.hof_fitness) if np.isfinite(f)] + [self.centre]
+        unique = []
+        for g in out:
+            if not any(np.array_equal(g, u) for u in unique):
+                unique.append(g)
+        return np.stack(unique)
+
+    def record(self):
+        return {"prune_rate": float(self.rate), "centre_connections": float(np.count_nonzero(self.centre)),
+                **self._record()}
+
+    def record_arrays(self):
+        return {"centre": self.centre.copy()}
+
+    # -- checkpoint ------------------------------------------------------------
+    def state(self):
+        arrays = {"centre": self.centre, "noise": self.noise, "hof_genomes": self.hof_genomes,
+                  "hof_fitness": self.hof_fitness, "hof_generation": self.hof_generation,
+                  **self._search_state()}
+        scalars = {"generation": int(self.generation), "rate": float(self.rate),
+                   "last_mean_fitness": float(self.last_mean_fitness),
+                   **{k: float(getattr(self, k)) for k in self._scalar_names}}
+        return {k: np.array(v, copy=True) for k, v in arrays.items()}, scalars
+
+    def restore(self, arrays, scalars):
+        self.centre = np.array(arrays["centre"], dtype=np.float64)
+        self.noise = np.array(arrays["noise"], dtype=np.float64)
+        self.hof_genomes = np.array(arrays["hof_genomes"], dtype=np.float64)
+        self.hof_fitness = np.array(arrays["hof_fitness"], dtype=np.float64)
+        self.hof_generation = np.array(arrays["hof_generation"], dtype=np.int64)
+        self.generation = int(scalars["generation"])
+        self.rate = float(scalars["rate"])
+        self.last_mean_fitness = float(scalars["last_mean_fitness"])
+        for k in self._scalar_names:
+            setattr(self, k, float(scalars[k]))
+        self._restore_search(arrays)
+        self.genomes = self._genomes_from_noise()
