@@ -143,7 +143,7 @@ def evolve(
              "[default: ga]")] = None,
     sigma: Annotated[Optional[float], typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="openai-es, pgpe: step size of the centre's optimiser.")]
+    lr: Annotated[Optional[float], typer.Option(help="openai-es: Adam's step size on the centre.")]
         = None,
     prune: Annotated[Optional[str], typer.Option(
         help="on: the agent prunes connections between generations (synaptolysis); off: dense. "

@@ -171,8 +171,11 @@ class EvolutionRun:
         return None if self.obs is None else self.obs.frozen()
 
     def norm_of(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """The normalisation generation ``generation`` ran with."""
-        return None if self.obs is None else self.norms[generation]
+        """The normalisation generation ``generation`` ran with (the next generation's for
+        a genome not evaluated yet, e.g. an ES's last centre)."""
+        if self.obs is None:
+            return None
+        return self.norms[generation] if generation < len(self.norms) else self.obs.frozen()
 
     def record(self, gen: Generation, checkpoint_every: int, t_start: float, norm) -> dict[str, float]:
         """Count, append generation ``gen`` to the run file, checkpoint on schedule."""

@@ -131,8 +131,7 @@ class CentreStrategy(Strategy):
 
     def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
         super().__init__(agent, population, options, rng)
-        if self.population < 2:
-            raise UsageError(f"strategy {self.name!r} needs a population >= 2, got {self.population}")
+        self.check_population(self.population, self.options)
         self.n = int(agent.n_params)
         self.generation = 0
         self.centre = np.zeros(self.n)
@@ -143,6 +142,11 @@ class CentreStrategy(Strategy):
         self.hof_generation = np.full(HALL_OF_FAME, -1, dtype=np.int64)
         self.noise = np.zeros((0, self.n))
         self.genomes = np.zeros((self.population, self.n))
+
+    @classmethod
+    def check_population(cls, population, options):
+        if population < 2:
+            raise UsageError(f"strategy {cls.name!r} needs a population >= 2, got {population}")
 
     @classmethod
     def check_options(cls, options):
@@ -253,13 +257,16 @@ class CentreStrategy(Strategy):
         return Champion(self.centre, float(self.last_mean_fitness), self.generation - 1)
 
     def final_candidates(self):
-        """The validated genomes kept (best first), then the current centre; no duplicates."""
-        out = [g for g, f in zip(self.hof_genomes, self.hof_fitness) if np.isfinite(f)] + [self.centre]
+        """The validated genomes kept (best first), then the current centre -- labelled with
+        the generation it would run in, never evaluated (fitness NaN); no duplicates."""
+        out = [Champion(g, float(f), int(n)) for g, f, n in zip(self.hof_genomes, self.hof_fitness,
+                                                                self.hof_generation) if np.isfinite(f)]
+        out.append(Champion(self.centre, float("nan"), self.generation))
         unique = []
-        for g in out:
-            if not any(np.array_equal(g, u) for u in unique):
-                unique.append(g)
-        return np.stack(unique)
+        for c in out:
+            if not any(np.array_equal(c.genome, u.genome) for u in unique):
+                unique.append(c)
+        return unique
 
     def record(self):
         return {"prune_rate": float(self.rate), "centre_connections": float(np.count_nonzero(self.centre)),

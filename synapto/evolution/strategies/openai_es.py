@@ -46,12 +46,15 @@ class OpenAIES(CentreStrategy):
 
     def __init__(self, agent, population, options, rng):
         super().__init__(agent, population, options, rng)
-        need_even_population(self.name, self.population, "mirrored sampling")
         self.sigma = self.options["sigma"]
         self.adam_t = 0.0
         self.m = np.zeros(self.n)
         self.v = np.zeros(self.n)
         self.step_norm = math.nan
+
+    @classmethod
+    def check_population(cls, population, options):
+        need_even_population(cls.name, population, "mirrored sampling")
 
     @classmethod
     def check_options(cls, options):

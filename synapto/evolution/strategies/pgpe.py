@@ -49,10 +49,13 @@ class PGPE(CentreStrategy):
 
     def __init__(self, agent, population, options, rng):
         super().__init__(agent, population, options, rng)
-        need_even_population(self.name, self.population, "symmetric sampling")
         self.sigma = np.zeros(self.n)
         self.velocity = np.zeros(self.n)
         self.step_norm = math.nan
+
+    @classmethod
+    def check_population(cls, population, options):
+        need_even_population(cls.name, population, "symmetric sampling")
 
     @classmethod
     def check_options(cls, options):
