@@ -22,6 +22,7 @@ class ReplayItem:
     seeds: np.ndarray
     fitness: float | None  #: None for a generation that did not complete
     returns: np.ndarray | None
+    norm: tuple[np.ndarray, np.ndarray] | None = None  #: the generation's observation normalisation
 
 
 @dataclass
@@ -37,7 +38,9 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
     """Read what to replay; one-line errors for bad files and out-of-range picks.
 
     With ``validation`` the validation evaluations (fresh episodes of the top
-    candidates) are replayed instead of the training ones.
+    candidates) are replayed instead of the training ones.  ``--sample`` leaves out
+    evaluations recorded as failed (``--on-error skip``: there is no result to compare)
+    and says how many.
     """
     if sample is None and (generation is None or individual is None):
         raise UsageError("replay needs --generation G --individual I, or --sample K")
@@ -54,21 +57,34 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         if sample is not None:
             if sample < 1:
                 raise UsageError(f"--sample must be >= 1, got {sample}")
+            failed = run.failed()
+            ok = np.flatnonzero(~failed.ravel())
+            if ok.size == 0:
+                raise RunFileError(f"{str(path)!r}: every evaluation is recorded as failed; nothing to replay")
             rng = seeding.generator(sample_seed, seeding.Stream.REPLAY_SAMPLE)
-            flat = rng.choice(done * P, size=min(sample, done * P), replace=False)
+            if failed.any():
+                flat = ok[rng.choice(ok.size, size=min(sample, ok.size), replace=False)]
+            else:  # the draw of files without failures, as it always was
+                flat = rng.choice(done * P, size=min(sample, done * P), replace=False)
             picks = sorted((int(x) // P, int(x) % P) for x in flat)
             note = f"replaying {len(picks)} evaluation(s) drawn with --sample-seed {sample_seed}"
+            if failed.any():
+                note += f" (leaving out the {int(failed.sum())} recorded as failed)"
         else:
             if not 0 <= generation < done:
                 raise UsageError(f"--generation {generation} is out of range: the run has generations 0..{done - 1}")
-            if not 0 <= individual < P:
-                raise UsageError(f"--individual {individual} is out of range: the population has 0..{P - 1}")
+            if not 0 <= individual < P and not (validation and individual == -1):
+                raise UsageError(f"--individual {individual} is out of range: the population has 0..{P - 1}"
+                                 + (" (or -1, a strategy's centre, with --validation)" if validation else ""))
             picks = [(generation, individual)]
             note = f"replaying generation {generation}, individual {individual}"
+            if not validation and run.failed(generation, individual):
+                raise UsageError(f"generation {generation} individual {individual} is recorded as failed "
+                                 f"(--on-error skip): it has no result to compare")
         if validation:
             return _plan_validation(Path(path), run, cfg, done, generation, individual, sample, sample_seed)
         items = [ReplayItem(g, i, run.population(g, i), run.seeds(g, i), float(run.fitness(g, i)),
-                            run.returns(g, i)) for g, i in picks]
+                            run.returns(g, i), run.obs_norm(g)) for g, i in picks]
     return ReplayPlan(Path(path), cfg, items, note)
 
 
@@ -89,8 +105,12 @@ def _plan_validation(path, run, cfg, done, generation, individual, sample, sampl
                              f"validated: {sorted(int(i) for i in who[generation])}")
         picks = [(generation, int(slots[0]))]
         note = f"replaying the validation of generation {generation}, individual {individual}"
-    items = [ReplayItem(g, int(who[g, j]), run.population(g, int(who[g, j])), run.validation_seeds(g),
-                        float(run.validation_fitness(g, j)), run.validation_returns(g, j)) for g, j in picks]
+    def genome(g, i):  # individual -1: the strategy's centre of that generation
+        return run.population(g, i) if i >= 0 else run.strategy("centre", g)
+
+    items = [ReplayItem(g, int(who[g, j]), genome(g, int(who[g, j])), run.validation_seeds(g),
+                        float(run.validation_fitness(g, j)), run.validation_returns(g, j), run.obs_norm(g))
+             for g, j in picks]
     return ReplayPlan(path, cfg, items, note)
 
 
@@ -107,7 +127,14 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
         raise UsageError(f"--individual {individual} is out of range: the population has 0..{cfg.population - 1}")
     seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes, common=cfg.crn)[individual]
     genome = restore_strategy(cfg, checkpoint).ask()[individual]
-    item = ReplayItem(generation, individual, genome, seeds, None, None)
+    norm = None
+    if cfg.obs_norm:
+        from synapto.evolution.obs_norm import ObsStats
+
+        stats = ObsStats(len(checkpoint.arrays["obs_sum"]))
+        stats.restore(checkpoint.arrays)
+        norm = stats.frozen()
+    item = ReplayItem(generation, individual, genome, seeds, None, None, norm)
     return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
                                          f"checkpoint), individual {individual}")
 
@@ -125,23 +152,28 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
     from synapto.parallel.farm import TaskFailed
 
     try:
-        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False) for it in plan.items])
+        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm)
+                            for it in plan.items])
     except TaskFailed as exc:
         f = exc.failure
         it = plan.items[f.index]
         log(f"generation {it.generation} individual {it.individual} raised on rank {f.rank} ({f.host}):\n"
             f"{f.traceback}")
         return False
-    matches = 0
+    matches = unstored = 0
     for it, r in zip(plan.items, results):
         if it.fitness is None:
-            log(f"generation {it.generation} individual {it.individual}: no stored result; "
+            log(f"generation {it.generation} individual {it.individual}: no stored result to compare; "
                 f"recomputed {r.fitness!r}")
-            matches += 1
+            unstored += 1
             continue
         ok = same_float(it.fitness, r.fitness) and same_float(it.returns, r.returns)
         matches += ok
         log(f"generation {it.generation} individual {it.individual}: stored {it.fitness!r} "
             f"recomputed {r.fitness!r} {'match' if ok else 'MISMATCH'}")
-    log(f"{matches}/{len(plan.items)} bit-identical")
-    return matches == len(plan.items)
+    compared = len(plan.items) - unstored
+    if compared:
+        log(f"{matches}/{compared} bit-identical")
+    if unstored:
+        log(f"{unstored} evaluation(s) without a stored result: recomputed, nothing compared")
+    return matches == compared

@@ -70,14 +70,9 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     clock = time.perf_counter
     t0 = clock()
     policy = agent.policy(genome)
-    act = policy.act
-    if len(agent.space.obs_shape) > 1:  # an image, say: the policy sees it flattened
-        act = _flattening(act)
-    record = None
-    if obs_norm is not None or count_obs:
-        from synapto.evolution.obs_norm import NormalisedActor
-
-        act = record = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
+    act = record = acting(agent, policy, obs_norm, count_obs)
+    if not (obs_norm is not None or count_obs):
+        record = None
     discrete = agent.space.discrete
     check = not discrete
     isfinite = math.isfinite
@@ -150,6 +145,21 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent,
                           record.count, record.sum, record.sumsq)
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
+
+
+def acting(agent, policy, obs_norm=None, count_obs: bool = False):
+    """The callable that turns an env's observation into ``policy``'s action: the policy's
+    own ``act``, behind flattening (observations of more than one dimension) and the
+    observation normalisation (:class:`~synapto.evolution.obs_norm.NormalisedActor`,
+    which also counts).  Everything that plays a genome (evaluation, render, draw) uses it."""
+    act = policy.act
+    if len(agent.space.obs_shape) > 1:  # an image, say: the policy sees it flattened
+        act = _flattening(act)
+    if obs_norm is not None or count_obs:
+        from synapto.evolution.obs_norm import NormalisedActor
+
+        act = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
+    return act
 
 
 def _flattening(act):

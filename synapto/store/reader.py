@@ -187,6 +187,10 @@ class RunData:
         """``(G, P)`` env steps of each evaluation, as :meth:`fitness`."""
         return self._rows("steps", generation, individual)
 
+    def failed(self, generation: int | None = None, individual: int | None = None):
+        """``(G, P)`` flags of evaluations that raised (``--on-error skip``), as :meth:`fitness`."""
+        return self._rows("failed", generation, individual)
+
     def nonfinite(self, generation: int | None = None, individual: int | None = None):
         """``(G, P)`` non-finite flags, as :meth:`fitness`."""
         return self._rows("nonfinite", generation, individual)

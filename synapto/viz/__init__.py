@@ -194,6 +194,13 @@ class Pick:
     what: str  #: e.g. "champion of generation 12 (fitness 253.10)"
     test_returns: np.ndarray  #: the run's stored test returns of this genome (champion only)
     label: str = ""  #: short: "champion of gen 12", "best so far (gen 7)", "gen 3 individual 5"
+    obs_norm: tuple | None = None  #: the observation normalisation the genome runs with
+
+    def act(self, policy):
+        """``policy``'s action for a raw observation (flattened, normalised as in the run)."""
+        from synapto.evolution.evaluate import acting
+
+        return acting(self.agent, policy, self.obs_norm)
 
 
 def pick_genome(path: str | Path, generation: int | None = None, individual: int | None = None) -> Pick:
@@ -220,12 +227,13 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                                  f"(0..{cfg.population - 1})")
             genome = run.population(generation, individual)
             fitness = float(run.fitness(generation, individual))
+            norm = run.obs_norm(generation)
             what = f"generation {generation} individual {individual} (fitness {fitness:.2f})"
             label = f"gen {generation} individual {individual}"
         elif tested:
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
-            test_returns = champion.test_returns
+            test_returns, norm = champion.test_returns, champion.obs_norm
             what = f"champion of generation {generation} (fitness {fitness:.2f})"
             label = f"champion of gen {generation}"
         else:
@@ -233,10 +241,13 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             if done < 1:
                 raise RunFileError(f"{str(path)!r} has no completed generation yet")
             best = _checkpoint_best(path, cfg)
+            if best is not None and best[2] >= done:  # an ES centre not evaluated yet: no normalisation to show
+                best = None
             if best is not None:  # the run's own best-ever agent (chosen as the run chooses it)
                 genome, fitness, generation = best
                 what = (f"best so far: from generation {generation} (fitness {fitness:.2f}; "
                         f"the run is unfinished, no tested champion)")
+                norm = run.obs_norm(generation)
             else:
                 fit = np.asarray(run.fitness(), dtype=np.float64)
                 fit = np.where(np.isnan(fit), -np.inf, fit)
@@ -245,6 +256,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 fitness = float(fit[generation, individual])
                 what = (f"best so far: generation {generation} individual {individual} (fitness {fitness:.2f}; "
                         f"the run is unfinished, no tested champion)")
+                norm = run.obs_norm(generation)
     agent = build_agent(cfg)
     genome = np.asarray(genome, dtype=np.float64)
     if genome.shape != (agent.n_params,):
@@ -252,7 +264,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                            f"{cfg.agent} {list(cfg.hidden)} on {cfg.env} ({agent.n_params} parameters)")
     if label == "best so far":
         label = f"best so far (gen {generation})"
-    return Pick(cfg, agent, genome, generation, individual, fitness, what, np.asarray(test_returns), label)
+    return Pick(cfg, agent, genome, generation, individual, fitness, what, np.asarray(test_returns), label, norm)
 
 
 def _checkpoint_best(path: Path, cfg):

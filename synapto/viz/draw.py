@@ -63,13 +63,14 @@ def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
 
     seed = int(test_seeds(pick.config.seed, 1)[0])
     policy = pick.agent.policy(pick.genome)
+    act = pick.act(policy)
     env = make_env(pick.config.env)
     try:
         obs, _ = env.reset(seed=seed)
         policy.reset()
         total, steps = 0.0, 0
         while True:
-            action = policy.act(obs)
+            action = act(obs)
             if not pick.agent.space.discrete and not np.all(np.isfinite(action)):
                 break
             obs, reward, terminated, truncated, _ = env.step(action)

@@ -49,7 +49,7 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     seeds = [int(s) for s in test_seeds(cfg.seed, episodes)]
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
-    return Player(title, cfg.env, seeds, policy.reset, policy.act, policy.end_episode, max_steps,
+    return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
                   expected, agent.space.discrete), pick.what
 
 
