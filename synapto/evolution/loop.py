@@ -126,6 +126,7 @@ class EvolutionRun:
         self.agent = build_agent(cfg)
         self.cfg_json = cfg.to_json()
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
+        self.selection_steps = 0  #: env steps of the final selection
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         checkpoint = read_checkpoint(out) if resume else None
         if checkpoint is not None:
@@ -210,6 +211,7 @@ class EvolutionRun:
                      f"fresh episodes each")
             selection = final.select(cfg, candidates, evals, self.generation, self.norm_of)
             champion = candidates[selection.chosen]
+            self.selection_steps = int(selection.steps.sum())
             self.writer.write_selection(selection)
         if cfg.test_episodes:
             self.log(f"testing the champion (generation {champion.generation}, fitness "
@@ -275,8 +277,10 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     finally:
         run.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
-    log(f"done in {_fmt_time(wall)}: {run.env_steps:,} env steps -> {out} "
-        f"(coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
+    sel, tst = run.selection_steps, int(test.steps.sum())
+    log(f"done in {_fmt_time(wall)}: {run.env_steps + run.validation_steps + sel + tst:,} env steps "
+        f"({run.env_steps:,} training, {run.validation_steps:,} validation, {sel:,} selection, {tst:,} test) "
+        f"-> {out} (coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
     return RunSummary(out, run.generation, run.env_steps, run.strategy.champion.fitness, test.mean, test.std, wall)
 
 
