@@ -60,7 +60,7 @@ def _log(msg: str) -> None:
 # --------------------------------------------------------------------------- evolve
 #: strategy options that have a command-line flag (and a top-level TOML key) of their own
 STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
-EVOLVE_KEYS = {"env", "agent", "population", "generations", "hidden", "episodes", "seed",
+EVOLVE_KEYS = {"env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
                "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
                *STRATEGY_SHORTHANDS}
@@ -113,6 +113,9 @@ def evolve(
         help="pruned-mlp, hebbian-dag, or package.module:Class. [default: hebbian-dag]")] = None,
     population: Annotated[Optional[int], typer.Option(help="Individuals per generation. [default: 64]")] = None,
     generations: Annotated[Optional[int], typer.Option(help="Generations to run. [default: 100]")] = None,
+    max_env_steps: Annotated[Optional[int], typer.Option(
+        help="Env-step budget of training and validation episodes: the run ends after the generation that "
+             "reaches it; 0 for none. [default: 0]")] = None,
     hidden: Annotated[Optional[list[int]], typer.Option(
         help="Hidden layer sizes, e.g. --hidden 8 8. [default: 8 8]")] = None,
     episodes: Annotated[Optional[int], typer.Option(help="Episodes averaged per fitness. [default: 4]")] = None,
@@ -184,7 +187,8 @@ def evolve(
 
     values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
     file_values = dict(values)
-    given = dict(env=env, agent=agent, population=population, generations=generations, hidden=hidden,
+    given = dict(env=env, agent=agent, population=population, generations=generations,
+                 max_env_steps=max_env_steps, hidden=hidden,
                  episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
                  crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
                  strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std,
@@ -327,10 +331,12 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     if wanted.generations < done_generations:
         raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
                          f"{str(path)!r} already holds")
-    if finished and wanted.generations == done_generations:
+    steps_done = 0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(
+        checkpoint.scalars["validation_steps"])
+    if finished and not wanted.goes_on(done_generations, steps_done):
         if env_rank() == 0:
-            _log(f"{path} is finished ({done_generations} generations); nothing to do "
-                 f"(raise --generations to extend it)")
+            _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
+                 f"(raise --generations or --max-env-steps to extend it)")
         return
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)

@@ -28,7 +28,10 @@ class EvolveConfig:
     env: str = "BipedalWalker-v3"  #: gymnasium environment id
     agent: str = "hebbian-dag"  #: pruned-mlp, hebbian-dag, or package.module:Class
     population: int = 64  #: individuals per generation (>= 2)
-    generations: int = 100  #: generations to run
+    generations: int = 100  #: generations to run (at most, with ``max_env_steps``)
+    #: env-step budget of training + validation episodes: the run ends after the generation
+    #: that reaches it (0: no budget; the final selection and test come on top)
+    max_env_steps: int = 0
     hidden: tuple[int, ...] = (8, 8)  #: hidden layer sizes
     episodes: int = 4  #: episodes averaged per fitness evaluation
     seed: int = 0  #: run seed; every random number of the run derives from it
@@ -67,6 +70,8 @@ class EvolveConfig:
              f"--population must be an integer >= 2, got {self.population!r}")
         need(isinstance(self.generations, int) and self.generations >= 1,
              f"--generations must be an integer >= 1, got {self.generations!r}")
+        need(isinstance(self.max_env_steps, int) and not isinstance(self.max_env_steps, bool)
+             and self.max_env_steps >= 0, f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
         need(len(self.hidden) >= 1 and all(isinstance(h, int) and h > 0 for h in self.hidden),
              f"--hidden must be one or more positive integers, got {list(self.hidden)!r}")
         need(isinstance(self.episodes, int) and self.episodes >= 1,
@@ -102,6 +107,11 @@ class EvolveConfig:
         if self.validate_episodes == 0:
             return 0
         return self.validate_top or self.elite_count
+
+    def goes_on(self, generation: int, env_steps: int) -> bool:
+        """Whether a run that completed ``generation`` generations and ``env_steps`` training
+        and validation env steps runs another generation."""
+        return generation < self.generations and not (self.max_env_steps and env_steps >= self.max_env_steps)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

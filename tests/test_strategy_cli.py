@@ -104,3 +104,20 @@ def test_ask_tell_api_continues_exactly_from_its_state():
     assert a.champion.fitness == b.champion.fitness
     with pytest.raises(synapto.api.UsageError):
         a.tell([1.0, 2.0])
+
+
+def test_an_env_step_budget_ends_the_run_and_can_be_raised(capsys, tmp_path):
+    out = tmp_path / "run.h5"
+    code, _, err = cli(capsys, *TINY[:-6], "--generations", "50", "--max-env-steps", "400", "--test-episodes", "2",
+                       "--validate-episodes", "2", "--out", out)
+    assert code == 0, err
+    with RunData(out) as run:
+        done = run.completed
+        spent = run.stats("env_steps") + run.stats("validation_env_steps")
+    assert 1 <= done < 50 and spent[-1] >= 400 and (done == 1 or spent[-2] < 400)
+    code, log, _ = cli(capsys, "evolve", "--resume", out)
+    assert code == 0 and "is finished" in log
+    code, _, err = cli(capsys, "evolve", "--resume", out, "--max-env-steps", "2000")
+    assert code == 0, err
+    with RunData(out) as run:
+        assert run.completed > done and run.tested

@@ -197,7 +197,8 @@ class EvolutionRun:
                   "worker_env": float(sum(r.env_seconds for r in gen.results)),
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
         self.writer.append(gen.index, data, stats, {**timing, "write": time.perf_counter() - t})
-        if self.generation % checkpoint_every == 0 or self.generation == self.cfg.generations:
+        last = not self.cfg.goes_on(self.generation, self.env_steps + self.validation_steps)
+        if self.generation % checkpoint_every == 0 or last:
             self.save()
         return stats
 
@@ -234,7 +235,8 @@ def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: 
     t_eval = gen.timing["eval_wall"]
     return (f"gen {gen.index + 1:>4}/{cfg.generations}  best {num(stats['best_fitness'])}  {val}"
             f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
-            f"steps {run.env_steps:>10,}  {int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
+            f"steps {run.env_steps + run.validation_steps:>10,}  "
+            f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
             f"elapsed {_fmt_time(elapsed)}")
 
 
@@ -259,7 +261,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         f"{cfg.generations} generations, {cfg.episodes} episodes, seed {cfg.seed}, "
         f"{farm.n_workers} worker(s) -> {out}")
     try:
-        while run.generation < cfg.generations:
+        while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
             t0 = time.perf_counter()
             norm = run.norm()
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
