@@ -35,25 +35,41 @@ def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Pop
 
 
 def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> str:
-    """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit."""
+    """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit.
+
+    Reads the pipe unbuffered (``os.read``) and splits lines itself: a line that arrives
+    in the same read as the one before it is seen at once, not at the next output.  What
+    was read past that line is kept for the next call (``proc.pending``)."""
     import selectors
     import time
 
+    fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-            break
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return line
+    buf = getattr(proc, "pending", b"")
+    seen = getattr(proc, "seen", [])
+    proc.seen = seen
+    try:
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.decode(errors="replace") + "\n"
+                seen.append(text)
+                if needle in text:
+                    proc.pending = buf
+                    return text
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(timeout=left):
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        sel.close()
     kill_group(proc)
-    pytest.fail(f"never saw {needle!r}; output:\n{''.join(seen)}\n{proc.stderr.read()}")
+    pytest.fail(f"never saw {needle!r}; output:\n{''.join(seen)}{buf.decode(errors='replace')}\n{proc.stderr.read()}")
 
 
 def kill_group(proc: subprocess.Popen, sig=None) -> None:
