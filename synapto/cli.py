@@ -335,6 +335,17 @@ _register_optional()
 
 
 def main(argv: list[str] | None = None) -> None:
+    from synapto.parallel.launch import announce, record_exit
+
+    announce()  # a rank of a relaunched job: its parent forwards Ctrl-C here
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        record_exit(0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1)
+        raise
+
+
+def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     argv = expand_multi(list(argv), MULTI_VALUE_OPTIONS)
     try:

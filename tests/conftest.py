@@ -34,22 +34,23 @@ def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Pop
                             start_new_session=True)
 
 
-def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> str:
-    """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit.
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300, stream: str = "stdout") -> str:
+    """Read ``proc``'s stdout (or ``stream="stderr"``) until a line containing ``needle``;
+    fail on timeout or exit.
 
     Reads the pipe unbuffered (``os.read``) and splits lines itself: a line that arrives
     in the same read as the one before it is seen at once, not at the next output.  What
-    was read past that line is kept for the next call (``proc.pending``)."""
+    was read past that line is kept for the next call."""
     import selectors
     import time
 
-    fd = proc.stdout.fileno()
+    fd = getattr(proc, stream).fileno()
+    if not hasattr(proc, "_lines"):
+        proc._lines = {}
+    buf, seen = proc._lines.setdefault(stream, [b"", []])
     sel = selectors.DefaultSelector()
     sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
-    buf = getattr(proc, "pending", b"")
-    seen = getattr(proc, "seen", [])
-    proc.seen = seen
     try:
         while True:
             while b"\n" in buf:
@@ -57,7 +58,7 @@ def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> 
                 text = line.decode(errors="replace") + "\n"
                 seen.append(text)
                 if needle in text:
-                    proc.pending = buf
+                    proc._lines[stream][0] = buf
                     return text
             left = deadline - time.monotonic()
             if left <= 0 or not sel.select(timeout=left):
@@ -69,7 +70,21 @@ def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> 
     finally:
         sel.close()
     kill_group(proc)
-    pytest.fail(f"never saw {needle!r}; output:\n{''.join(seen)}{buf.decode(errors='replace')}\n{proc.stderr.read()}")
+    pytest.fail(f"never saw {needle!r} on {stream}; it said:\n{''.join(seen)}{buf.decode(errors='replace')}")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
+    """Wait for ``proc`` (bounded; killed on timeout): its whole stdout and stderr, also
+    what :func:`wait_for_line` read."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"still running after {timeout}s:\n{out}\n{err}")
+    lines = getattr(proc, "_lines", {})
+    before = {k: "".join(seen) + buf.decode(errors="replace") for k, (buf, seen) in lines.items()}
+    return before.get("stdout", "") + out, before.get("stderr", "") + err
 
 
 def kill_group(proc: subprocess.Popen, sig=None) -> None:

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
 RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "10", "--generations", "6",
        "--episodes", "2", "--hidden", "4", "--seed", "8", "--test-episodes", "4"]
@@ -53,32 +53,99 @@ def test_checkpoint_write_is_atomic(tmp_path):
     assert "resuming" in proc.stdout and "at generation 1" in proc.stdout
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-@pytest.mark.parametrize("ranks", [None, 3], ids=["serial", "mpi"])
-def test_signal_checkpoints_and_prints_resume_command(tmp_path, sig, code, ranks):
-    args = ["--env", "BipedalWalker-v3", "--population", "6", "--generations", "200", "--episodes", "1",
-            "--hidden", "4", "--seed", "1", "--test-episodes", "2"]
-    out = tmp_path / "r.h5"
-    proc = start_cli("evolve", *args, "--out", out, ranks=ranks)
-    wait_for_line(proc, "gen    2/")
-    if ranks is None:
-        proc.send_signal(sig)
-    else:
-        kill_group(proc, sig)  # a terminal's Ctrl-C / Slurm's SIGTERM reach every rank
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == code, stderr
-    assert f"resume with: python -m synapto evolve --resume {out}" in stderr
+# CartPole: generations of milliseconds, so a signal lands in the middle of the run whichever
+# generation it is; the reference of each stopping point is built once, in one process
+SIGNAL_RUN = ["--env", "CartPole-v1", "--population", "6", "--generations", "100000", "--episodes", "1",
+              "--hidden", "4", "--seed", "1", "--test-episodes", "2"]
+HOLD_RUN = ["--env", "failing_env:HoldCartPole-v0", *SIGNAL_RUN[2:]]
+
+
+@pytest.fixture(scope="module")
+def signal_reference(tmp_path_factory):
+    made = {}
+
+    def reference(generations: int, run=SIGNAL_RUN):
+        key = (generations, tuple(run))
+        if key not in made:
+            out = tmp_path_factory.mktemp("signal_reference") / "reference.h5"
+            args = [str(generations) if a == "100000" else a for a in run]
+            proc = run_cli("evolve", *args, "--out", out)
+            assert proc.returncode == 0, proc.stderr
+            made[key] = out
+        return made[key]
+
+    return reference
+
+
+def assert_stopped_and_resumable(proc, out, code, reference, resume_hint=True, quiet=True):
+    """``proc`` exits ``code`` with a whole checkpoint of the last completed generation, from
+    which the run continues exactly as an uninterrupted one."""
+    stdout, stderr = finish(proc)
+    assert proc.returncode == code, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    if quiet:
+        assert "HYD" not in stderr, stderr  # none of mpiexec's complaints of a job torn down
+    if resume_hint:
+        assert f"resume with: python -m synapto evolve --resume {out}" in stderr
     with h5py.File(out, "r", swmr=True) as f:
         done = int(f["completed"][0])
     with h5py.File(str(out) + ".ckpt", "r") as f:
         assert int(f.attrs["generation"]) == done >= 2
-    # the stopped run continues exactly as an uninterrupted one
-    short = [a if a != "200" else str(done + 1) for a in args]
-    reference = tmp_path / "reference.h5"
-    assert run_cli("evolve", *short, "--out", reference).returncode == 0
     proc = run_cli("evolve", "--resume", out, "--generations", str(done + 1))
     assert proc.returncode == 0, proc.stderr
-    assert_same_run(reference, out)
+    assert_same_run(reference(done + 1), out)
+    return stderr
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("ranks", [None, pytest.param(3, marks=pytest.mark.mpi)], ids=["serial", "mpi"])
+def test_signal_checkpoints_and_prints_resume_command(tmp_path, sig, code, ranks, signal_reference):
+    out = tmp_path / "r.h5"
+    proc = start_cli("evolve", *SIGNAL_RUN, "--out", out, ranks=ranks)
+    wait_for_line(proc, "gen    2/")
+    if ranks is None:
+        proc.send_signal(sig)
+    else:
+        kill_group(proc, sig)  # mpiexec started by hand: it forwards the signal to the ranks
+    assert_stopped_and_resumable(proc, out, code, signal_reference, quiet=ranks is None)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_under_workers_gives_the_documented_exit_code(tmp_path, sig, code, signal_reference):
+    """``--workers``: a terminal's Ctrl-C (or a job script's SIGTERM) reaches the process group
+    of the command the user started, not ``mpiexec``: 130 / 143 hold all the same."""
+    out = tmp_path / "r.h5"
+    proc = start_cli("evolve", *SIGNAL_RUN, "--workers", "2", "--out", out)
+    wait_for_line(proc, "gen    2/")
+    kill_group(proc, sig)
+    stderr = assert_stopped_and_resumable(proc, out, code, signal_reference)
+    assert "--resume" in stderr and "--workers 2" in stderr
+
+
+@pytest.mark.parametrize("workers", [None, pytest.param(2, marks=pytest.mark.mpi)], ids=["serial", "workers"])
+def test_second_ctrl_c_exits_at_once_with_130(tmp_path, workers, signal_reference):
+    """The first Ctrl-C waits for the evaluations in flight -- here they stall (HoldCartPole)
+    -- and the second exits at once, the checkpoint on disk whole."""
+    out, hold = tmp_path / "r.h5", tmp_path / "hold"
+    extra = ["--workers", str(workers)] if workers else []
+    proc = start_cli("evolve", *HOLD_RUN, *extra, "--out", out, extra_env={"SYNAPTO_TEST_HOLD": hold})
+    wait_for_line(proc, "gen    2/")
+    hold.touch()  # the evaluations in flight stall until the file goes
+    kill_group(proc, signal.SIGINT)
+    wait_for_line(proc, "SIGINT received", stream="stderr")
+    kill_group(proc, signal.SIGINT)
+    stdout, stderr = finish(proc)
+    hold.unlink()
+    assert proc.returncode == 130, stdout + stderr
+    assert "second interrupt: exiting now" in stderr and "Traceback" not in stderr and "HYD" not in stderr
+    with h5py.File(out, "r", swmr=True) as f:
+        done = int(f["completed"][0])
+    with h5py.File(str(out) + ".ckpt", "r") as f:
+        assert int(f.attrs["generation"]) == done >= 2
+    proc = run_cli("evolve", "--resume", out, "--generations", str(done + 1))
+    assert proc.returncode == 0, proc.stderr
+    assert_same_run(signal_reference(done + 1, HOLD_RUN), out)
 
 
 FAILING = ["--env", "failing_env:FailingCartPole-v0", "--agent", "pruned-mlp", "--population", "12",
