@@ -170,6 +170,55 @@ def test_on_error_abort_reports_where_and_how_to_replay(tmp_path):
     assert proc.returncode == 1 and "simulated environment failure" in proc.stdout + proc.stderr
 
 
+STALL = ["--env", "failing_env:StallCartPole-v0", "--agent", "pruned-mlp", "--population", "8", "--generations",
+         "3", "--episodes", "1", "--hidden", "4", "--seed", "2", "--test-episodes", "2", "--task-timeout", "1"]
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone (or a zombie nobody reaps)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("how, on_error, ranks", [
+    pytest.param("stop", "abort", 3, marks=pytest.mark.mpi),  # a rank that no longer answers (SIGSTOP)
+    pytest.param("stop", "skip", 3, marks=pytest.mark.mpi),
+    pytest.param("sleep", "skip", 3, marks=pytest.mark.mpi),  # an evaluation that never ends
+    ("sleep", "abort", None),
+])
+def test_task_timeout_fails_the_evaluation_that_overruns(tmp_path, how, on_error, ranks):
+    out, marker = tmp_path / "r.h5", tmp_path / "stalled"
+    proc = start_cli("evolve", *STALL, "--on-error", on_error, "--out", out, ranks=ranks,
+                     extra_env={"SYNAPTO_TEST_STALL": f"{marker}:{how}"})
+    stdout, stderr = finish(proc, timeout=180)
+    rank, pid = map(int, marker.read_text().split())  # the rank whose evaluation stalled
+    assert "Traceback" not in stderr.split("error:")[0], stderr
+    if on_error == "abort":
+        assert proc.returncode == 1, stdout + stderr
+        assert f"error: generation 0 individual" in stderr and f"failed on rank {rank} " in stderr
+        assert "TaskTimeout" in stderr and f"python -m synapto evolve --resume {out}" in stderr
+        with h5py.File(str(out) + ".ckpt", "r") as f:
+            assert int(f.attrs["generation"]) == 0
+    else:
+        assert proc.returncode == 0, stdout + stderr
+        assert f"failed on rank {rank} " in stdout and "TaskTimeout" in stdout
+        with h5py.File(out, "r") as f:
+            failed = f["failed"][()]
+            assert failed.sum() == 1 and failed[0].sum() == 1  # the one stalled evaluation
+            assert f["fitness"][0][failed[0]][0] == -np.inf
+            assert f["stats/failure_count"][()].tolist() == [1, 0, 0]
+            assert f["champion/tested"][0] == 1
+    if how == "stop":
+        # the retired rank: ended with the MPI job (MPI_Abort), which says so
+        assert f"rank {rank} " in stderr and "MPI_Abort" in stderr
+        assert _ended(pid)
+    else:
+        assert "MPI_Abort" not in stderr  # a rank whose own timer fired stays in service
+
+
 def test_on_error_skip_records_failures_and_goes_on(tmp_path):
     out = tmp_path / "r.h5"
     proc = run_cli("evolve", *FAILING, "--out", out, "--on-error", "skip")
