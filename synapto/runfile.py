@@ -236,6 +236,9 @@ class EvolveRunWriter:
         c["test_returns"][:] = returns
         c["test_steps"][:] = steps
         self.f.flush()
+        from synapto import faults
+
+        faults.point("champion", int(self.f["completed"][0]))
         c["tested"][0] = 1  # the run's last step is done
         self.f.flush()
 
@@ -276,6 +279,9 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
     f.flush()
     writer.close()
     _fsync(tmp)
+    from synapto import faults
+
+    faults.point("rebuild", generations)
     os.replace(tmp, path)
     h5py = _h5py()
     f = h5py.File(path, "r+", libver="latest", locking=False)

@@ -1,5 +1,6 @@
 """Crash safety: kill -9 anywhere, signals, worker failures, bad run files."""
 
+import shutil
 import signal
 
 import h5py
@@ -23,22 +24,70 @@ def killed_at(out, fault, ranks=None, args=None, resume=False):
         return int(f["completed"][0])
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """RUN, uninterrupted, in one process: the reference of the kill tests (read only)."""
+    out = tmp_path_factory.mktemp("finished") / "reference.h5"
+    proc = run_cli("evolve", *RUN, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
 @pytest.mark.mpi
-def test_sigkill_at_several_moments_then_resume_equals_uninterrupted(tmp_path):
-    reference = tmp_path / "reference.h5"
-    assert run_cli("evolve", *RUN, "--out", reference).returncode == 0
+def test_sigkill_at_several_moments_then_resume_equals_uninterrupted(tmp_path, finished_run):
     out = tmp_path / "crashed.h5"
     # 1. between generation 1's rows and its counter: the counter still says 1
     assert killed_at(out, "runfile:1") == 1
     # 2. while the checkpoint after generation 3 is being written (resumed serially)
     assert killed_at(out, "checkpoint:3", resume=True) == 3
-    # 3. in the middle of generation 4, resumed under MPI with 3 ranks
+    # 3. at the start of generation 4, resumed under MPI with 3 ranks
     assert killed_at(out, "generation:4", ranks=3, resume=True) == 4
     # finish under yet another rank count
     proc = run_cli("evolve", "--resume", out, ranks=2)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "resuming" in proc.stdout
-    assert_same_run(reference, out)
+    assert_same_run(finished_run, out)
+
+
+def _tested(out) -> int:
+    with h5py.File(out, "r", swmr=True) as f:
+        return int(f["champion/tested"][0])
+
+
+@pytest.mark.mpi
+def test_sigkill_in_the_champion_test_the_resume_rebuild_and_write_champion(tmp_path, finished_run):
+    out = tmp_path / "crashed.h5"
+    # 1. while the champion's test episodes are evaluated (3 ranks: some in flight)
+    assert killed_at(out, "test:6", ranks=3, args=["--batch", "off"]) == 6 and not _tested(out)
+    # 2. while --resume rebuilds the run file: the new one is written beside, not yet in place
+    before = out.read_bytes()
+    assert killed_at(out, "rebuild:6", resume=True) == 6
+    assert out.read_bytes() == before and (tmp_path / "crashed.h5.resume.tmp").exists()
+    # 3. while the champion is written: its datasets are, its tested flag is not
+    assert killed_at(out, "champion:6", resume=True) == 6 and not _tested(out)
+    proc = run_cli("evolve", "--resume", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _tested(out) == 1
+    assert_same_run(finished_run, out)
+
+
+def test_checkpoint_every_resumes_from_the_last_checkpoint(tmp_path, finished_run):
+    out = tmp_path / "r.h5"
+
+    def checkpoint_generation():
+        with h5py.File(str(out) + ".ckpt", "r") as f:
+            return int(f.attrs["generation"])
+
+    # checkpoints at the start and after generations 3 and 6 (the last) only
+    assert killed_at(out, "generation:2", args=["--checkpoint-every", "3"]) == 2
+    assert checkpoint_generation() == 0
+    assert killed_at(out, "generation:5", args=["--checkpoint-every", "3"], resume=True) == 5
+    assert checkpoint_generation() == 3
+    proc = run_cli("evolve", "--resume", out, "--checkpoint-every", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "at generation 3 of 6" in proc.stdout  # generations 4 and 5 were dropped and redone
+    assert checkpoint_generation() == 6
+    assert_same_run(finished_run, out)
 
 
 def test_checkpoint_write_is_atomic(tmp_path):
@@ -234,9 +283,10 @@ def test_on_error_skip_records_failures_and_goes_on(tmp_path):
         np.testing.assert_array_equal(failed, (seeds % 5 == 0).any(axis=2))
 
 
-def test_resume_refuses_changes_and_handles_finished_runs(tmp_path):
+def test_resume_refuses_changes_and_handles_finished_runs(tmp_path, finished_run):
     out = tmp_path / "r.h5"
-    assert run_cli("evolve", *RUN, "--out", out).returncode == 0
+    shutil.copy(finished_run, out)
+    shutil.copy(str(finished_run) + ".ckpt", str(out) + ".ckpt")
     before = out.read_bytes()
     proc = run_cli("evolve", "--resume", out, "--population", "12", "--episodes", "3", "--env", "Acrobot-v1",
                    "--hidden", "4", "4", "--seed", "9", "--agent", "pruned-mlp")
@@ -255,9 +305,8 @@ def test_resume_refuses_changes_and_handles_finished_runs(tmp_path):
     assert_same_run(reference, out)
 
 
-def test_bad_run_files_for_resume_and_replay(tmp_path):
-    good = tmp_path / "good.h5"
-    assert run_cli("evolve", *RUN, "--out", good).returncode == 0
+def test_bad_run_files_for_resume_and_replay(tmp_path, finished_run):
+    good = finished_run
     truncated = tmp_path / "truncated.h5"
     truncated.write_bytes(good.read_bytes()[:2000])
     other = tmp_path / "other.h5"
