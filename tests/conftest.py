@@ -96,13 +96,15 @@ def kill_group(proc: subprocess.Popen, sig=None) -> None:
         pass
 
 
-def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None,
+            extra_env=None) -> subprocess.CompletedProcess:
     """``python -m synapto <args>``, under ``mpiexec -n ranks`` when given; bounded by ``timeout``."""
     cmd = [sys.executable, "-m", "synapto", *map(str, args)]
     if ranks is not None:
         cmd = [MPIEXEC, "-n", str(ranks), *cmd]
+    env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}}
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"timed out after {timeout}s: {' '.join(cmd)}\n{exc.stdout}\n{exc.stderr}")
 
