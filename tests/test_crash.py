@@ -268,19 +268,25 @@ def test_task_timeout_fails_the_evaluation_that_overruns(tmp_path, how, on_error
         assert "MPI_Abort" not in stderr  # a rank whose own timer fired stays in service
 
 
+@pytest.mark.mpi
 def test_on_error_skip_records_failures_and_goes_on(tmp_path):
-    out = tmp_path / "r.h5"
-    proc = run_cli("evolve", *FAILING, "--out", out, "--on-error", "skip")
-    assert proc.returncode == 0, proc.stderr
-    assert "failed on rank" in proc.stdout and "fitness set to -inf" in proc.stdout
-    with h5py.File(out, "r") as f:
-        failed = f["failed"][()]
-        assert failed.any() and not failed.all()
-        assert np.all(f["fitness"][()][failed] == -np.inf)
-        np.testing.assert_array_equal(f["stats/failure_count"][()], failed.sum(axis=1))
-        seeds = f["seeds"][()]
-        # exactly the individuals with a doomed episode failed
-        np.testing.assert_array_equal(failed, (seeds % 5 == 0).any(axis=2))
+    outs = []
+    for ranks in (None, 3):
+        out = tmp_path / f"r{ranks}.h5"
+        proc = run_cli("evolve", *FAILING, "--out", out, "--on-error", "skip", ranks=ranks)
+        assert proc.returncode == 0, proc.stderr
+        assert "failed on rank" in proc.stdout and "fitness set to -inf" in proc.stdout
+        with h5py.File(out, "r") as f:
+            failed = f["failed"][()]
+            assert failed.any() and not failed.all()
+            assert np.all(f["fitness"][()][failed] == -np.inf)
+            np.testing.assert_array_equal(f["stats/failure_count"][()], failed.sum(axis=1))
+            seeds = f["seeds"][()]
+            # exactly the individuals with a doomed episode failed
+            np.testing.assert_array_equal(failed, (seeds % 5 == 0).any(axis=2))
+        outs.append(out)
+    assert "failed on rank 0 " not in proc.stdout  # under MPI the workers met them
+    assert_same_run(*outs)  # failures and all, whichever rank met them
 
 
 def test_resume_refuses_changes_and_handles_finished_runs(tmp_path, finished_run):

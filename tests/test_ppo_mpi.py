@@ -104,6 +104,18 @@ def test_same_command_same_ranks_is_bit_identical(tmp_path):
         assert f["stats/EpLen"][()].tolist() == [200.0] * 3
 
 
+def test_three_ranks_rerun_is_bit_identical(tmp_path):
+    """Beyond 2 ranks: 3 ranks, each with its share of an epoch's steps (500 // 3), rerun
+    gives the same run file.  (The run depends on the rank count by design: each rank
+    runs its own episodes; a resume must keep the count.)"""
+    a = ppo(tmp_path, "a", "--epochs", "2", ranks=3)
+    b = ppo(tmp_path, "b", "--epochs", "2", ranks=3)
+    assert_same_run(a, b)
+    assert progress_without_time(a) == progress_without_time(b)
+    with h5py.File(a, "r") as f:
+        assert f.attrs["ranks"] == 3 and f["stats/TotalEnvInteracts"][()].tolist() == [498, 996]
+
+
 @pytest.fixture(scope="module")
 def one_rank_run(tmp_path_factory):
     """A 2-epoch single-process run shared by the output-file tests."""
