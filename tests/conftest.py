@@ -16,20 +16,44 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 def _env():
-    env = dict(os.environ)
+    from synapto.parallel.launch import without_mpi_env
+
+    env = without_mpi_env()  # a test's commands start MPI jobs of their own
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
-    for v in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
-              "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD"):
-        env.pop(v, None)
     return env
+
+
+_mpi_allowed = True
+
+
+@pytest.fixture(autouse=True)
+def _mpiexec_only_in_tests_marked_mpi(request, monkeypatch, tmp_path_factory):
+    """Keeps the ``mpi`` marker honest: in a test without it, ``ranks=`` fails and an
+    mpiexec started through synapto (``--workers``, ``--cpu``, benchmarks) refuses to run."""
+    global _mpi_allowed
+    _mpi_allowed = request.node.get_closest_marker("mpi") is not None
+    if not _mpi_allowed:
+        refuse = tmp_path_factory.getbasetemp() / "mpiexec-not-marked-mpi"
+        if not refuse.exists():
+            refuse.write_text("#!/bin/sh\necho 'error: a test not marked mpi started mpiexec' >&2\nexit 97\n")
+            refuse.chmod(0o755)
+        monkeypatch.setenv("SYNAPTO_MPIEXEC", str(refuse))
+    yield
+    _mpi_allowed = True
+
+
+def _mpi_cmd(ranks, cmd):
+    if ranks is None:
+        return cmd
+    if not _mpi_allowed:
+        pytest.fail("this test runs mpiexec: mark it @pytest.mark.mpi")
+    return [MPIEXEC, "-n", str(ranks), *cmd]
 
 
 def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Popen:
     """Start ``python -m synapto <args>`` in its own process group (to signal or kill it whole)."""
-    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
-    if ranks is not None:
-        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
-    env = {**_env(), **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+    cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
+    env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
 
@@ -99,9 +123,7 @@ def kill_group(proc: subprocess.Popen, sig=None) -> None:
 def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None,
             extra_env=None) -> subprocess.CompletedProcess:
     """``python -m synapto <args>``, under ``mpiexec -n ranks`` when given; bounded by ``timeout``."""
-    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
-    if ranks is not None:
-        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
+    cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
     env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}}
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)

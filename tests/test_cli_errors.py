@@ -185,6 +185,7 @@ def test_replay_bad_inputs(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- $SYNAPTO_MPIEXEC
+@pytest.mark.mpi
 def test_synapto_mpiexec_is_used_and_a_wrong_one_is_one_line(tmp_path):
     from conftest import MPIEXEC
 
