@@ -18,11 +18,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PIP) install -e ".[plot,dev]"
 	touch $@
 
+# SYNAPTO_REQUIRE_EXTRAS: a missing plot extra (installed above) fails the tests instead of skipping them
 test: install
-	$(PY) -m pytest -q
+	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20
 
 test-fast: install
-	$(PY) -m pytest -q -m "not mpi and not slow"
+	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"
 
 evolve: install
 	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS)

@@ -63,6 +63,7 @@ STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
 EVOLVE_KEYS = {"env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
                "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
+               "task_timeout",
                *STRATEGY_SHORTHANDS}
 
 
@@ -177,6 +178,10 @@ def evolve(
         help="auto: where the env has a numpy-batched implementation (e.g. CartPole-v1) and the agent a "
              "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.")]
         = "auto",
+    task_timeout: Annotated[Optional[float], typer.Option(
+        help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
+             "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
+             "answering gets no more tasks; the MPI job then ends with MPI_Abort. [default: off]")] = None,
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
@@ -201,6 +206,8 @@ def evolve(
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     n_workers = values.pop("workers", 0)
     out_path = values.pop("out", None)
+    file_timeout = values.pop("task_timeout", None)
+    task_timeout = check_task_timeout(task_timeout if task_timeout is not None else file_timeout)
     if not seeds:
         raise UsageError("--seed needs at least one value")
     if schedule not in ("dynamic", "waves"):
@@ -218,7 +225,7 @@ def evolve(
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
         resume_evolution(resume, values, given_seeds=None if seed is None and "seed" not in file_values
-                         else seeds, n_workers=n_workers, options=options)
+                         else seeds, n_workers=n_workers, options=options, task_timeout=task_timeout)
         return
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
@@ -244,17 +251,28 @@ def evolve(
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
 
-    _run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force)
+    _run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout)
 
 
-def _run_on_farm(jobs, options, force: bool = False) -> None:
+def check_task_timeout(value) -> float | None:
+    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
+    import math
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
     from synapto.store import check_output_path
     from synapto.stopping import StopSignals
 
-    farm, coordinator = make_farm()
+    farm, coordinator = make_farm(task_timeout)
     if not coordinator:
         return
     stop = StopSignals().install()
@@ -299,7 +317,8 @@ def _report_stop(exc, workers: int, stop) -> None:
     raise typer.Exit(stop.exit_code)
 
 
-def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options) -> None:
+def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
+                     task_timeout: float | None = None) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
     import dataclasses
 
@@ -340,7 +359,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
         return
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
-    _run_on_farm([(wanted, Path(path), True)], options)
+    _run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout)
 
 
 # --------------------------------------------------------------------------- replay
@@ -401,6 +420,29 @@ _register_optional()
 
 
 def main(argv: list[str] | None = None) -> None:
+    from synapto.parallel.launch import announce
+
+    announce()  # a rank of a relaunched job: its parent forwards Ctrl-C here
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        _finish(exc.code)
+        raise
+
+
+def _finish(code) -> None:
+    """Rank 0's exit code for the parent of a relaunched job; a job with a worker rank that
+    stopped answering is ended with MPI_Abort (nothing else can stop that rank)."""
+    from synapto.parallel.launch import record_exit
+
+    code = 0 if code is None else code if isinstance(code, int) else 1
+    record_exit(code)
+    farm = sys.modules.get("synapto.parallel.farm")
+    if farm is not None:
+        farm.abort_if_abandoned(code)
+
+
+def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     argv = expand_multi(list(argv), MULTI_VALUE_OPTIONS)
     try:

@@ -31,11 +31,20 @@ def import_env_module(env_id: str) -> None:
 
 
 def make_env(env_id: str, render_mode: str | None = None, **kwargs):
-    """``gymnasium.make`` without the passive checker, with a one-line error for bad ids."""
+    """``gymnasium.make`` without the passive checker, with a one-line error for bad ids.
+
+    ``render_mode`` is passed only when given: an env whose constructor takes no
+    ``render_mode`` (gymnasium does not require one) is made all the same."""
     gym = _gym()
     import_env_module(env_id)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
     try:
-        return gym.make(env_id, render_mode=render_mode, disable_env_checker=True, **kwargs)
+        return gym.make(env_id, disable_env_checker=True, **kwargs)
+    except TypeError as exc:
+        if render_mode is not None and "render_mode" in str(exc):
+            raise UsageError(f"--env {env_id!r} cannot render: its constructor takes no render_mode") from None
+        raise
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
     except ImportError as exc:

@@ -6,6 +6,10 @@ disk, shuts the workers down and exits with 128 + signal (143 for SIGTERM, 130 f
 SIGINT).  A second SIGINT exits at once: the checkpoint on disk is already safe
 (it is replaced atomically).  Worker ranks ignore both signals and wait for the
 coordinator's explicit STOP.
+
+Under ``--workers`` (a relaunched job) a terminal's Ctrl-C reaches the job's parent
+process, which forwards it to the ranks (:mod:`synapto.parallel.supervise`); the
+coordinator records the signal for it, so that the parent exits 130 / 143 too.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class StopSignals:
         return self
 
     def _handle(self, signum, frame) -> None:
+        from synapto.parallel.launch import record_signal
+
+        record_signal(signum)
         if self.signum is not None:
             if signum == signal.SIGINT:
                 sys.stderr.write("second interrupt: exiting now (the last checkpoint is safe)\n")

@@ -17,40 +17,65 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 def _env():
-    env = dict(os.environ)
+    from synapto.parallel.launch import without_mpi_env
+
+    env = without_mpi_env()  # a test's commands start MPI jobs of their own
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
-    for v in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
-              "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD"):
-        env.pop(v, None)
     return env
+
+
+_mpi_allowed = True
+
+
+@pytest.fixture(autouse=True)
+def _mpiexec_only_in_tests_marked_mpi(request, monkeypatch, tmp_path_factory):
+    """Keeps the ``mpi`` marker honest: in a test without it, ``ranks=`` fails and an
+    mpiexec started through synapto (``--workers``, ``--cpu``, benchmarks) refuses to run."""
+    global _mpi_allowed
+    _mpi_allowed = request.node.get_closest_marker("mpi") is not None
+    if not _mpi_allowed:
+        refuse = tmp_path_factory.getbasetemp() / "mpiexec-not-marked-mpi"
+        if not refuse.exists():
+            refuse.write_text("#!/bin/sh\necho 'error: a test not marked mpi started mpiexec' >&2\nexit 97\n")
+            refuse.chmod(0o755)
+        monkeypatch.setenv("SYNAPTO_MPIEXEC", str(refuse))
+    yield
+    _mpi_allowed = True
+
+
+def _mpi_cmd(ranks, cmd):
+    if ranks is None:
+        return cmd
+    if not _mpi_allowed:
+        pytest.fail("this test runs mpiexec: mark it @pytest.mark.mpi")
+    return [MPIEXEC, "-n", str(ranks), *cmd]
 
 
 def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Popen:
     """Start ``python -m synapto <args>`` in its own process group (to signal or kill it whole)."""
-    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
-    if ranks is not None:
-        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
-    env = {**_env(), **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+    cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
+    env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
 
 
-def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> str:
-    """Read ``proc``'s stdout until a line containing ``needle``; fail on timeout or exit.
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300, stream: str = "stdout") -> str:
+    """Read ``proc``'s stdout (or ``stream="stderr"``) until a line containing ``needle``;
+    fail on timeout or exit.
 
     Reads the pipe unbuffered (``os.read``) and splits lines itself: a line that arrives
     in the same read as the one before it is seen at once, not at the next output.  What
-    was read past that line is kept for the next call (``proc.pending``)."""
+    was read past that line is kept for the next call."""
     import selectors
     import time
 
-    fd = proc.stdout.fileno()
+    fd = getattr(proc, stream).fileno()
+    if not hasattr(proc, "_lines"):
+        proc._lines = {}
+    buf, seen = proc._lines.setdefault(stream, [b"", []])
     sel = selectors.DefaultSelector()
     sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
-    buf = getattr(proc, "pending", b"")
-    seen = getattr(proc, "seen", [])
-    proc.seen = seen
     try:
         while True:
             while b"\n" in buf:
@@ -58,7 +83,7 @@ def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> 
                 text = line.decode(errors="replace") + "\n"
                 seen.append(text)
                 if needle in text:
-                    proc.pending = buf
+                    proc._lines[stream][0] = buf
                     return text
             left = deadline - time.monotonic()
             if left <= 0 or not sel.select(timeout=left):
@@ -70,7 +95,21 @@ def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300) -> 
     finally:
         sel.close()
     kill_group(proc)
-    pytest.fail(f"never saw {needle!r}; output:\n{''.join(seen)}{buf.decode(errors='replace')}\n{proc.stderr.read()}")
+    pytest.fail(f"never saw {needle!r} on {stream}; it said:\n{''.join(seen)}{buf.decode(errors='replace')}")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
+    """Wait for ``proc`` (bounded; killed on timeout): its whole stdout and stderr, also
+    what :func:`wait_for_line` read."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"still running after {timeout}s:\n{out}\n{err}")
+    lines = getattr(proc, "_lines", {})
+    before = {k: "".join(seen) + buf.decode(errors="replace") for k, (buf, seen) in lines.items()}
+    return before.get("stdout", "") + out, before.get("stderr", "") + err
 
 
 def kill_group(proc: subprocess.Popen, sig=None) -> None:
@@ -82,13 +121,13 @@ def kill_group(proc: subprocess.Popen, sig=None) -> None:
         pass
 
 
-def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None,
+            extra_env=None) -> subprocess.CompletedProcess:
     """``python -m synapto <args>``, under ``mpiexec -n ranks`` when given; bounded by ``timeout``."""
-    cmd = [sys.executable, "-m", "synapto", *map(str, args)]
-    if ranks is not None:
-        cmd = [MPIEXEC, "-n", str(ranks), *cmd]
+    cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
+    env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}}
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"timed out after {timeout}s: {' '.join(cmd)}\n{exc.stdout}\n{exc.stderr}")
 

@@ -1,8 +1,13 @@
-"""A CartPole that raises inside step() on some episodes: worker failures on demand.
+"""CartPoles that fail or stall on demand (worker failures, evaluations in flight).
 
-``--env failing_env:FailingCartPole-v0``; an episode whose reset seed is divisible by
-``FAIL_EVERY`` raises on its 5th step.
+``--env failing_env:FailingCartPole-v0``: an episode whose reset seed is divisible by
+``FAIL_EVERY`` raises on its 5th step.  ``failing_env:HoldCartPole-v0`` and
+``failing_env:StallCartPole-v0``: see :class:`HoldCartPole` and :class:`StallCartPole`.
 """
+
+import os
+import signal
+import time
 
 import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
@@ -25,3 +30,50 @@ class FailingCartPole(CartPoleEnv):
 
 if "FailingCartPole-v0" not in gym.registry:
     gym.register("FailingCartPole-v0", entry_point=FailingCartPole, max_episode_steps=200)
+
+
+class HoldCartPole(CartPoleEnv):
+    """CartPole whose step() waits while the file named by ``$SYNAPTO_TEST_HOLD`` exists:
+    evaluations in flight stall on demand (the results are CartPole's)."""
+
+    def step(self, action):
+        hold = os.environ.get("SYNAPTO_TEST_HOLD")
+        while hold and os.path.exists(hold):
+            time.sleep(0.01)
+        return super().step(action)
+
+
+if "HoldCartPole-v0" not in gym.registry:
+    gym.register("HoldCartPole-v0", entry_point=HoldCartPole, max_episode_steps=500)
+
+
+class StallCartPole(CartPoleEnv):
+    """CartPole of which one evaluation stalls: ``$SYNAPTO_TEST_STALL`` is ``MARKER:HOW``; the
+    first episode any process resets creates the file MARKER (holding ``rank pid``), then
+    ``HOW=stop`` stops that process (SIGSTOP: a rank that no longer answers) and
+    ``HOW=sleep`` sleeps in step() for good (an evaluation that never ends)."""
+
+    def reset(self, *, seed=None, options=None):
+        self._stall = None
+        marker, _, how = os.environ.get("SYNAPTO_TEST_STALL", "").rpartition(":")
+        if marker:
+            try:
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, f"{os.environ.get('PMI_RANK', '0')} {os.getpid()}\n".encode())
+                os.close(fd)
+                self._stall = how
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self._stall == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        while self._stall == "sleep":
+            time.sleep(0.05)
+        return super().step(action)
+
+
+if "StallCartPole-v0" not in gym.registry:
+    gym.register("StallCartPole-v0", entry_point=StallCartPole, max_episode_steps=500)

@@ -4,10 +4,12 @@ import json
 
 import h5py
 import numpy as np
+import pytest
 
 from conftest import run_cli
 
 
+@pytest.mark.slow
 def test_bench_learn_tiny_budget(tmp_path):
     proc = run_cli("bench", "learn", "--env", "CartPole-v1", "--population", "8", "--generations", "2",
                    "--episodes", "1", "--hidden", "4", "--seed", "1", "2", "--test-episodes", "3",

@@ -2,9 +2,13 @@
 
 import json
 
+import pytest
+
 from conftest import run_cli
 
 
+@pytest.mark.mpi  # its mpi backends
+@pytest.mark.slow
 def test_bench_envs_tiny(tmp_path):
     proc = run_cli("bench", "envs", "--max-envs", "16", "--steps", "200", "--max-async", "2",
                    "--max-serial", "4", "--workers", "1", "--out-dir", tmp_path, timeout=240)

@@ -71,6 +71,7 @@ def test_replay_of_a_validation_evaluation(validated_run):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_validated_runs_bit_identical_across_ranks_and_resume(validated_run, tmp_path):
     three = tmp_path / "three.h5"
     proc = run_cli("evolve", *RUN, "--out", three, ranks=3)

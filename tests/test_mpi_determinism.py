@@ -4,8 +4,6 @@ import pytest
 
 from conftest import assert_same_run, run_cli
 
-pytestmark = pytest.mark.mpi
-
 
 def evolve(out, *args, ranks=None, timeout=300):
     proc = run_cli("evolve", *args, "--out", out, "--force", ranks=ranks, timeout=timeout)
@@ -14,11 +12,13 @@ def evolve(out, *args, ranks=None, timeout=300):
 
 
 CARTPOLE = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "12", "--generations", "3",
-            "--episodes", "2", "--hidden", "4", "4", "--seed", "5", "--test-episodes", "6"]
+            "--episodes", "2", "--hidden", "4", "4", "--seed", "5", "--test-episodes", "6", "--validate-episodes", "3"]
 BIPEDAL = ["--env", "BipedalWalker-v3", "--agent", "hebbian-dag", "--population", "6", "--generations", "2",
-           "--episodes", "1", "--hidden", "4", "4", "--seed", "11", "--test-episodes", "2"]
+           "--episodes", "1", "--hidden", "4", "4", "--seed", "11", "--test-episodes", "2", "--validate-episodes", "3"]
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [CARTPOLE, BIPEDAL], ids=["cartpole", "bipedal"])
 def test_bit_identical_for_1_2_4_ranks(tmp_path, args):
     serial = tmp_path / "serial.h5"
@@ -29,6 +29,7 @@ def test_bit_identical_for_1_2_4_ranks(tmp_path, args):
         assert_same_run(serial, out)
 
 
+@pytest.mark.mpi
 def test_workers_option_relaunches_under_mpiexec(tmp_path):
     serial, farm = tmp_path / "serial.h5", tmp_path / "farm.h5"
     evolve(serial, *CARTPOLE, "--agent", "pruned-mlp")
@@ -47,6 +48,7 @@ def test_run_file_differs_when_the_seed_differs(tmp_path):
         assert_same_run(a, b)
 
 
+@pytest.mark.mpi
 @pytest.mark.slow
 def test_64_ranks_on_two_cores_equal_one_process(tmp_path):
     args = ["--env", "CartPole-v1", "--population", "64", "--generations", "2", "--episodes", "1",

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import run_cli
 
-pytestmark = pytest.mark.mpi
 
-
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_bench_ppo_writes_markdown_and_json(tmp_path):
     proc = run_cli("bench", "ppo", "--epochs", "2", "--steps", "200", "--procs", "1", "2", "--seed", "5", "7",
                    "--env", "Pendulum-v1", "--hid", "4", "--max-ep-len", "100", "--out-dir", tmp_path, timeout=240)

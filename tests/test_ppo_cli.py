@@ -95,6 +95,7 @@ def test_steps_per_epoch_smaller_than_ranks_under_mpiexec(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.mpi
 def test_cpu_must_match_an_existing_mpi_world(tmp_path):
     proc = run_cli("ppo", *SMALL, "--cpu", "3", "--out", tmp_path / "r.h5", ranks=2, timeout=60)
     assert_one_line_error(proc.returncode, proc.stderr, "--cpu 3", "2")

@@ -28,21 +28,29 @@ def assert_close(analytic, numeric, rtol=1e-6, atol=1e-8):
     assert np.allclose(analytic, numeric, rtol=rtol, atol=atol), f"max relative error {err}"
 
 
+#: (rtol, atol) of an analytic gradient computed in this dtype against float64 finite
+#: differences; float32 is PPO's default dtype (``--dtype``)
+TOL = {np.float64: (1e-6, 1e-8), np.float32: (2e-4, 1e-6)}
+
+
+def in_dtype(dtype, *arrays):
+    """The arrays rounded to ``dtype``, and the same values in float64 (the reference)."""
+    low = [np.asarray(a).astype(dtype) for a in arrays]
+    return low, [a.astype(np.float64) for a in low]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("sizes", [(3, 5, 4, 2), (6, 1), (2, 7, 3)])
-def test_mlp_backward_matches_finite_differences(sizes):
+def test_mlp_backward_matches_finite_differences(sizes, dtype):
     rng = np.random.default_rng(0)
-    params = init_params(sizes, rng) * 2.0
-    mlp = MLP(sizes, params)
-    x = rng.standard_normal((9, sizes[0]))
-    w = rng.standard_normal((9, sizes[-1]))  # loss = sum(w * y)
+    (params, x, w), (params64, x64, w64) = in_dtype(
+        dtype, init_params(sizes, rng) * 2.0, rng.standard_normal((9, sizes[0])), rng.standard_normal((9, sizes[-1])))
+    mlp, mlp64 = MLP(sizes, params), MLP(sizes, params64)  # loss = sum(w * y)
 
-    def loss():
-        return float(np.sum(w * mlp.forward(x)))
-
-    loss()
+    mlp.forward(x)
     analytic = mlp.backward(mlp.workspace(9), w.copy()).copy()
-    assert params.size == n_params(sizes)
-    assert_close(analytic, numeric_grad(loss, params))
+    assert analytic.dtype == dtype and params.size == n_params(sizes)
+    assert_close(analytic, numeric_grad(lambda: float(np.sum(w64 * mlp64.forward(x64))), params64), *TOL[dtype])
 
 
 def test_mlp_single_row_forward_matches_batch():
@@ -148,40 +156,51 @@ def test_categorical_gradients_and_values():
 
 
 # ------------------------------------------------------------------------------ losses
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("discrete", [False, True])
-def test_ppo_clip_surrogate_gradient(discrete):
+def test_ppo_clip_surrogate_gradient(discrete, dtype):
+    """The policy gradient PPO computes in ``dtype`` (float32 by default) against float64
+    finite differences of the same loss at the same (rounded) values."""
     rng = np.random.default_rng(6)
     obs_dim, act_dim, hid, n = 5, 3, (8, 6), 40
     params = Policy.init_params(obs_dim, act_dim, hid, discrete, rng, np.float64)
-    pi = Policy(obs_dim, act_dim, hid, discrete, params)
     obs = rng.standard_normal((n, obs_dim))
     act = rng.integers(0, act_dim, n) if discrete else rng.standard_normal((n, act_dim))
     adv = rng.standard_normal(n)
     # old log-probs from nearby parameters, so that some ratios are clipped and some not
     old = Policy(obs_dim, act_dim, hid, discrete, params + 0.1 * rng.standard_normal(params.size))
     logp_old = old.logp(obs, act)
+    (params, obs, adv, logp_old), (params64, obs64, adv64, logp_old64) = in_dtype(dtype, params, obs, adv, logp_old)
+    act, act64 = (act, act) if discrete else (act.astype(dtype), act.astype(dtype).astype(np.float64))
+    pi, pi64 = Policy(obs_dim, act_dim, hid, discrete, params), Policy(obs_dim, act_dim, hid, discrete, params64)
     loss, kl, ent, clip_frac = pi.surrogate(obs, act, adv, logp_old, 0.2)
     assert 0 < clip_frac < 1
     analytic = pi.grad.copy()
-    numeric = numeric_grad(lambda: pi.surrogate(obs, act, adv, logp_old, 0.2)[0], params)
-    assert_close(analytic, numeric, rtol=1e-5, atol=1e-9)
+    assert analytic.dtype == dtype
+    numeric = numeric_grad(lambda: pi64.surrogate(obs64, act64, adv64, logp_old64, 0.2)[0], params64)
+    rtol, atol = (1e-5, 1e-9) if dtype == np.float64 else TOL[dtype]
+    assert_close(analytic, numeric, rtol=rtol, atol=atol)
 
     # the loss itself, written out
-    ratio = np.exp(pi.logp(obs, act) - logp_old)
-    expected = -np.mean(np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv))
-    assert loss == pytest.approx(expected, rel=1e-12)
-    assert kl == pytest.approx(np.mean(logp_old - pi.logp(obs, act)), rel=1e-12)
+    rel = 1e-12 if dtype == np.float64 else 1e-5
+    ratio = np.exp(pi64.logp(obs64, act64) - logp_old64)
+    expected = -np.mean(np.minimum(ratio * adv64, np.clip(ratio, 0.8, 1.2) * adv64))
+    assert loss == pytest.approx(expected, rel=rel)
+    assert kl == pytest.approx(np.mean(logp_old64 - pi64.logp(obs64, act64)), rel=rel, abs=1e-7)
 
 
-def test_value_loss_gradient():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_value_loss_gradient(dtype):
     rng = np.random.default_rng(7)
-    params = ValueFunction.init_params(4, (5, 5), rng, np.float64)
-    vf = ValueFunction(4, (5, 5), params)
-    obs, ret = rng.standard_normal((12, 4)), rng.standard_normal(12)
+    (params, obs, ret), (params64, obs64, ret64) = in_dtype(
+        dtype, ValueFunction.init_params(4, (5, 5), rng, np.float64), rng.standard_normal((12, 4)),
+        rng.standard_normal(12))
+    vf, vf64 = ValueFunction(4, (5, 5), params), ValueFunction(4, (5, 5), params64)
     loss = vf.loss(obs, ret)
-    assert loss == pytest.approx(np.mean((vf.values(obs) - ret) ** 2), rel=1e-12)
+    assert loss == pytest.approx(np.mean((vf64.values(obs64) - ret64) ** 2), rel=1e-12 if dtype == np.float64 else 1e-5)
     analytic = vf.grad.copy()
-    assert_close(analytic, numeric_grad(lambda: vf.loss(obs, ret), params))
+    assert analytic.dtype == dtype
+    assert_close(analytic, numeric_grad(lambda: vf64.loss(obs64, ret64), params64), *TOL[dtype])
 
 
 def test_adam_matches_the_formula_and_restores_state():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,9 +15,14 @@ import pytest
 
 from conftest import ROOT, _env, run_cli
 
-pytest.importorskip("matplotlib")
-pytest.importorskip("imageio")
-Image = pytest.importorskip("PIL.Image")
+if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the plot extra is installed, its absence an error
+    import imageio  # noqa: F401
+    import matplotlib  # noqa: F401
+    from PIL import Image
+else:
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("imageio")
+    Image = pytest.importorskip("PIL.Image")
 
 from synapto.errors import UsageError  # noqa: E402
 

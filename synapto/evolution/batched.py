@@ -32,9 +32,13 @@ batched policies certify their float32 decisions and recompute the others, see
 :mod:`agents.base`), so returns, steps and fitness are bit-identical to one env at a
 time; Hebbian trace statistics come from float32 activities and agree to about 1e-5
 relative.  A row's results do not depend on the rows beside it or on its sub-env.
-Chunks are formed by the coordinator from the task list alone (:data:`CHUNK_ROWS`
-rows; a one-process run merges them), so a batched run file is bit-identical across
-rank counts.  ``tests/test_batched.py`` checks all of these.
+Chunks are formed by the coordinator (:func:`chunks_of`): a map's tasks are dealt out
+round-robin into one chunk per worker (more once a chunk would pass :data:`CHUNK_ROWS`
+rows; a one-process run merges them into one), so every worker has a share of every
+generation, and since no row's result depends on its company, a batched run file is
+bit-identical across rank counts and to ``--batch off``.  A chunk that raises is
+evaluated again task by task, so that exactly the failing individuals fail, as one at a
+time.  ``tests/test_batched.py`` checks all of these.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import numpy as np
 from synapto.evolution.evaluate import EvalResult, EvalTask, Evaluator, EvolveSpec
 from synapto.evolution.vector_env import SeededVectorEnv
 
-#: sub-envs (individual x episode rows) per chunk; fixed, never derived from the rank count
+#: most sub-envs (individual x episode rows) per chunk; a map has at least one chunk per worker
 CHUNK_ROWS = 4096
 #: sub-envs stepped in lockstep: a chunk with more rows refills ended sub-envs from its
 #: queue (policies with ``load``), so the width stays near this until the queue is empty
@@ -243,18 +247,22 @@ class BatchedEvaluator:
         return self.serial(task)
 
 
-def chunks_of(tasks: Sequence[EvalTask], chunk_rows: int = CHUNK_ROWS) -> list[tuple[int, int]]:
-    """``[start, stop)`` ranges of consecutive tasks with equal episode counts and
-    ``want_stats``, at most ``chunk_rows`` rows (and at least one task) each."""
+def chunks_of(tasks: Sequence[EvalTask], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
+    """The tasks of each chunk (indices, ascending): tasks with equal episode counts and
+    ``want_stats`` (consecutive runs of them) are dealt out round-robin into a multiple of
+    ``workers`` chunks, as few as keep each within ``chunk_rows`` rows (and at least one
+    task).  Dealing, not cutting, spreads a generation's elites (its first slots) over all
+    chunks, so the chunks take about equally long."""
     out, start = [], 0
     while start < len(tasks):
         E, ws = len(tasks[start].seeds), tasks[start].want_stats
-        per = max(1, chunk_rows // max(E, 1))
         stop = start + 1
-        while stop < len(tasks) and stop - start < per and len(tasks[stop].seeds) == E \
-                and tasks[stop].want_stats == ws:
+        while stop < len(tasks) and len(tasks[stop].seeds) == E and tasks[stop].want_stats == ws:
             stop += 1
-        out.append((start, stop))
+        n = stop - start
+        per_round = max(1, workers) * max(1, chunk_rows // max(E, 1))  # tasks in one round of chunks
+        k = min(n, max(1, workers) * -(-n // per_round))
+        out += [list(range(start + j, stop, k)) for j in range(k)]
         start = stop
     return out
 
@@ -262,16 +270,18 @@ def chunks_of(tasks: Sequence[EvalTask], chunk_rows: int = CHUNK_ROWS) -> list[t
 class BatchingFarm:
     """Wraps a farm: ``map`` of :class:`EvalTask` runs as chunks of :class:`BatchTask`.
 
-    Results are per task, as from the wrapped farm: a failing chunk fails each of its
-    tasks (their :class:`~synapto.parallel.farm.Failure` rides with the results, or the
-    raised :class:`~synapto.parallel.farm.TaskFailed` names the chunk's first task).
+    Results are per task, as from the wrapped farm.  A chunk that raised is evaluated
+    again one task at a time (in the wrapped farm, ``on_error`` as asked), so exactly
+    the tasks that raise fail; a chunk that ran past the farm's task timeout fails each
+    of its tasks (evaluating them again could stall another worker).  Under
+    ``on_error="raise"`` the failure raised is that of the first failing task.
 
     ``local=True`` (a farm evaluating in this process, i.e. a one-process run): the
     chunks are merged (only tasks of different episode counts or ``want_stats`` stay
     apart) and evaluated together, :data:`SLOTS` sub-envs at a time with refilling,
     so a map has one tail of long episodes instead of one per chunk.  A row's result
-    does not depend on its company, so this gives the same results as the chunks of
-    ``chunk_rows`` rows that worker ranks evaluate (tested).
+    does not depend on its company, so this gives the same results as the chunks that
+    worker ranks evaluate (tested).
     """
 
     def __init__(self, farm, chunk_rows: int = CHUNK_ROWS, local: bool = False):
@@ -288,23 +298,37 @@ class BatchingFarm:
         payloads = list(payloads)
         if not payloads or not all(isinstance(p, EvalTask) for p in payloads):
             return self.farm.map(payloads, **kw)
-        ranges = chunks_of(payloads, 1 << 62 if self.local else self.chunk_rows)
-        batch = [BatchTask(np.stack([payloads[i].genome for i in range(a, b)]),
-                           np.stack([np.asarray(payloads[i].seeds) for i in range(a, b)]),
-                           payloads[a].want_stats) for a, b in ranges]
+        workers = len(getattr(self.farm, "workers", ())) or self.farm.n_workers  # retired ranks excepted
+        chunks = chunks_of(payloads, 1 << 62, 1) if self.local else chunks_of(payloads, self.chunk_rows, workers)
+        batch = [BatchTask(np.stack([payloads[i].genome for i in c]), np.stack([np.asarray(payloads[i].seeds) for i in c]),
+                           payloads[c[0]].want_stats) for c in chunks]
+        on_error = kw.pop("on_error", "raise")
         progress = kw.pop("progress", None)
+        n = len(payloads)
         if progress is not None:
-            n = len(payloads)
-            kw["progress"] = lambda done, total: progress(ranges[done - 1][1] if done else 0, n)
-        try:
-            out = self.farm.map(batch, **kw)
-        except TaskFailed as exc:
-            raise TaskFailed(replace(exc.failure, index=ranges[exc.failure.index][0])) from None
-        values: list = []
-        for (a, b), r in zip(ranges, out):
-            values.extend(r if r is not None else [None] * (b - a))
-        failures = {i: replace(f, index=i) for c, f in out.failures.items() for i in range(*ranges[c])}
-        return Results(values, failures, out.stats)
+            kw["progress"] = lambda done, total: progress(n * done // max(total, 1), n)
+        out = self.farm.map(batch, on_error="skip", **kw)
+        values: list = [None] * n
+        failures = {}
+        for c, (tasks, r) in enumerate(zip(chunks, out)):
+            f = out.failures.get(c)
+            if f is None:
+                for i, v in zip(tasks, r):
+                    values[i] = v
+            elif f.timeout:
+                failures.update({i: replace(f, index=i) for i in tasks})
+            else:  # which of the chunk's tasks raise: evaluated again one at a time
+                kw.pop("progress", None)
+                try:
+                    again = self.farm.map([payloads[i] for i in tasks], on_error=on_error, **kw)
+                except TaskFailed as exc:
+                    raise TaskFailed(replace(exc.failure, index=tasks[exc.failure.index])) from None
+                for j, i in enumerate(tasks):
+                    values[i] = again[j]
+                failures.update({tasks[j]: replace(g, index=tasks[j]) for j, g in again.failures.items()})
+        if failures and on_error != "skip":
+            raise TaskFailed(failures[min(failures)])
+        return Results(values, dict(sorted(failures.items())), out.stats)
 
 
 def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):

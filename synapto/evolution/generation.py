@@ -56,7 +56,8 @@ class Evaluations:
         """Results of ``tasks``; ``who[i]`` names task ``i`` in an :class:`EvaluationFailure`."""
         skip = self.on_error == "skip" if skip is None else skip
         try:
-            return self.farm.map(tasks, schedule=self.schedule, stop=self.stop, progress=self.progress,
+            return self.farm.map(tasks, schedule=self.schedule, stop=self.stop,
+                                 progress=faults.during(phase, generation, self.progress),
                                  on_error="skip" if skip else "raise")
         except TaskFailed as exc:
             i = exc.failure.index

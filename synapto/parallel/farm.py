@@ -33,12 +33,24 @@ MPI design (:class:`MPIFarm`, rank 0 = coordinator, ranks 1.. = workers):
   :class:`TaskFailed` (or, under ``on_error="skip"``, records the failure with the
   task's result and goes on).  Shutdown is an explicit STOP message sent once to every
   worker by ``close()``.
+* Task timeout (``task_timeout`` seconds, off by default).  A task running longer is
+  interrupted inside its worker (an interval timer raises :class:`TaskTimeout` in the
+  handler) and fails like a task that raised; the worker goes on with its next task.
+  A worker that does not answer at all -- stopped, hung in C code, cut off -- is
+  *retired* by the coordinator once its current task is :func:`grace` seconds past
+  the timeout: that task fails (its :class:`Failure` has ``timeout=True``), the task it
+  held in advance goes to another worker, and the rank gets no more messages, STOP
+  included.  MPI cannot end one rank, so when the command ends, a coordinator that
+  retired a rank ends the whole MPI job with ``MPI_Abort`` and the command's exit code
+  (:func:`abort_if_abandoned`); ``mpiexec`` then kills every rank, the retired one too.
 """
 
 from __future__ import annotations
 
 import gc
+import signal
 import socket
+import sys
 import time
 import traceback
 from collections import deque
@@ -63,6 +75,7 @@ class Failure:
     rank: int
     host: str
     traceback: str
+    timeout: bool = False  #: the task ran past the farm's task timeout (rather than raising)
 
     @property
     def message(self) -> str:
@@ -85,6 +98,58 @@ class TaskFailed(Exception):
 
 class FarmInterrupted(Exception):
     """``map`` was stopped by its ``stop`` callback; tasks in flight were drained."""
+
+
+class TaskTimeout(BaseException):
+    """Raised inside a task's handler when it runs past the farm's ``task_timeout``.
+
+    A BaseException, like KeyboardInterrupt, so that a library's ``except Exception``
+    inside the handler cannot swallow it."""
+
+
+def grace(task_timeout: float) -> float:
+    """Seconds past ``task_timeout`` before the coordinator retires a silent worker (the
+    worker's own timer normally reports the overrun well within them)."""
+    return max(2.0, 0.1 * task_timeout)
+
+
+class _Deadline:
+    """An interval timer that raises :class:`TaskTimeout` in this (main) thread, armed
+    around one handler call; a no-op without a timeout."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.armed = False
+        if seconds:
+            signal.signal(signal.SIGALRM, self._fire)
+
+    def _fire(self, signum, frame) -> None:
+        if self.armed:  # a timer firing after the handler returned is ignored
+            self.armed = False
+            raise TaskTimeout(f"task ran longer than the task timeout of {self.seconds:g} s")
+
+    def __enter__(self):
+        if self.seconds:
+            self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.seconds:
+            self.armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _run(handler, payload, deadline: _Deadline):
+    """``handler(payload)`` within ``deadline``; ``(value, None)`` or ``(None, (traceback,
+    timed_out))``."""
+    try:
+        with deadline:
+            return handler(payload), None
+    except TaskTimeout:
+        return None, (traceback.format_exc(), True)
+    except Exception:
+        return None, (traceback.format_exc(), False)
 
 
 @dataclass
@@ -117,18 +182,16 @@ class Results(list):
         return [(v, self.failures.get(i)) for i, v in enumerate(self)]
 
 
-def _failure_from_exc(index: int, rank: int) -> Failure:
-    return Failure(index, rank, socket.gethostname(), traceback.format_exc())
-
-
 class SerialFarm:
     """Runs every task in this process (one-process runs and unit tests)."""
 
     n_workers = 1
 
-    def __init__(self):
+    def __init__(self, task_timeout: float | None = None):
         self._handler: Callable | None = None
         self.last_stats = MapStats()  #: the stats of the last map (informational)
+        self.task_timeout = task_timeout
+        self._deadline = _Deadline(task_timeout)
 
     def setup(self, spec) -> None:
         self._handler = spec.build()
@@ -145,10 +208,11 @@ class SerialFarm:
         for i, p in enumerate(payloads):
             if stop is not None and stop():
                 raise FarmInterrupted()
-            try:
-                out.append(self._handler(p))
-            except Exception:
-                failure = _failure_from_exc(i, 0)
+            value, error = _run(self._handler, p, self._deadline)
+            if error is None:
+                out.append(value)
+            else:
+                failure = Failure(i, 0, socket.gethostname(), error[0], timeout=error[1])
                 if on_error != "skip":
                     raise TaskFailed(failure) from None
                 failures[i] = failure
@@ -164,15 +228,17 @@ class SerialFarm:
         self._handler = None
 
 
-def poll_recv(comm, source: int, status, max_sleep: float = 1e-3):
+def poll_recv(comm, source: int, status, max_sleep: float = 1e-3, deadline: float | None = None):
     """Receive the next message from ``source`` without spinning a core.
 
-    Returns ``(obj, tag, source)``.
+    Returns ``(obj, tag, source)``, or None once ``time.perf_counter()`` passes ``deadline``.
     """
     from mpi4py import MPI
 
     delay = 1e-5
     while not comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         time.sleep(delay)
         delay = min(delay * 2.0, max_sleep)
     src, tag = status.Get_source(), status.Get_tag()
@@ -182,15 +248,18 @@ def poll_recv(comm, source: int, status, max_sleep: float = 1e-3):
 class MPIFarm:
     """The coordinator's side of the MPI task farm (see the module docstring)."""
 
-    def __init__(self, comm, max_sleep: float = 1e-3):
+    def __init__(self, comm, max_sleep: float = 1e-3, task_timeout: float | None = None):
         from mpi4py import MPI
 
         if comm.Get_size() < 2:
             raise ValueError("MPIFarm needs at least one worker rank")
         self.comm = comm
-        self.workers = list(range(1, comm.Get_size()))
+        self.workers = list(range(1, comm.Get_size()))  #: ranks that get tasks (not retired)
         self.n_workers = len(self.workers)
         self.max_sleep = max_sleep
+        self.task_timeout = task_timeout
+        self.retired: dict[int, str] = {}  #: rank -> why it gets no more tasks
+        self.hosts = comm.gather(socket.gethostname(), root=0)  #: by rank (serve() sends its host)
         self._status = MPI.Status()
         self._any = MPI.ANY_SOURCE
         self._closed = False
@@ -200,6 +269,15 @@ class MPIFarm:
         for r in self.workers:
             self.comm.send(spec, dest=r, tag=Tag.SETUP)
 
+    def _retire(self, rank: int, why: str) -> None:
+        global _abandoned
+        self.workers.remove(rank)
+        self.retired[rank] = why
+        _abandoned = True
+        sys.stderr.write(f"warning: {why}; it gets no more tasks, and the MPI job ends with MPI_Abort "
+                         f"when this command ends\n")
+        sys.stderr.flush()
+
     def map(self, payloads: Sequence, schedule: str = "dynamic",
             stop: Callable[[], bool] | None = None,
             progress: Callable[[int, int], None] | None = None,
@@ -208,7 +286,9 @@ class MPIFarm:
 
         ``on_error="raise"``: the first failing task stops the map (tasks in flight
         are drained) and raises :class:`TaskFailed`.  ``"skip"``: a failing task
-        gives ``None`` and its :class:`Failure` rides with the results.
+        gives ``None`` and its :class:`Failure` rides with the results.  A task that
+        runs past ``task_timeout`` fails (see the module docstring); when no worker is
+        left to run the remaining tasks, :class:`TaskFailed` is raised in either mode.
         """
         failures: dict[int, Failure] = {}
         if schedule not in ("dynamic", "waves"):
@@ -219,6 +299,9 @@ class MPIFarm:
         done = [False] * n
         queue = deque(range(n))
         inflight: dict[int, deque] = {r: deque() for r in self.workers}  # rank -> task indices, oldest first
+        started: dict[int, float] = {}  # rank -> when its oldest task in flight started (about)
+        timeout = self.task_timeout
+        hard = timeout + grace(timeout) if timeout else None
         n_inflight = 0
         stats = MapStats(tasks=n)
         n_done = 0
@@ -230,7 +313,8 @@ class MPIFarm:
             nonlocal busy, n_inflight
             i = queue.popleft()
             if not inflight[rank]:
-                busy -= time.perf_counter()
+                started[rank] = time.perf_counter()
+                busy -= started[rank]
             inflight[rank].append(i)
             n_inflight += 1
             self.comm.send((i, payloads[i]), dest=rank, tag=Tag.TASK)
@@ -253,20 +337,50 @@ class MPIFarm:
                 # coordinator's reply; not among the last n_workers tasks, which go to whichever
                 # worker is free first.
                 for r in self.workers:
-                    if len(inflight[r]) == 1 and len(queue) > self.n_workers and may_send():
+                    if len(inflight[r]) == 1 and len(queue) > len(self.workers) and may_send():
                         send(r)
             elif not n_inflight:
                 for r in self.workers:
                     if may_send():
                         send(r)
             if not n_inflight:
+                if queue and not self.workers and failure is None and not interrupted:
+                    last = list(self.retired)[-1]
+                    failure = Failure(queue[0], last, self.hosts[last], "RuntimeError: no worker rank left to "
+                                      "run the remaining tasks (every one stopped answering)\n", timeout=True)
                 break
-            msg, tag, src = poll_recv(self.comm, self._any, self._status, self.max_sleep)
+            deadline = min(started[r] for r in self.workers if inflight[r]) + hard if hard else None
+            got = poll_recv(self.comm, self._any, self._status, self.max_sleep, deadline)
+            if got is None:  # a worker is silent past the timeout and its grace: retire it
+                now = time.perf_counter()
+                for r in [r for r in self.workers if inflight[r] and now > started[r] + hard]:
+                    i, *held = inflight[r]
+                    inflight[r].clear()
+                    n_inflight -= 1 + len(held)
+                    busy += now
+                    queue.extendleft(reversed(held))  # never started there: another worker runs them
+                    self._retire(r, f"rank {r} ({self.hosts[r]}) did not answer within the task timeout of "
+                                    f"{timeout:g} s (+{grace(timeout):g} s grace)")
+                    tb = (f"TaskTimeout: no answer from rank {r} within the task timeout of {timeout:g} s "
+                          f"(+{grace(timeout):g} s grace); the rank is retired\n")
+                    if on_error == "skip":
+                        failures[i] = Failure(i, r, self.hosts[r], tb, timeout=True)
+                        results[i], done[i] = None, True
+                        n_done += 1
+                    elif failure is None:
+                        failure = Failure(i, r, self.hosts[r], tb, timeout=True)
+                continue
+            msg, tag, src = got
+            if src in self.retired:
+                continue  # a retired rank woke up: what it sends is ignored
             i = inflight[src].popleft() if inflight.get(src) else None
             if i is not None:
                 n_inflight -= 1
+                now = time.perf_counter()
                 if not inflight[src]:
-                    busy += time.perf_counter()
+                    busy += now
+                else:
+                    started[src] = now  # its prefetched task starts now
             if tag == Tag.RESULT:
                 index, value, compute, idle = msg
                 results[index], done[index] = value, True
@@ -277,13 +391,13 @@ class MPIFarm:
                 if progress is not None:
                     progress(n_done, n)
             elif tag == Tag.ERROR:
-                index, rank, host, tb = msg
+                index, rank, host, tb, timed_out = msg
                 if on_error == "skip":
-                    failures[index] = Failure(index, rank, host, tb)
+                    failures[index] = Failure(index, rank, host, tb, timed_out)
                     results[index], done[index] = None, True
                     n_done += 1
                 elif failure is None:
-                    failure = Failure(index, rank, host, tb)
+                    failure = Failure(index, rank, host, tb, timed_out)
             else:  # pragma: no cover - protocol violation
                 raise RuntimeError(f"unexpected message tag {tag} from rank {src} (task {i})")
         stats.wall = time.perf_counter() - t0
@@ -299,11 +413,29 @@ class MPIFarm:
         if self._closed:
             return
         self._closed = True
+        if self.retired:
+            return  # the job ends with MPI_Abort (abort_if_abandoned): STOP could block on a hung rank
         for r in self.workers:
             self.comm.send(None, dest=r, tag=Tag.STOP)
 
 
-def serve(comm, max_sleep: float = 1e-3) -> None:
+#: set once a coordinator retired a rank: this process must end the MPI job when it ends
+_abandoned = False
+
+
+def abort_if_abandoned(code: int) -> None:
+    """End the MPI job with ``MPI_Abort(code)`` if a worker rank was retired (it never
+    gets STOP and cannot be ended otherwise); called as the command exits."""
+    if not _abandoned:
+        return
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(int(code))
+
+
+def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> None:
     """A worker rank's loop: build handlers, run tasks, until STOP."""
     from mpi4py import MPI
 
@@ -313,6 +445,8 @@ def serve(comm, max_sleep: float = 1e-3) -> None:
     status = MPI.Status()
     rank = comm.Get_rank()
     host = socket.gethostname()
+    comm.gather(host, root=0)  # MPIFarm.hosts
+    deadline = _Deadline(task_timeout)
     handler = None
     setup_error: str | None = None
     t_free = time.perf_counter()
@@ -336,31 +470,32 @@ def serve(comm, max_sleep: float = 1e-3) -> None:
         index, payload = msg
         t_start = time.perf_counter()
         idle = t_start - t_free
-        try:
-            if handler is None:
-                raise RuntimeError("worker setup failed:\n" + (setup_error or "no setup received"))
-            value = handler(payload)
-        except Exception:
-            comm.send((index, rank, host, traceback.format_exc()), dest=0, tag=Tag.ERROR)
+        if handler is None:
+            error = ("RuntimeError: worker setup failed:\n" + (setup_error or "no setup received"), False)
+        else:
+            value, error = _run(handler, payload, deadline)
+        if error is not None:
+            comm.send((index, rank, host, *error), dest=0, tag=Tag.ERROR)
         else:
             t_free = time.perf_counter()
             comm.send((index, value, t_free - t_start, idle), dest=0, tag=Tag.RESULT)
         t_free = time.perf_counter()
 
 
-def make_farm():
+def make_farm(task_timeout: float | None = None):
     """The farm for this process: ``(farm, is_coordinator)``.
 
     Outside MPI, or in a world of one rank: a :class:`SerialFarm`.  In a larger
     world, rank 0 gets an :class:`MPIFarm`; other ranks run :func:`serve` until
-    the coordinator stops them and then get ``(None, False)``.
+    the coordinator stops them and then get ``(None, False)``.  ``task_timeout``
+    (seconds, None for none) bounds every task; see the module docstring.
     """
     from synapto.parallel.launch import world
 
     comm, rank, size = world()
     if size <= 1:
-        return SerialFarm(), True
+        return SerialFarm(task_timeout), True
     if rank == 0:
-        return MPIFarm(comm), True
-    serve(comm)
+        return MPIFarm(comm, task_timeout=task_timeout), True
+    serve(comm, task_timeout=task_timeout)
     return None, False

@@ -1,7 +1,9 @@
 """Start under MPI: detect an existing MPI world, or relaunch under ``mpiexec``.
 
 ``synapto evolve --workers N`` (and ``synapto ppo --cpu N``) started outside MPI
-re-executes the same command line as ``mpiexec -n N' python -m synapto ...``.
+runs the same command line as ``mpiexec -n N' python -m synapto ...`` under a small
+parent (:mod:`synapto.parallel.supervise`) that forwards SIGINT / SIGTERM to the ranks
+and keeps the documented exit codes (130 / 143) whatever ``mpiexec`` makes of them.
 Detection looks at the launcher's environment variables, so a plain one-process
 run never imports mpi4py.  The mpiexec used is, in order: ``$SYNAPTO_MPIEXEC``,
 the ``mpiexec`` beside this Python (the mpich wheel installs it there), then the
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 
 from synapto.errors import UsageError
@@ -22,8 +25,11 @@ LAUNCHED = "SYNAPTO_LAUNCHED"
 RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 #: every variable by which a launcher (MPICH/Hydra, Open MPI, PMIx, Intel MPI, Slurm's srun)
 #: or :func:`relaunch` marks a process as part of an MPI job -- the one list synapto keeps
+#: the status file through which the ranks of a relaunched job talk to their parent
+#: (:mod:`synapto.parallel.supervise`): pids, the coordinator's signals, rank 0's exit code
+JOB_STATUS = "SYNAPTO_JOB_STATUS"
 MPI_ENV = (*RANK_ENV, "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "MPI_LOCALRANKID",
-           "HYDRA_CONTROL_FD", LAUNCHED)
+           "HYDRA_CONTROL_FD", LAUNCHED, JOB_STATUS)
 
 
 def under_mpi() -> bool:
@@ -55,7 +61,11 @@ def without_mpi_env(env: dict | None = None) -> dict:
 def find_mpiexec() -> str:
     explicit = os.environ.get("SYNAPTO_MPIEXEC")
     if explicit:
-        return explicit
+        found = shutil.which(explicit)
+        if not found:
+            raise UsageError(f"$SYNAPTO_MPIEXEC is {explicit!r}, which is not an executable file "
+                             f"(unset it to use the mpiexec beside this Python)")
+        return found
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if os.path.exists(beside):
         return beside
@@ -66,7 +76,8 @@ def find_mpiexec() -> str:
 
 
 def relaunch(n_procs: int, argv: list[str] | None = None) -> None:
-    """Replace this process with ``mpiexec -n n_procs python -m synapto <argv>``."""
+    """Replace this process with the parent (:mod:`synapto.parallel.supervise`) of
+    ``mpiexec -n n_procs python -m synapto <argv>``."""
     if n_procs < 1:
         raise UsageError(f"number of MPI processes must be >= 1, got {n_procs}")
     argv = sys.argv[1:] if argv is None else argv
@@ -77,7 +88,39 @@ def relaunch(n_procs: int, argv: list[str] | None = None) -> None:
     env.setdefault("PYTHONUNBUFFERED", "1")
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(mpiexec, [mpiexec, "-n", str(n_procs), sys.executable, "-m", "synapto", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "synapto.parallel.supervise",
+                               mpiexec, "-n", str(n_procs), sys.executable, "-m", "synapto", *argv], env)
+
+
+def _job_status(line: str) -> None:
+    path = os.environ.get(JOB_STATUS)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        return
+    try:
+        os.write(fd, (line + "\n").encode())  # one short O_APPEND write: never interleaved
+    finally:
+        os.close(fd)
+
+
+def announce() -> None:
+    """In a relaunched job: tell the parent this rank's pid, so that it forwards signals here."""
+    if os.environ.get(JOB_STATUS):
+        _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
+
+
+def record_signal(signum: int) -> None:
+    """In a relaunched job: the coordinator received ``signum`` (the parent maps its exit code)."""
+    _job_status(f"signal {int(signum)}")
+
+
+def record_exit(code: int) -> None:
+    """In a relaunched job: rank 0's exit code, which the parent exits with."""
+    if env_rank() == 0:
+        _job_status(f"exit {int(code)}")
 
 
 def world():

@@ -214,6 +214,9 @@ class EvolveRunWriter:
         c["test_returns"][:] = returns
         c["test_steps"][:] = steps
         self.f.flush()
+        from synapto import faults
+
+        faults.point("champion", int(self.f["completed"][0]))
         c["tested"][0] = 1  # the run's last step is done
         self.f.flush()
 
@@ -253,5 +256,8 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
             f.flush()
         finally:
             writer.close()
+        from synapto import faults
+
+        faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 
     return EvolveRunWriter(rewrite(path, write))

@@ -1,0 +1,147 @@
+"""The small parent of a relaunched MPI job (``evolve --workers N``, ``ppo --cpu N``, ...).
+
+``python -m synapto.parallel.supervise MPIEXEC ARGS...`` starts ``MPIEXEC ARGS...`` as a
+child in a session of its own and stays its parent.  It exists for signals: a terminal's
+Ctrl-C (and a job script's SIGTERM) reach the terminal's foreground process group, which
+holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-C
+(Hydra's "force abort") ends the job with an exit code of 255 or even 0.  Instead:
+
+* every rank announces its pid in a status file (``$SYNAPTO_JOB_STATUS``, written by
+  :mod:`synapto.parallel.launch`), and every SIGINT / SIGTERM this process receives is
+  forwarded to every rank on this host, also to ranks that announce themselves later.
+  Ranks decide what a signal means: the evolution coordinator stops after the tasks in
+  flight and saves its checkpoint, its workers ignore it (:mod:`synapto.stopping`), PPO's
+  ranks stop at once;
+* a second SIGINT is forwarded too (the coordinator exits at once, its checkpoint on disk
+  being whole; ``mpiexec`` then ends the other ranks); if the job has not ended
+  :data:`GRACE` seconds later, its ranks and ``mpiexec`` are killed.  Exit code 130;
+* the exit code is the one rank 0 recorded in the status file, whatever ``mpiexec``
+  makes of the job's end; without one (rank 0 died), 128 + the first signal if a signal
+  arrived, else ``mpiexec``'s own;
+* if this process dies (``kill -9``), the kernel kills ``mpiexec`` (``PR_SET_PDEATHSIG``
+  on Linux), which takes its ranks with it.
+
+This module imports nothing of synapto beyond the package itself: the parent stays small.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+#: the status file's variable (also listed in :data:`synapto.parallel.launch.MPI_ENV`)
+STATUS = "SYNAPTO_JOB_STATUS"
+#: seconds a second Ctrl-C gives the job to end before its processes are killed
+GRACE = 3.0
+#: seconds between two looks at the child and the status file
+POLL = 0.05
+
+
+def read_status(path: str) -> tuple[dict[int, int], list[int], int | None]:
+    """``({rank: pid} on this host, [signals rank 0 recorded], rank 0's exit code or None)``."""
+    pids, signals, code = {}, [], None
+    host = socket.gethostname()
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return pids, signals, code
+    for line in lines:
+        parts = line.split()
+        try:
+            if parts[0] == "pid" and len(parts) == 4 and parts[2] == host:
+                pids[int(parts[1])] = int(parts[3])
+            elif parts[0] == "signal" and len(parts) == 2:
+                signals.append(int(parts[1]))
+            elif parts[0] == "exit" and len(parts) == 2:
+                code = int(parts[1])
+        except (IndexError, ValueError):
+            continue  # a line being written
+    return pids, signals, code
+
+
+def _die_with_parent(parent: int):
+    def preexec() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+        if os.getppid() != parent:  # the parent died before prctl
+            os._exit(1)
+
+    return preexec
+
+
+def exit_code(rc: int, received: list[int], recorded: list[int], rank0: int | None) -> int:
+    """The job's exit code (see the module docstring)."""
+    if received.count(signal.SIGINT) >= 2:
+        return 130
+    if rank0 is not None and rank0 != 0:
+        return rank0
+    if rank0 == 0 and rc == 0:
+        return 0
+    if rank0 is None and (recorded or received):
+        return 128 + (recorded or received)[0]
+    return rc if rc >= 0 else 128 - rc
+
+
+def supervise(cmd: list[str]) -> int:
+    fd, status = tempfile.mkstemp(prefix="synapto-job-", suffix=".status")
+    os.close(fd)
+    received: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    env = {**os.environ, STATUS: status}
+    try:
+        try:
+            child = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
+        except OSError as exc:
+            sys.stderr.write(f"error: cannot start {cmd[0]!r} ({exc.strerror})\n")
+            return 2
+        delivered: dict[int, int] = {}  # pid -> signals forwarded to it
+        deadline = None
+        while (rc := child.poll()) is None:
+            pids, _, _ = read_status(status)
+            for pid in pids.values():
+                while delivered.get(pid, 0) < len(received):
+                    sig = received[delivered.get(pid, 0)]
+                    delivered[pid] = delivered.get(pid, 0) + 1
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+            if received.count(signal.SIGINT) >= 2:
+                if deadline is None:
+                    deadline = time.monotonic() + GRACE
+                elif time.monotonic() > deadline:
+                    for pid in pids.values():
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    child.kill()
+                    child.wait()
+                    return 130
+            time.sleep(POLL)
+        _, recorded, rank0 = read_status(status)
+        return exit_code(rc, received, recorded, rank0)
+    finally:
+        try:
+            os.unlink(status)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(sys.argv[1:]))
