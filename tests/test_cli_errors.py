@@ -212,7 +212,7 @@ def test_every_shipped_config_is_accepted():
     """Each experiments/*.toml loads into the configurations its command runs (every seed),
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
-    from synapto.cli import EVOLVE_KEYS, check_task_timeout
+    from synapto.cli import EVOLVE_KEYS, check_task_timeout, strategy_options
     from synapto.config import EvolveConfig, load_toml
     from synapto.ppo.config import build_config, load_ppo_toml
 
@@ -230,6 +230,7 @@ def test_every_shipped_config_is_accepted():
         seeds = values.pop("seed", [0])
         assert isinstance(values.pop("workers", 0), int) and str(values.pop("out", "x.h5")).endswith(".h5")
         check_task_timeout(values.pop("task_timeout", None))
+        values["strategy_options"] = strategy_options(values, None)
         configs = [EvolveConfig(**values, seed=s) for s in ([seeds] if isinstance(seeds, int) else seeds)]
         build_agent(configs[0])
 

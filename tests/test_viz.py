@@ -128,7 +128,10 @@ def test_readers_trust_completed(runs, tmp_path):
     pick = pick_genome(cut)
     g, i = np.unravel_index(np.argmax(fit), fit.shape)
     assert (pick.generation, pick.individual) == (g, i) and "best so far" in pick.what
-    # with its checkpoint beside it, the run's own best-ever agent is taken
+    # killed in the champion test, with its checkpoint beside it: the run's own best-ever agent is taken
+    shutil.copy(runs["dag1"], cut)
+    with h5py.File(cut, "r+") as f:
+        f["champion/tested"][0] = 0
     shutil.copy(str(runs["dag1"]) + ".ckpt", str(cut) + ".ckpt")
     pick = pick_genome(cut)
     with h5py.File(runs["dag1"], "r") as f:
