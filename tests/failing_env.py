@@ -34,12 +34,15 @@ if "FailingCartPole-v0" not in gym.registry:
 
 class HoldCartPole(CartPoleEnv):
     """CartPole whose step() waits while the file named by ``$SYNAPTO_TEST_HOLD`` exists:
-    evaluations in flight stall on demand (the results are CartPole's)."""
+    evaluations in flight stall on demand (the results are CartPole's).  A stalled step
+    says so by creating ``<that file>.held``."""
 
     def step(self, action):
         hold = os.environ.get("SYNAPTO_TEST_HOLD")
-        while hold and os.path.exists(hold):
-            time.sleep(0.01)
+        if hold and os.path.exists(hold):
+            open(hold + ".held", "a").close()
+            while os.path.exists(hold):
+                time.sleep(0.01)
         return super().step(action)
 
 

@@ -2,6 +2,7 @@
 
 import shutil
 import signal
+import time
 
 import h5py
 import numpy as np
@@ -183,6 +184,12 @@ def test_second_ctrl_c_exits_at_once_with_130(tmp_path, workers, signal_referenc
     proc = start_cli("evolve", *HOLD_RUN, *extra, "--out", out, extra_env={"SYNAPTO_TEST_HOLD": hold})
     wait_for_line(proc, "gen    2/")
     hold.touch()  # the evaluations in flight stall until the file goes
+    held = tmp_path / "hold.held"
+    for _ in range(6000):  # an evaluation is stalled (bounded: 60 s)
+        if held.exists():
+            break
+        time.sleep(0.01)
+    assert held.exists(), "no evaluation stalled"
     kill_group(proc, signal.SIGINT)
     wait_for_line(proc, "SIGINT received", stream="stderr")
     kill_group(proc, signal.SIGINT)

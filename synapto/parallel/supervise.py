@@ -11,7 +11,9 @@ holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-
   forwarded to every rank on this host, also to ranks that announce themselves later.
   Ranks decide what a signal means: the evolution coordinator stops after the tasks in
   flight and saves its checkpoint, its workers ignore it (:mod:`synapto.stopping`), PPO's
-  ranks stop at once;
+  ranks stop at once.  A signal that arrives before any rank announced itself goes to
+  ``mpiexec``, which forwards it as it does (an MPI whose ranks never see the status
+  file keeps that behaviour throughout);
 * a second SIGINT is forwarded too (the coordinator exits at once, its checkpoint on disk
   being whole; ``mpiexec`` then ends the other ranks); if the job has not ended
   :data:`GRACE` seconds later, its ranks and ``mpiexec`` are killed.  Exit code 130;
@@ -105,18 +107,27 @@ def supervise(cmd: list[str]) -> int:
     env = {**os.environ, STATUS: status}
     try:
         try:
-            child = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
+            # a session of its own: the terminal's signals reach this process only; no stdin,
+            # which a process outside the terminal's session could not read anyway
+            child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_die_with_parent(os.getpid()))
         except OSError as exc:
             sys.stderr.write(f"error: cannot start {cmd[0]!r} ({exc.strerror})\n")
             return 2
         delivered: dict[int, int] = {}  # pid -> signals forwarded to it
+        to_launcher = 0  # signals forwarded to mpiexec (no rank known then): mpiexec passed them on
         deadline = None
         while (rc := child.poll()) is None:
             pids, _, _ = read_status(status)
+            if not pids:
+                for sig in received[to_launcher:]:
+                    child.send_signal(sig)
+                to_launcher = len(received)
             for pid in pids.values():
-                while delivered.get(pid, 0) < len(received):
-                    sig = received[delivered.get(pid, 0)]
-                    delivered[pid] = delivered.get(pid, 0) + 1
+                delivered.setdefault(pid, to_launcher)
+                while delivered[pid] < len(received):
+                    sig = received[delivered[pid]]
+                    delivered[pid] += 1
                     try:
                         os.kill(pid, sig)
                     except ProcessLookupError:
