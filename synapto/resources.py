@@ -140,5 +140,10 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
     if probe.exists() and not probe.is_dir():
         raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is not writable")
+        try:
+            read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
+                         f"{'on a read-only file system' if read_only else 'not writable'}")
     return p
