@@ -45,14 +45,19 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     """
     from synapto.store import check_output_path
 
+    from synapto.resources import check_memory, evolve_memory
+
     out = Path(out)
+    check_memory(evolve_memory(config.population, build_agent(config).n_params, config.episodes),
+                 f"a population of {config.population:,} genomes")
     if not resume:
         check_output_path(out, force)
     if workers:
         return _evolve_mpi(config, out, workers, force, resume, options)
     from synapto.parallel.farm import SerialFarm
 
-    return run_evolution(config, out, SerialFarm(), log=log, options=options, resume=resume)
+    return run_evolution(config, out, SerialFarm(), log=log, options=options, resume=resume,
+                         overwrite=force or resume)
 
 
 def _evolve_mpi(config, out, workers, force, resume, options) -> None:
@@ -60,7 +65,7 @@ def _evolve_mpi(config, out, workers, force, resume, options) -> None:
 
     if not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
-    args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume,
+    args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume, "force": force,
                        "options": options.__dict__})
     cmd = [find_mpiexec(), "-n", str(workers + 1), sys.executable, "-c",
            "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args]
@@ -81,7 +86,8 @@ def _mpi_main(args_json: str) -> None:
         return
     try:
         run_evolution(EvolveConfig.from_json(args["config"]), Path(args["out"]), farm,
-                      options=RunOptions(**args["options"]), resume=args["resume"])
+                      options=RunOptions(**args["options"]), resume=args["resume"],
+                      overwrite=args.get("force", True) or args["resume"])
     finally:
         farm.close()
 

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from synapto.errors import UsageError
+from synapto.errors import DiskFullError, UsageError
 from synapto.parallel.launch import env_rank
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -243,7 +243,8 @@ def evolve(
     # Check everything we can before starting processes.
     from synapto.agents import build_agent
 
-    build_agent(first)
+    agent = build_agent(first)
+    _check_evolve_memory(configs, agent.n_params)
     if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
@@ -265,8 +266,18 @@ def check_task_timeout(value) -> float | None:
     return float(value)
 
 
+def _check_evolve_memory(configs, n_params: int) -> None:
+    """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
+    from synapto.resources import check_memory, evolve_memory
+
+    for c in configs:
+        check_memory(evolve_memory(c.population, n_params, c.episodes),
+                     f"a population of {c.population:,} genomes of {n_params:,} parameters")
+
+
 def _run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
+    from synapto.errors import DiskFullError
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
     from synapto.store import check_output_path
@@ -280,11 +291,19 @@ def _run_on_farm(jobs, options, force: bool = False, task_timeout: float | None 
         for cfg, o, resuming in jobs:
             if not resuming:
                 check_output_path(o, force)
+            workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
-                run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop)
+                run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,
+                              overwrite=force or resuming)
             except RunStopped as exc:
                 farm.close()
-                _report_stop(exc, farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0, stop)
+                _report_stop(exc, workers(), stop)
+            except DiskFullError as exc:
+                # the run file and checkpoint on disk are the last whole ones: say how to go on
+                if (resuming or exc.resumable) and Path(o).exists():
+                    n = workers()
+                    exc.resume = f"python -m synapto evolve --resume {o}" + (f" --workers {n}" if n else "")
+                raise
     finally:
         farm.close()
 
@@ -328,6 +347,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     from synapto.store import RunData, read_checkpoint
 
     with RunData(path, kind="evolve") as run:
+        run.verify()  # damaged data is refused here, before anything is rewritten
         stored = EvolveConfig.from_json(run.config_json)
     completed, finished = run_status(path)
     checkpoint = read_checkpoint(path)
@@ -357,6 +377,12 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
             _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
                  f"(raise --generations or --max-env-steps to extend it)")
         return
+    from synapto.agents import build_agent
+    from synapto.store import check_writable
+
+    _check_evolve_memory([wanted], build_agent(wanted).n_params)
+    if env_rank() == 0:
+        check_writable(path)
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
     _run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout)
@@ -451,6 +477,10 @@ def _main(argv: list[str] | None = None) -> None:
         if env_rank() == 0:
             sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
+    except DiskFullError as exc:
+        if env_rank() == 0:
+            sys.stderr.write(exc.report())
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -272,6 +272,9 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--backend: unknown {', '.join(unknown)} (known: sync async vector mpi)")
         if max_envs < 1 or steps < 1 or workers < 1:
             raise UsageError("--max-envs, --steps and --workers must be >= 1")
+        from synapto.resources import check_out_dir
+
+        check_out_dir(out_dir)  # before minutes of measuring
         ns = [n for n in DEFAULT_NS if n <= max_envs]
         data = run_envs(ns, steps, workers, max_async, max_serial, backends)
         md = table(data)

@@ -188,6 +188,9 @@ def bench_ppo(
         raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
     if steps < max(procs):
         raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
+    from synapto.resources import check_out_dir
+
+    check_out_dir(out_dir)
     run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,
               hid=parse_hid(hid) if hid else (32, 32), gamma=gamma, max_ep_len=max_ep_len,
               out_dir=out_dir, log=lambda msg: print(msg, flush=True))

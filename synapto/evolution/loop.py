@@ -38,7 +38,7 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
-from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, read_checkpoint, rebuild_prefix,
+from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
 
 
@@ -121,13 +121,26 @@ class EvolutionRun:
 
     LOOP_SCALARS = ("generation", "env_steps", "validation_steps")
 
-    def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None]):
+    def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None],
+                 overwrite: bool = True):
         self.cfg, self.out, self.log = cfg, out, log
         self.agent = build_agent(cfg)
         self.cfg_json = cfg.to_json()
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
         self.selection_steps = 0  #: env steps of the final selection
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
+        self.writer = None
+        # One writer per run file, for the run's whole life: taken before anything is read,
+        # created or rewritten; a second run on the same file stops here (exit code 2).
+        self.lock = RunLock(out).acquire()
+        try:
+            self._open(resume, overwrite)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, resume: bool, overwrite: bool) -> None:
+        cfg, out, log = self.cfg, self.out, self.log
         checkpoint = read_checkpoint(out) if resume else None
         if checkpoint is not None:
             self.strategy = restore_strategy(cfg, checkpoint, self.agent)
@@ -136,7 +149,7 @@ class EvolutionRun:
             self.generation, self.env_steps, self.validation_steps = (
                 int(checkpoint.scalars[k]) for k in self.LOOP_SCALARS)
             self.writer = rebuild_prefix(out, self.generation, cfg, self.agent.n_params, self.agent.name,
-                                         self.extras())
+                                         self.extras(), run_id=checkpoint.run_id)
             if self.obs is not None:
                 self.norms = self.writer.obs_norms(self.generation)
             log(f"resuming {out} at generation {self.generation} of {cfg.generations}")
@@ -145,7 +158,8 @@ class EvolutionRun:
             self.strategy = make_strategy(cfg, self.agent, seeding.generator(cfg.seed, seeding.Stream.EVOLVE))
             self.strategy.start()
             self.generation = self.env_steps = self.validation_steps = 0
-            self.writer = EvolveRunWriter.create(out, cfg, self.agent.n_params, self.agent.name, self.extras())
+            self.writer = EvolveRunWriter.create(out, cfg, self.agent.n_params, self.agent.name, self.extras(),
+                                                 overwrite=overwrite or resume)
             self.saved = None
             self.save()
 
@@ -164,7 +178,8 @@ class EvolutionRun:
             if self.obs is not None:
                 arrays = {**arrays, **self.obs.state()}
             loop = dict(zip(self.LOOP_SCALARS, (self.generation, self.env_steps, self.validation_steps)))
-            write_checkpoint(self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json)
+            write_checkpoint(self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json,
+                             run_id=self.writer.run_id)
             self.saved = self.generation
 
     def norm(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -227,7 +242,9 @@ class EvolutionRun:
         return test
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+        self.lock.release()
 
 
 def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float) -> str:
@@ -242,19 +259,21 @@ def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: 
 
 def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
                   options: RunOptions = RunOptions(), resume: bool = False,
-                  stop: Callable[[], bool] | None = None) -> RunSummary:
+                  stop: Callable[[], bool] | None = None, overwrite: bool = True) -> RunSummary:
     """Run ``cfg`` to completion on ``farm``, writing the run file ``out``.
 
     With ``resume`` the run continues from ``out``'s checkpoint (rows after it are
     dropped).  ``stop()`` returning True (a signal arrived) ends the run after the
     tasks in flight, with the checkpoint of the last completed generation on disk:
     :class:`RunStopped` is raised, as it is when an evaluation fails under
-    ``on_error="abort"``.
+    ``on_error="abort"``.  The run holds ``out``'s lock (:class:`synapto.store.RunLock`) from
+    before it reads or creates anything until it returns; ``overwrite=False`` refuses an
+    existing ``out`` (checked under the lock).
     """
     from synapto.evolution.batched import batching_farm
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
-    run = EvolutionRun(cfg, out, resume, log)
+    run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     farm = batching_farm(farm, spec_of(cfg), run.agent, "off" if cfg.obs_norm else options.batch)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, Progress())
     log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "

@@ -67,6 +67,25 @@ def _check_new_outputs(outs: list[Path], force: bool) -> None:
             raise UsageError(f"--out {str(o)!r}: {str(log_dir(o))!r} exists and is not a folder")
 
 
+def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
+    """Refuse (exit 2, before anything is written) a run whose epoch buffers and networks
+    cannot fit this machine's memory (every rank of a local relaunch counts)."""
+    import numpy as np
+
+    from synapto.resources import check_memory, ppo_memory
+
+    def count(sizes):
+        return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+    hid = [int(h) for h in cfg.hid]
+    n_params = count([space.obs_dim, *hid, space.act_dim]) + count([space.obs_dim, *hid, 1])
+    local = int(os.environ.get("MPI_LOCALNRANKS", 1)) if under_mpi else size
+    need = ppo_memory(cfg.steps_per_epoch // size, local, space.obs_dim, space.act_dim, hid, n_params,
+                      np.dtype(cfg.dtype).itemsize)
+    check_memory(need, f"ppo with {cfg.steps_per_epoch:,} steps per epoch over {size} process(es) and "
+                       f"hidden sizes {hid}")
+
+
 def ppo(
     env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. [default: BipedalWalker-v3]")] = None,
     hid: Annotated[Optional[list[str]], typer.Option(
@@ -137,6 +156,7 @@ def ppo(
             raise UsageError(f"--resume continues the run as it was configured; drop "
                              f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
         with PPORun(resume) as run:
+            run.verify()  # damaged data is refused here, before anything is rewritten
             stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
         cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
         if cpu is not None and cpu != ranks:
@@ -174,9 +194,15 @@ def ppo(
         if cfg.steps_per_epoch < size:
             raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
                              f"processes ({size}); each process needs at least one step")
-    space_info(configs[0].env)  # a bad --env fails here, once, before any process starts
+    space = space_info(configs[0].env)  # a bad --env fails here, once, before any process starts
+    for cfg in configs:
+        _check_memory(cfg, space, size, comm is not None)
     if resume is None:
         _agree(comm, rank, lambda: _check_new_outputs(outs, force))
+    else:
+        from synapto.store import check_writable
+
+        _agree(comm, rank, lambda: check_writable(resume))
 
     if size > 1 and comm is None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -27,6 +27,7 @@ gradient of the pooled batch, and every rank applies the same Adam step.  Outsid
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -37,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from synapto.envs import SpaceInfo, make_env
-from synapto.errors import UsageError
+from synapto.errors import DiskFullError, UsageError
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
 from synapto.parallel.collectives import Collectives, average_gradient
@@ -301,11 +302,21 @@ class Trainer:
 
 
 # --------------------------------------------------------------------------------- runs
-def _broadcast_error(comm, message: str | None) -> None:
-    """Rank 0's verdict, shared: every rank raises the same UsageError (printed once by main)."""
+def _broadcast_error(comm, error: Exception | None) -> None:
+    """Rank 0's verdict, shared: every rank raises the same UsageError or DiskFullError
+    (printed once by main)."""
     if comm is not None:
-        message = comm.bcast(message, root=0)
-    if message is not None:
+        error = comm.bcast(None if error is None else (type(error).__name__, str(error),
+                                                       getattr(error, "path", ""), getattr(error, "resume", None)),
+                           root=0)
+    elif error is not None:
+        raise error
+    if error is not None:
+        kind, message, path, resume = error
+        if kind == "DiskFullError":
+            exc = DiskFullError(path)
+            exc.args, exc.resume = (message,), resume
+            raise exc
         raise UsageError(message)
 
 
@@ -313,7 +324,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
           log: Callable[[str], None] = print) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs."""
     from synapto.ppo.progress import ProgressWriter, log_dir
-    from synapto.store import PPORun, PPORunWriter, prepare_resume
+    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
 
     t_start = time.time()
     limit_blas_threads(1)
@@ -323,11 +334,13 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
     handle, info = open_env(cfg)
     handle.env.close()
 
-    writer = progress = None
+    writer = progress = lock = None
     checkpoint, start, time_offset = None, 0, 0.0
     error = None
     if rank == 0:
         try:
+            # one writer per run file, for the whole run: taken before anything is read or written
+            lock = RunLock(out).acquire()
             if cfg.steps_per_epoch < size:
                 raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
                                  f"MPI ranks ({size}); each rank needs at least one step")
@@ -350,13 +363,18 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
                                           np.random.default_rng(0)).size
                 n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
-                if force:
-                    out.unlink(missing_ok=True)
-                writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v)
+                writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
                 rows = []
-            progress = ProgressWriter(log_dir(out), cfg, size, rows)
-        except UsageError as exc:
-            error = str(exc)
+            with writing(log_dir(out) / "progress.txt", "writing progress.txt and config.json"):
+                progress = ProgressWriter(log_dir(out), cfg, size, rows)
+        except (UsageError, DiskFullError) as exc:
+            if isinstance(exc, DiskFullError) and resume:
+                exc.resume = _resume_command(out, size)
+            error = exc
+            for opened in (writer, progress, lock):
+                if opened is not None:
+                    (opened.release if opened is lock else opened.close)()
+            writer = progress = lock = None
     _broadcast_error(comm, error)
     if comm is not None:
         start, checkpoint = comm.bcast((start, checkpoint), root=0)
@@ -374,13 +392,21 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 timing["setup"] = setup if k == start else 0.0
                 timing["Time"] = time_offset + time.time() - t_start
                 writer.append(k, stats, timing, trainer.checkpoint())
-                progress.write({**stats, "Time": timing["Time"]})
+                with writing(log_dir(out) / "progress.txt", f"writing epoch {k} to progress.txt"):
+                    progress.write({**stats, "Time": timing["Time"]})
                 timing["write"] = clock() - t
                 writer.set_timing(k, "write", timing["write"])
                 log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
                     f"{timing['update']:.2f})")
+    except DiskFullError as exc:
+        exc.resume = _resume_command(out, size)
+        if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
+            sys.stderr.write(exc.report())
+            sys.stderr.flush()
+            comm.Abort(1)
+        raise
     except Exception:
         if comm is not None and size > 1:
             traceback.print_exc()
@@ -390,5 +416,14 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         if writer is not None:
             writer.close()
         if progress is not None:
-            progress.close()
+            try:
+                progress.close()
+            except OSError:
+                pass
+        if lock is not None:
+            lock.release()
     return out if rank == 0 else None
+
+
+def _resume_command(out: Path, size: int) -> str:
+    return f"python -m synapto ppo --resume {out}" + (f" --cpu {size}" if size > 1 else "")

@@ -1,7 +1,8 @@
 """Everything synapto writes to or reads from disk as HDF5: the only package importing h5py.
 
-- :mod:`synapto.store.files`       primitives: create, open (validated), append (SWMR),
-                                   rewrite-then-replace, ``--out`` checks
+- :mod:`synapto.store.files`       primitives: create (whole, preallocated, checksummed), open
+                                   (validated), append in place, rewrite-then-replace, ``--out`` checks
+- :mod:`synapto.store.lock`        :class:`RunLock`, one writer per run file
 - :mod:`synapto.store.evolve`      the evolution run file: layout, writer, resume rebuild
 - :mod:`synapto.store.ppo`         the PPO run file: layout, writer, resume
 - :mod:`synapto.store.checkpoint`  the checkpoint beside an evolution run (``RUN.h5.ckpt``)
@@ -16,13 +17,15 @@ as stored (JSON) for the caller to parse.
 from synapto.store.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
 from synapto.store.compare import datasets, differences
 from synapto.store.evolve import STATS, TIMING, EvolveRunWriter, Extras, rebuild_prefix
-from synapto.store.files import FORMAT, FORMAT_VERSION, check_output_path
+from synapto.store.files import FORMAT, FORMAT_VERSION, check_output_path, check_writable, is_disk_full, writing
+from synapto.store.lock import RunLock, check_not_in_use, lock_path
 from synapto.store.ppo import PROGRESS_COLUMNS, PPORunWriter, prepare_resume
 from synapto.store.reader import Champion, PPORun, RunData, SelectionData
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "STATS", "TIMING", "PROGRESS_COLUMNS",
-    "check_output_path",
+    "check_output_path", "check_writable", "is_disk_full", "writing",
+    "RunLock", "check_not_in_use", "lock_path",
     "EvolveRunWriter", "Extras", "rebuild_prefix",
     "PPORunWriter", "prepare_resume",
     "Checkpoint", "checkpoint_path", "read_checkpoint", "write_checkpoint",

@@ -1,18 +1,20 @@
 """The evolution run file: written by the coordinator only.
 
-The file is created with every dataset in place (the per-generation ones empty and
-resizable along the generation axis), then switched to HDF5's single-writer/multiple-
-reader (SWMR) mode, in which the library orders its metadata flushes so that the file
-on disk is always a valid HDF5 file -- also when the writer is killed mid-write -- and
-can be read while it grows.  After each generation its rows are written and flushed,
-and only then is the counter ``/completed`` advanced and flushed.  Readers trust
-``/completed``, never the datasets' lengths: rows past it belong to a generation that
-did not finish.
+The file is created whole (built beside its path, fsync-ed, renamed into place) with
+every dataset at its final size: one row per generation of the run, one chunk per row,
+filled with NaN (floats) or 0.  After each generation its rows are written in place and
+flushed, and only then is the counter ``/completed`` advanced and flushed.  Nothing
+else in the file changes, so a writer killed at any instant leaves a file every HDF5
+reader opens (see :mod:`synapto.store.files`).  Readers trust ``/completed``, never the
+datasets' lengths: rows past it are fill or belong to a generation that did not finish.
+The final selection's datasets, whose size is known only at the end, are written by
+rebuilding the file once (:meth:`EvolveRunWriter.write_selection`).
 
 Layout (G generations, P individuals, E episodes, n genome length, T test episodes)::
 
     /                   attrs: format="synapto-run", format_version, kind="evolve",
-                        config (JSON), versions (JSON), created (ISO time), n_params, agent_name
+                        config (JSON), versions (JSON), created (ISO time), run_id (random hex,
+                        also in the checkpoint), n_params, agent_name
     /completed          (1,)  int64   generations fully written
     /fitness            (G, P) float64  fitness (mean return - penalty; -inf if non-finite)
     /returns            (G, P, E) float64  return of each episode
@@ -50,14 +52,16 @@ of the optional datasets in a :class:`Extras`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from synapto.errors import RunFileError
-from synapto.store.files import new_file, open_run, put_row, rewrite
+from synapto.errors import DiskFullError, RunFileError, UsageError
+from synapto.store.files import (close_quietly, estimate_size, fixed_dataset, new_file, open_append, open_run,
+                                 put_row, replace_file, reserve_space, rewrite, rows_dataset, writing)
 
 STATS = (
     "generation", "env_steps", "best_fitness", "best_ever_fitness",
@@ -88,74 +92,102 @@ class Extras:
     strategy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-def _growing(f, name, tail_shape, dtype, compression=None):
-    # An empty trailing dimension (no validation, say) still needs a non-empty chunk.
-    maxshape = (None, *(None if d == 0 else d for d in tail_shape))
-    chunks = (1, *(max(d, 1) for d in tail_shape)) if tail_shape else (64,)
-    return f.create_dataset(name, shape=(0, *tail_shape), maxshape=maxshape, chunks=chunks, dtype=dtype,
-                            compression=compression)
-
-
 class EvolveRunWriter:
     """Appends generations to an evolution run file (coordinator only)."""
 
     def __init__(self, f):
         self.f = f
 
+    @property
+    def run_id(self) -> str:
+        return str(self.f.attrs.get("run_id", ""))
+
+    @staticmethod
+    def layout(config, n_params: int, extras: Extras = Extras()) -> tuple[list, list]:
+        """The datasets of a run file: ``(name, rows, tail, dtype)`` per-generation ones and
+        ``(name, data, checksum)`` fixed ones."""
+        G, P, E, T = config.generations, config.population, config.episodes, config.test_episodes
+        K, V, S = config.validation_count, config.validate_episodes, config.select_episodes
+        rows = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),
+                ("population", (P, n_params), "f8"), ("connections", (P,), "i8"), ("nonfinite", (P,), "?"),
+                ("failed", (P,), "?"), ("validation/individual", (K,), "i8"), ("validation/fitness", (K,), "f8"),
+                ("validation/returns", (K, V), "f8"), ("validation/steps", (K,), "i8"),
+                ("validation/seeds", (V,), "i8"),
+                *((f"stats/{name}", (), "f8") for name in STATS), *((f"timing/{name}", (), "f8") for name in TIMING),
+                *((f"strategy/{name}", tuple(shape), "f8") for name, shape in extras.strategy.items())]
+        if config.obs_norm:
+            rows += [("obs_norm/mean", (extras.obs_dim,), "f8"), ("obs_norm/std", (extras.obs_dim,), "f8")]
+        rows = [(name, G, tail, dtype) for name, tail, dtype in rows]
+        fixed = []
+        if S:
+            fixed += [("selection/seeds", np.zeros(S, dtype=np.int64), True),
+                      ("selection/chosen", np.full(1, -1, dtype=np.int64), False)]
+        fixed += [("champion/genome", np.zeros(n_params), True), ("champion/fitness", np.full(1, -np.inf), True),
+                  ("champion/generation", np.full(1, -1, dtype=np.int64), True),
+                  ("champion/test_seeds", np.zeros(T, dtype=np.int64), True),
+                  ("champion/test_returns", np.zeros(T), True),
+                  ("champion/test_steps", np.zeros(T, dtype=np.int64), True),
+                  ("champion/tested", np.zeros(1, dtype=np.int64), False)]
+        if S:
+            fixed.append(("champion/selection_fitness", np.full(1, np.nan), True))
+        if config.obs_norm:
+            fixed += [("champion/obs_mean", np.zeros(extras.obs_dim), True),
+                      ("champion/obs_std", np.ones(extras.obs_dim), True)]
+        return rows, fixed
+
+    @classmethod
+    def estimated_size(cls, config, n_params: int, extras: Extras = Extras()) -> int:
+        """An upper estimate of the run file's size in bytes (it does not grow after creation)."""
+        rows, fixed = cls.layout(config, n_params, extras)
+        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
+                             [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
+
+    @classmethod
+    def build(cls, path: Path, config, n_params: int, agent_name: str, extras: Extras = Extras(),
+              run_id: str | None = None):
+        """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
+        return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
+        space is reserved first, so a full disk is met before HDF5 writes."""
+        rows, fixed = cls.layout(config, n_params, extras)
+        f = new_file(path, "evolve", config.to_json(), {"n_params": n_params, "agent_name": agent_name},
+                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras))
+        try:
+            for name, n, tail, dtype in rows:
+                rows_dataset(f, name, n, tail, dtype)
+            if config.select_episodes:
+                _selection(f, 0, n_params, config.select_episodes)
+            for name, data, checksum in fixed:
+                fixed_dataset(f, name, data, checksum=checksum)
+            f.flush()
+        except BaseException:
+            close_quietly(f, discard=path)
+            raise
+        return f
+
     @classmethod
     def create(cls, path: Path, config, n_params: int, agent_name: str,
-               extras: Extras = Extras()) -> "EvolveRunWriter":
-        P, E, T = config.population, config.episodes, config.test_episodes
-        f = new_file(path, "evolve", config.to_json(), {"n_params": n_params, "agent_name": agent_name})
-        _growing(f, "fitness", (P,), "f8")
-        _growing(f, "returns", (P, E), "f8")
-        _growing(f, "steps", (P,), "i8")
-        _growing(f, "seeds", (P, E), "i8")
-        _growing(f, "population", (P, n_params), "f8", compression="lzf")
-        _growing(f, "connections", (P,), "i8")
-        _growing(f, "nonfinite", (P,), "?")
-        _growing(f, "failed", (P,), "?")
-        K, V = config.validation_count, config.validate_episodes
-        _growing(f, "validation/individual", (K,), "i8")
-        _growing(f, "validation/fitness", (K,), "f8")
-        _growing(f, "validation/returns", (K, V), "f8")
-        _growing(f, "validation/steps", (K,), "i8")
-        _growing(f, "validation/seeds", (V,), "i8")
-        for name in STATS:
-            _growing(f, f"stats/{name}", (), "f8")
-        for name in TIMING:
-            _growing(f, f"timing/{name}", (), "f8")
-        for name, shape in extras.strategy.items():
-            _growing(f, f"strategy/{name}", tuple(shape), "f8")
-        if config.obs_norm:
-            _growing(f, "obs_norm/mean", (extras.obs_dim,), "f8")
-            _growing(f, "obs_norm/std", (extras.obs_dim,), "f8")
-        S = config.select_episodes
-        if S:
-            _growing(f, "selection/genomes", (n_params,), "f8")
-            _growing(f, "selection/generation", (), "i8")
-            _growing(f, "selection/chosen_on", (), "f8")
-            _growing(f, "selection/fitness", (), "f8")
-            _growing(f, "selection/returns", (S,), "f8")
-            _growing(f, "selection/steps", (), "i8")
-            f.create_dataset("selection/seeds", data=np.zeros(S, dtype=np.int64))
-            f.create_dataset("selection/chosen", data=np.full(1, -1, dtype=np.int64))
-        c = f.create_group("champion")
-        c.create_dataset("genome", data=np.zeros(n_params))
-        c.create_dataset("fitness", data=np.full(1, -np.inf))
-        c.create_dataset("generation", data=np.full(1, -1, dtype=np.int64))
-        c.create_dataset("test_seeds", data=np.zeros(T, dtype=np.int64))
-        c.create_dataset("test_returns", data=np.zeros(T))
-        c.create_dataset("test_steps", data=np.zeros(T, dtype=np.int64))
-        c.create_dataset("tested", data=np.zeros(1, dtype=np.int64))
-        if S:
-            c.create_dataset("selection_fitness", data=np.full(1, np.nan))
-        if config.obs_norm:
-            c.create_dataset("obs_mean", data=np.zeros(extras.obs_dim))
-            c.create_dataset("obs_std", data=np.ones(extras.obs_dim))
-        f.flush()
-        f.swmr_mode = True
-        return cls(f)
+               extras: Extras = Extras(), overwrite: bool = True) -> "EvolveRunWriter":
+        """Create the run file ``path`` (built beside it, fsync-ed, renamed into place: whole or
+        not at all) and open it for appending.  An existing file is refused unless
+        ``overwrite``; the checkpoint of a run it replaces is removed first."""
+        from synapto.store.checkpoint import checkpoint_path
+
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise UsageError(f"--out {str(path)!r} exists; pass --force to overwrite it")
+        ckpt = checkpoint_path(path)
+
+        def build(tmp: Path) -> None:
+            cls.build(tmp, config, n_params, agent_name, extras).close()
+            for stale in (ckpt, ckpt.with_name(ckpt.name + ".tmp")):  # never beside a new run file
+                stale.unlink(missing_ok=True)
+
+        try:
+            replace_file(path, build, ".new.tmp", "creating the run file")
+        except DiskFullError as exc:
+            exc.resumable = False  # nothing of this run is on disk
+            raise
+        return cls(open_append(path))
 
     def append(self, g: int, data: Mapping[str, np.ndarray], stats: Mapping[str, float],
                timing: Mapping[str, float]) -> None:
@@ -167,15 +199,17 @@ class EvolveRunWriter:
         done = int(f["completed"][0])
         if g != done:
             raise RuntimeError(f"appending generation {g} to a file with {done} completed")
-        for name, value in data.items():
+        from synapto import faults
+
+        for k, (name, value) in enumerate(data.items()):
             put_row(f, name, g, value)
+            if k == len(data) // 2:
+                faults.point("rows", g)  # half the rows written (some still in HDF5's cache)
         for name in STATS:
             put_row(f, f"stats/{name}", g, stats[name])
         for name in TIMING:
             put_row(f, f"timing/{name}", g, timing.get(name, np.nan))
         f.flush()
-        from synapto import faults
-
         faults.point("runfile", g)
         f["completed"][0] = g + 1
         f.flush()
@@ -186,22 +220,45 @@ class EvolveRunWriter:
         return [(m, s) for m, s in zip(mean, std)]
 
     def write_selection(self, selection) -> None:
-        """The final candidates' re-evaluation (a :class:`synapto.evolution.champion.Selection`)."""
-        f = self.f
+        """The final candidates' re-evaluation (a :class:`synapto.evolution.champion.Selection`).
+
+        Their number is known only now, so the file is rebuilt once: copied beside itself
+        with the selection added, fsync-ed and renamed over itself (a crash leaves the old
+        file or the new one), then reopened."""
+        import shutil
+
+        path = Path(self.f.filename)
         C = len(selection.candidates)
-        for name, values in (("genomes", [c.genome for c in selection.candidates]),
-                             ("generation", [c.generation for c in selection.candidates]),
-                             ("chosen_on", [c.fitness for c in selection.candidates]),
-                             ("fitness", selection.fitness), ("returns", selection.returns),
-                             ("steps", selection.steps)):
-            ds = f[f"selection/{name}"]
-            ds.resize(C, axis=0)
-            ds[:] = np.asarray(values)
-        f["selection/seeds"][:] = selection.seeds
-        f.flush()
-        f["selection/chosen"][0] = selection.chosen
-        f["champion/selection_fitness"][0] = selection.fitness[selection.chosen]
-        f.flush()
+        values = {"genomes": [c.genome for c in selection.candidates],
+                  "generation": [c.generation for c in selection.candidates],
+                  "chosen_on": [c.fitness for c in selection.candidates],
+                  "fitness": selection.fitness, "returns": selection.returns, "steps": selection.steps}
+        n_params, S = self.f["champion/genome"].shape[0], self.f["selection/seeds"].shape[0]
+        self.f.flush()
+        self.f.close()
+
+        def build(tmp: Path) -> None:
+            shutil.copyfile(path, tmp)
+            extra = estimate_size([(C, (n_params,), "f8"), (C, (S,), "f8"), *[(C, (), "f8")] * 4], [])
+            reserve_space(tmp, os.path.getsize(tmp) + extra)  # room for what is added: see files.create_file
+            f = open_append(tmp)
+            try:
+                for name in values:
+                    del f[f"selection/{name}"]
+                _selection(f, C, n_params, S, values)
+                f["selection/seeds"][:] = selection.seeds
+                f["selection/chosen"][0] = selection.chosen
+                f["champion/selection_fitness"][0] = selection.fitness[selection.chosen]
+                f.flush()
+            except BaseException:
+                close_quietly(f, discard=tmp)
+                raise
+            f.close()
+
+        try:
+            replace_file(path, build, ".selection.tmp", "writing the final selection")
+        finally:
+            self.f = open_append(path)
 
     def write_champion(self, genome, fitness, generation, seeds, returns, steps, norm=None) -> None:
         c = self.f["champion"]
@@ -225,39 +282,60 @@ class EvolveRunWriter:
             self.f.close()
 
 
+def _selection(f, C: int, n_params: int, S: int, values: Mapping | None = None) -> None:
+    """The selection datasets of ``C`` candidates (``values``: their contents; else fill)."""
+    shapes = {"genomes": ((n_params,), "f8"), "generation": ((), "i8"), "chosen_on": ((), "f8"),
+              "fitness": ((), "f8"), "returns": ((S,), "f8"), "steps": ((), "i8")}
+    for name, (tail, dtype) in shapes.items():
+        if values is None:
+            rows_dataset(f, f"selection/{name}", C, tail, dtype)
+        else:
+            data = np.asarray(values[name], dtype=dtype).reshape((C, *tail))
+            fixed_dataset(f, f"selection/{name}", data)
+
+
 # --------------------------------------------------------------------------- resume
 def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_name: str,
-                   extras: Extras = Extras()) -> EvolveRunWriter:
+                   extras: Extras = Extras(), run_id: str | None = None) -> EvolveRunWriter:
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
     checkpoint) are dropped.  The new file is written beside the old one and
     ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
-    leaves the old file in place.
+    leaves the old file in place.  It keeps the run's id and creation time; a file of a
+    format before ids takes ``run_id`` (its checkpoint's), or stays without one.
     """
     path = Path(path)
     with open_run(path, kind="evolve") as old:
-        if int(old["completed"][0]) < generations:
-            raise RunFileError(f"{str(path)!r} holds {int(old['completed'][0])} generations, "
-                               f"fewer than its checkpoint's {generations}")
+        done = int(old["completed"][0])
+        if done < generations:
+            raise RunFileError(f"{str(path)!r} holds {done} generations, fewer than its checkpoint's {generations}")
         names = [*PER_GENERATION, *(f"{g}/{k}" for g in PER_GENERATION_GROUPS if g in old for k in old[g])]
-        rows = {name: old[name][:generations] for name in names if name in old}
+        try:
+            rows = {name: old[name][:generations] for name in names if name in old}
+        except Exception as exc:
+            raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
+        run_id = str(old.attrs.get("run_id", "")) or run_id or ""
+        created = old.attrs.get("created", "")
 
     def write(tmp: Path) -> None:
-        writer = EvolveRunWriter.create(tmp, config, n_params, agent_name, extras)
+        f = EvolveRunWriter.build(tmp, config, n_params, agent_name, extras, run_id=run_id)
         try:
-            f = writer.f
+            if created:
+                f.attrs["created"] = created
             for name, data in rows.items():
-                if len(data):
-                    f[name].resize(generations, axis=0)
-                    f[name][:] = data
+                if name in f and len(data) and f[name].size:
+                    f[name][:generations] = data
             f.flush()
             f["completed"][0] = generations
             f.flush()
-        finally:
-            writer.close()
+        except BaseException:
+            close_quietly(f, discard=tmp)
+            raise
+        f.close()
         from synapto import faults
 
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 
-    return EvolveRunWriter(rewrite(path, write))
+    with writing(path, "rebuilding it to resume"):
+        return EvolveRunWriter(rewrite(path, write))

@@ -1,13 +1,29 @@
 """Primitives of synapto's HDF5 files: the one module that imports h5py.
 
-- :func:`new_file`: create a run file with the root attributes every run file has;
+- :func:`create_file`, :func:`rows_dataset`, :func:`fixed_dataset`: new files in the
+  layout every run file and checkpoint uses (below);
+- :func:`replace_file`: build a file beside its final path, fsync it, then
+  ``os.replace`` it there -- how every run file and checkpoint comes into being;
 - :func:`open_run`: open a run file for reading, validated (a one-line
   :class:`~synapto.errors.RunFileError` for anything that is not a readable run);
-- :func:`open_append`: reopen a run file for appending, in HDF5's single-writer /
-  multiple-reader (SWMR) mode;
-- :func:`rewrite`: replace a file by one built beside it (from a prefix of the old
-  one, on resume), fsync-ed and ``os.replace``-d over it;
-- :func:`check_output_path`: the ``--out`` checks made before a run starts.
+- :func:`open_append`: reopen a run file for writing rows into it;
+- :func:`rewrite`: replace a run file by one built from it (on resume);
+- :func:`check_output_path`, :func:`check_writable`: the ``--out`` / ``--resume`` checks
+  made before a run starts;
+- :func:`writing`: turns a full disk into a one-line :class:`~synapto.errors.DiskFullError`.
+
+**Crash safety without SWMR.**  A file is always created whole: built under a temporary
+name, fsync-ed, then renamed over its final path.  It holds every dataset at its final
+size from the start (one chunk per generation or epoch, allocated and filled at
+creation), so appending a row only overwrites raw data in place: HDF5's metadata on
+disk never changes after creation, and a process killed at any instant leaves a file
+that every reader opens -- ``h5py.File(path, "r")``, h5dump, pandas --, with the rows
+that ``/completed`` counts intact.  Files use HDF5's 1.8 superblock (version 2, with
+checksummed metadata): unlike the version-3 superblock of SWMR files it keeps no
+"open for write" flag that a killed writer would leave set.  Every dataset with data is
+checksummed (the fletcher32 filter), so damaged data is refused when read instead of
+being used; small counters are unfiltered and 16-byte aligned, so that an 8-byte write
+of one is never torn.
 
 h5py is imported on first use (:func:`h5py`), so that importing synapto stays cheap.
 """
@@ -15,21 +31,31 @@ h5py is imported on first use (:func:`h5py`), so that importing synapto stays ch
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import platform
+import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
-from synapto.errors import RunFileError, UsageError
+from synapto.errors import DiskFullError, RunFileError, UsageError
 
 FORMAT = "synapto-run"
-#: the format written; version 1 files (before strategies, observation normalisation and the
-#: final selection) read as runs of the ga strategy
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: the format written: 3 is preallocated and checksummed, with a run id; versions 1 and 2
+#: (SWMR files; version 1 before strategies, observation normalisation and the final
+#: selection, read as runs of the ga strategy) are read, and resumed into version 3
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: library-version bounds of new files: the lower bound picks superblock version 2 (see above)
+LIBVER = ("v108", "latest")
+#: alignment of every allocation in a new file (an 8- or 12-byte write never straddles a page)
+ALIGN = 16
+#: largest chunk (bytes) of a per-row dataset; bigger rows are cut along their next axis
+MAX_CHUNK = 64 << 20
 
 
 def h5py():
@@ -51,8 +77,63 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+# ----------------------------------------------------------------------------- errors
+def errno_of(exc: BaseException) -> int | None:
+    """The errno of an OSError, or the one HDF5 quotes in h5py's message ("errno = 28")."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    m = re.search(r"errno = (\d+)", str(exc))
+    return int(m.group(1)) if m else None
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """``exc``, or an exception it was raised while handling (HDF5's close after a failed
+    write raises errors of its own), failed on a full disk or quota."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if errno_of(exc) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(exc):
+            return True
+        exc, seen = exc.__context__ or exc.__cause__, seen + 1
+    return False
+
+
+def close_quietly(f, discard: Path | None = None) -> None:
+    """Close an HDF5 file after a failure; errors of the close itself are dropped.
+
+    ``discard``: the file is being abandoned (a temporary file, removed next): it is
+    emptied first, so that HDF5's last metadata writes find room even on a full disk."""
+    if discard is not None:
+        try:
+            os.truncate(discard, 0)
+        except OSError:
+            pass
+    try:
+        f.close()
+    except Exception:
+        pass
+
+
+@contextmanager
+def writing(path: str | Path, what: str):
+    """Turn a full disk into :class:`DiskFullError` naming ``path``, and a read-only file
+    system or a permission denied into a one-line :class:`UsageError`."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if is_disk_full(exc):
+            raise DiskFullError(path, what) from None
+        code = errno_of(exc)
+        if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise UsageError(f"{str(path)!r}: cannot write it ({what}): {os.strerror(code)}") from None
+        raise
+
+
+# ----------------------------------------------------------------------------- checks
 def check_output_path(path: str | Path, force: bool) -> Path:
-    """Refuse to overwrite without ``force``; check the directory is writable."""
+    """Refuse to overwrite without ``force`` or a file a run is writing; check the directory
+    is writable."""
+    from synapto.store.lock import check_not_in_use
+
     p = Path(path)
     if p.exists() and not force:
         raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
@@ -65,25 +146,105 @@ def check_output_path(path: str | Path, force: bool) -> Path:
         raise UsageError(f"--out {str(p)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"--out {str(p)!r}: directory {str(parent)!r} is not writable")
+    check_not_in_use(p)
     return p
+
+
+def check_writable(path: str | Path, option: str = "--resume") -> None:
+    """Refuse (one line) to continue a run whose file or folder cannot be written: a
+    read-only file system, a folder without write permission, a file without write bits."""
+    from synapto.store.lock import check_not_in_use
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        why = "a read-only file system" if _read_only_fs(parent) else "not writable"
+        raise UsageError(f"{option} {str(p)!r}: its folder {str(parent)!r} is {why}; "
+                         f"the run file and its checkpoint are rewritten there")
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return
+    if not mode & 0o222:
+        raise UsageError(f"{option} {str(p)!r} is read-only (mode {mode & 0o777:o}); "
+                         f"make it writable (chmod u+w) to continue it")
+    check_not_in_use(p)
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- reading
+def _stored_eof(path: Path) -> int | None:
+    """The end-of-file address a version-2/3 superblock at offset 0 records, or None."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(48)
+    except OSError:
+        return None
+    if len(head) < 12 or head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
+        return None
+    size = head[9]
+    if size not in (4, 8) or len(head) < 12 + 3 * size:
+        return None
+    return int.from_bytes(head[12 + 2 * size:12 + 3 * size], "little")
+
+
+def _open_read(p: Path):
+    """``h5py.File(p, "r")`` -- HDF5's end-of-file check refuses a truncated file at once.
+
+    A version-2 file (SWMR) whose writer was killed keeps its superblock's "open for
+    write" flag, which a plain open refuses; it is opened in SWMR-read mode instead,
+    after the end-of-file check that mode skips (a truncated file would hang there)."""
+    h5 = h5py()
+    try:
+        return h5.File(p, "r", locking=False)
+    except OSError as exc:
+        first = str(exc).splitlines()[0]
+        if "already open for write" not in first:
+            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
+                               f"{first}") from None
+    eof = _stored_eof(p)
+    if eof is None or p.stat().st_size < eof:
+        raise RunFileError(f"{str(p)!r} is truncated ({p.stat().st_size} bytes, its superblock says "
+                           f"{eof if eof is not None else '?'})") from None
+    try:
+        return h5.File(p, "r", swmr=True, locking=False)
+    except OSError as exc:
+        raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
+                           f"{str(exc).splitlines()[0]}") from None
+
+
+def check_metadata(f, what: str) -> None:
+    """Read every object header of ``f`` (HDF5 verifies their checksums): damaged metadata
+    is refused here, in one line, rather than half-way through a command."""
+    h5 = h5py()
+    try:
+        names = []
+        f.visit(names.append)
+        for name in names:
+            obj = f[name]
+            if isinstance(obj, h5.Dataset):
+                obj.shape, obj.dtype
+            list(obj.attrs.keys())
+        list(f.attrs.keys())
+    except Exception as exc:
+        raise RunFileError(f"{what} is corrupted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
+            from None
 
 
 def open_run(path: str | Path, kind: str | None = None):
     """Open a run file for reading; one-line :class:`RunFileError` if it is not one."""
-    h5 = h5py()
     p = Path(path)
     if not p.exists():
         raise RunFileError(f"{str(p)!r}: no such file")
     if p.is_dir():
         raise RunFileError(f"{str(p)!r} is a directory, expected a synapto run file (.h5)")
-    try:
-        f = h5.File(p, "r", swmr=True, locking=False)
-    except OSError:
-        try:
-            f = h5.File(p, "r", locking=False)
-        except OSError as exc:
-            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
-                               f"{str(exc).splitlines()[0]}") from None
+    f = _open_read(p)
     try:
         fmt = f.attrs.get("format")
         if isinstance(fmt, bytes):
@@ -98,9 +259,12 @@ def open_run(path: str | Path, kind: str | None = None):
             )
         if kind is not None and f.attrs.get("kind") != kind:
             raise RunFileError(f"{str(p)!r} is a {f.attrs.get('kind')!r} run, expected a {kind!r} run")
+        check_metadata(f, repr(str(p)))
         if "completed" not in f:
             raise RunFileError(f"{str(p)!r} is truncated or corrupted (no /completed counter)")
-        f["completed"][0]
+        done = int(f["completed"][0])
+        if ver >= 3 and not 0 <= done <= _rows_of(f):
+            raise RunFileError(f"{str(p)!r} is corrupted (/completed = {done})")
     except RunFileError:
         f.close()
         raise
@@ -110,35 +274,185 @@ def open_run(path: str | Path, kind: str | None = None):
     return f
 
 
-def new_file(path: Path, kind: str, config_json: str, extra_attrs: Mapping | None = None):
-    """Create an empty run file with the common root attributes (not yet in SWMR mode:
-    the caller creates its datasets, then switches)."""
-    f = h5py().File(path, "w", libver="latest", locking=False)
-    f.attrs["format"] = FORMAT
-    f.attrs["format_version"] = FORMAT_VERSION
-    f.attrs["kind"] = kind
-    f.attrs["config"] = config_json
-    f.attrs["versions"] = json.dumps(package_versions(), sort_keys=True)
-    f.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    for k, v in (extra_attrs or {}).items():
+def _rows_of(f) -> int:
+    """The generations (epochs) a version-3 file has room for: the rows of its /stats."""
+    stats = f.get("stats")
+    if stats is None or not len(stats):
+        return 0
+    return int(stats[next(iter(stats))].shape[0])
+
+
+# ----------------------------------------------------------------------------- writing
+def package_attrs(kind: str, config_json: str, run_id: str) -> dict:
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "config": config_json,
+            "versions": json.dumps(package_versions(), sort_keys=True),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "run_id": run_id}
+
+
+def new_run_id() -> str:
+    """A run's identity: random (the OS's), never from the run's seeded streams."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def create_file(path: Path, reserve: int = 0):
+    """A new, empty HDF5 file in synapto's layout (superblock 2, aligned allocations).
+
+    ``reserve``: bytes of disk allocated for it at once (:func:`reserve_space`), so that a
+    full disk is met here, by the OS, and not half-way through HDF5's writes (after which
+    HDF5 cannot even close the file cleanly); :func:`trim` gives back what was not used."""
+    f = h5py().File(path, "w", libver=LIBVER, locking=False, alignment_threshold=1, alignment_interval=ALIGN)
+    if reserve:
+        try:
+            reserve_space(path, reserve)
+        except BaseException:
+            close_quietly(f, discard=path)
+            raise
+    return f
+
+
+def reserve_space(path: Path, nbytes: int) -> None:
+    """Allocate the first ``nbytes`` of ``path`` on disk now (``posix_fallocate``; where the file
+    system cannot, by writing zeros past the end).  A full disk raises ENOSPC here."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+        pos, block = os.fstat(fd).st_size, b"\0" * (1 << 20)
+        while pos < nbytes:
+            pos += os.pwrite(fd, block[: min(len(block), nbytes - pos)], pos)
+    finally:
+        os.close(fd)
+
+
+def trim(path: Path) -> None:
+    """Cut ``path`` back to the end its superblock records (what :func:`reserve_space`
+    allocated beyond it)."""
+    eof = _stored_eof(path)
+    if eof and os.path.getsize(path) > eof:
+        os.truncate(path, eof)
+
+
+def _btree_node(rank: int) -> int:
+    """Bytes of one version-1 B-tree node indexing the chunks of a rank-``rank`` dataset
+    (64 entries, each key holding rank + 1 offsets)."""
+    return 24 + 64 * 8 + 65 * (8 + 8 * (rank + 1))
+
+
+def estimate_size(rows: list[tuple[int, tuple[int, ...], object]], fixed: list[tuple[tuple[int, ...], object]]) \
+        -> int:
+    """The bytes of a file in this layout holding the per-row datasets ``rows`` (``(rows, tail,
+    dtype)``, see :func:`rows_dataset`) and the ``fixed`` ones (``(shape, dtype)``): raw data, a
+    checksum and alignment per chunk, each dataset's chunk B-tree (one node up to 64 chunks,
+    then about one per 48) and object header, the file's own metadata.  Measured files come
+    out 0-20 % smaller; it is only used to reserve space (:func:`create_file`)."""
+    total = 16 << 10
+    for n, tail, dtype in [*rows, *((s[0] if s else 1, tuple(s[1:]), d) for s, d in fixed)]:
+        itemsize = np.dtype(dtype).itemsize
+        shape = (n, *tail)
+        size = int(np.prod(shape)) * itemsize
+        if not size:
+            total += 512
+            continue
+        chunk = _chunks(shape, itemsize)
+        n_chunks = int(np.prod([-(-a // b) for a, b in zip(shape, chunk)]))
+        nodes = 1 if n_chunks <= 64 else -(-n_chunks // 48) + -(-n_chunks // 48 ** 2)
+        total += size + n_chunks * (4 + ALIGN) + nodes * _btree_node(len(shape)) + 768
+    return int(total)
+
+
+def write_image(path: Path, build: Callable) -> None:
+    """Build an HDF5 file in memory (``build(f)`` fills it), then write its bytes to ``path``
+    with plain writes: HDF5 never meets a full disk (the OS error comes from the write).
+    For small files (checkpoints)."""
+    f = h5py().File(f"synapto-image-{id(build)}", "w", driver="core", backing_store=False, libver=LIBVER,
+                    alignment_threshold=1, alignment_interval=ALIGN)
+    try:
+        build(f)
+        f.flush()
+        image = f.id.get_file_image()
+    finally:
+        close_quietly(f)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(image)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def new_file(path: Path, kind: str, config_json: str, extra_attrs: Mapping | None = None,
+             run_id: str | None = None, reserve: int = 0):
+    """Create an empty run file with the common root attributes and ``/completed`` = 0;
+    ``run_id`` None draws a new id ("" keeps none: a run begun in a format before ids);
+    ``reserve``: see :func:`create_file`."""
+    f = create_file(path, reserve)
+    run_id = new_run_id() if run_id is None else run_id
+    for k, v in {**package_attrs(kind, config_json, run_id), **(extra_attrs or {})}.items():
         f.attrs[k] = v
     f.create_dataset("completed", data=np.zeros(1, dtype=np.int64))
     return f
 
 
-def open_append(path: Path):
-    """Reopen an existing run file for appending, in SWMR mode."""
-    f = h5py().File(path, "r+", libver="latest", locking=False)
-    f.swmr_mode = True
-    return f
+def _early():
+    h5 = h5py()
+    dcpl = h5.h5p.create(h5.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5.h5d.ALLOC_TIME_EARLY)
+    return dcpl
+
+
+def _fill(dtype) -> object:
+    dtype = np.dtype(dtype)
+    return np.nan if dtype.kind == "f" else None
+
+
+def _chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """One row per chunk, cut along the following axes while bigger than MAX_CHUNK."""
+    chunks = [1, *shape[1:]]
+    for axis in range(1, len(chunks)):
+        while int(np.prod(chunks)) * itemsize > MAX_CHUNK and chunks[axis] > 1:
+            chunks[axis] = (chunks[axis] + 1) // 2
+    return tuple(chunks)
+
+
+def rows_dataset(f, name: str, rows: int, tail: tuple[int, ...], dtype):
+    """``(rows, *tail)``: one chunk per row, checksummed, allocated and filled (NaN for
+    floats) at creation; a row is written once, in place (:func:`put_row`)."""
+    shape = (rows, *tail)
+    if 0 in shape:
+        return f.create_dataset(name, shape=shape, dtype=dtype)
+    return f.create_dataset(name, shape=shape, dtype=dtype, chunks=_chunks(shape, np.dtype(dtype).itemsize),
+                            fletcher32=True, fillvalue=_fill(dtype), dcpl=_early())
+
+
+def fixed_dataset(f, name: str, data, checksum: bool = True):
+    """A dataset holding ``data``; checksummed (one chunk) unless empty, 0-d or ``checksum=False``
+    (the counters, written in place by a single aligned 8-byte write)."""
+    data = np.asarray(data)
+    if not checksum or data.size == 0 or data.ndim == 0:
+        return f.create_dataset(name, data=data)
+    return f.create_dataset(name, data=data, chunks=_chunks(data.shape, data.dtype.itemsize) if data.ndim > 1
+                            else (min(data.shape[0], max(MAX_CHUNK // data.dtype.itemsize, 1)),),
+                            fletcher32=True)
 
 
 def put_row(f, name: str, i: int, value) -> None:
-    """Write row ``i`` of the growing dataset ``name``, extending it if needed."""
+    """Write row ``i`` of the preallocated dataset ``name`` (in place)."""
     ds = f[name]
-    if ds.shape[0] < i + 1:
-        ds.resize(i + 1, axis=0)
+    if not 0 <= i < ds.shape[0]:
+        raise RuntimeError(f"row {i} is outside /{name}, which has {ds.shape[0]} rows")
     ds[i] = value
+
+
+def open_append(path: Path):
+    """Reopen a run file for writing rows into it (in place: its metadata never changes)."""
+    return h5py().File(path, "r+", libver=LIBVER, locking=False, alignment_threshold=1, alignment_interval=ALIGN)
 
 
 def fsync(path: Path) -> None:
@@ -149,22 +463,43 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
-def rewrite(path: Path, write: Callable[[Path], None]):
-    """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it.
-
-    The new file is fsync-ed, then ``os.replace``-d over ``path``: a crash at any
-    instant leaves the old file or the new one, whole.  If ``write`` raises, ``path``
-    is untouched and the temporary file removed.  Returns ``path`` reopened for
-    appending (:func:`open_append`).  Both resumes (evolution and PPO) rebuild their
-    run file this way, from its first completed rows.
-    """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".resume.tmp")
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort: some file systems refuse)."""
     try:
-        write(tmp)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_file(path: Path, build: Callable[[Path], None], tmp_suffix: str, what: str) -> None:
+    """Build ``path`` as ``path + tmp_suffix`` (``build(tmp)`` creates and closes it), fsync
+    it, then ``os.replace`` it over ``path``: a crash at any instant leaves the old file
+    or the new one, whole.  If anything fails (a full disk: :class:`DiskFullError`) the
+    temporary file is removed and ``path`` is untouched."""
+    path = Path(path)
+    tmp = path.with_name(path.name + tmp_suffix)
+    try:
+        with writing(path, what):
+            build(tmp)
+            trim(tmp)
+            fsync(tmp)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync(tmp)
     os.replace(tmp, path)
+    fsync_dir(path.parent if str(path.parent) else Path("."))
+
+
+def rewrite(path: Path, write: Callable[[Path], None]):
+    """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it
+    (:func:`replace_file`), and return it reopened for appending (:func:`open_append`).
+    Both resumes (evolution and PPO) rebuild their run file this way, from its first
+    completed rows."""
+    replace_file(path, write, ".resume.tmp", "rebuilding it to resume")
     return open_append(path)

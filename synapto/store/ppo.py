@@ -2,8 +2,8 @@
 
 Layout (E epochs; same conventions as evolution runs, see :mod:`synapto.store.evolve`)::
 
-    /                     attrs: format="synapto-run", format_version=1, kind="ppo",
-                          config (JSON of PPOConfig), versions (JSON), created, ranks,
+    /                     attrs: format="synapto-run", format_version, kind="ppo",
+                          config (JSON of PPOConfig), versions (JSON), created, run_id, ranks,
                           obs_dim, act_dim, discrete, n_pi, n_v
     /completed            (1,) int64   epochs fully written
     /stats/<Column>       (E,)  the progress.txt columns except Time (int64 for Epoch and
@@ -14,11 +14,12 @@ Layout (E epochs; same conventions as evolution runs, see :mod:`synapto.store.ev
     /checkpoint/slot0, slot1   {completed, pi, v, pi_adam_m, pi_adam_v, pi_adam_t,
                                 v_adam_m, v_adam_v, v_adam_t}
 
-Every dataset exists from the start (parameters not yet reached hold NaN) because the
-file is written in HDF5's SWMR mode, which keeps it valid if the writer is killed but
-cannot create objects.  After an epoch its rows, parameters and checkpoint are
-written and flushed, and only then ``/completed`` is advanced: readers trust
-``/completed``.  The checkpoint of ``completed = c`` lives in ``slot{c % 2}``; a slot
+The file is created whole (built beside its path, fsync-ed, renamed into place) with
+every dataset at its final size -- one row (chunk) per epoch, parameters not yet reached
+hold NaN --, so writing an epoch only overwrites raw data in place and a writer killed
+at any instant leaves a file every HDF5 reader opens (see :mod:`synapto.store.files`).
+After an epoch its rows, parameters and checkpoint are written and flushed, and only
+then ``/completed`` is advanced: readers trust ``/completed``.  The checkpoint of ``completed = c`` lives in ``slot{c % 2}``; a slot
 is marked invalid (``completed = -1``) while it is rewritten, so the other slot
 always holds the previous epoch intact.
 
@@ -38,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import RunFileError
-from synapto.store.files import new_file, open_run, put_row, rewrite
+from synapto.errors import RunFileError, UsageError
+from synapto.store.files import (close_quietly, estimate_size, fixed_dataset, new_file, open_append, open_run,
+                                 put_row, replace_file, rewrite, rows_dataset, writing)
 
 #: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
 PROGRESS_COLUMNS = (
@@ -67,12 +69,40 @@ def _param_groups(cfg) -> list[str]:
     return [f"params/epoch_{k}" for k in saved_epochs(cfg.epochs, cfg.save_freq)] + ["params/final"]
 
 
-def _growing(f, name: str, dtype) -> None:
-    f.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(256,), dtype=dtype)
+def _layout(cfg, n_pi: int, n_v: int) -> tuple[list, list]:
+    """``(name, rows, tail, dtype)`` per-epoch datasets and ``(name, data, checksum)`` fixed ones."""
+    rows = [(f"stats/{name}", cfg.epochs, (), np.int64 if name in INT_STATS else np.float64) for name in STATS]
+    rows += [(f"timing/{name}", cfg.epochs, (), np.float64) for name in TIMING]
+    fixed = []
+    for group in _param_groups(cfg):
+        fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
+    for slot in ("slot0", "slot1"):
+        fixed.append((f"checkpoint/{slot}/completed", np.full(1, -1, np.int64), False))
+        for name, n in (("pi", n_pi), ("pi_adam_m", n_pi), ("pi_adam_v", n_pi),
+                        ("v", n_v), ("v_adam_m", n_v), ("v_adam_v", n_v)):
+            fixed.append((f"checkpoint/{slot}/{name}", np.full(n, np.nan), True))
+        fixed += [(f"checkpoint/{slot}/pi_adam_t", np.zeros(1, np.int64), True),
+                  (f"checkpoint/{slot}/v_adam_t", np.zeros(1, np.int64), True)]
+    return rows, fixed
 
 
-def _nan(f, name: str, n: int) -> None:
-    f.create_dataset(name, data=np.full(n, np.nan))
+def _build(path: Path, cfg, attrs: dict, n_pi: int, n_v: int, run_id: str | None = None):
+    """A new PPO run file at ``path``, open: every dataset at its final size, nothing done;
+    its disk space reserved first (see :func:`synapto.store.files.create_file`)."""
+    rows, fixed = _layout(cfg, n_pi, n_v)
+    size = estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
+                         [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
+    f = new_file(Path(path), "ppo", cfg.to_json(), attrs, run_id=run_id, reserve=size)
+    try:
+        for name, n, tail, dtype in rows:
+            rows_dataset(f, name, n, tail, dtype)
+        for name, data, checksum in fixed:
+            fixed_dataset(f, name, data, checksum=checksum)
+        f.flush()
+    except BaseException:
+        close_quietly(f, discard=Path(path))
+        raise
+    return f
 
 
 class PPORunWriter:
@@ -82,28 +112,18 @@ class PPORunWriter:
         self.f, self.cfg = f, cfg
 
     @classmethod
-    def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int) -> "PPORunWriter":
+    def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int,
+               overwrite: bool = True) -> "PPORunWriter":
+        """Create the run file ``path`` whole (built beside it, renamed into place) and open
+        it for appending; an existing file is refused unless ``overwrite``."""
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise UsageError(f"--out {str(path)!r} exists; pass --force to overwrite it")
         attrs = {"ranks": ranks, "obs_dim": space.obs_dim, "act_dim": space.act_dim,
                  "discrete": int(space.discrete), "n_pi": n_pi, "n_v": n_v}
-        f = new_file(Path(path), "ppo", cfg.to_json(), attrs)
-        for name in STATS:
-            _growing(f, f"stats/{name}", np.int64 if name in INT_STATS else np.float64)
-        for name in TIMING:
-            _growing(f, f"timing/{name}", np.float64)
-        for group in _param_groups(cfg):
-            _nan(f, f"{group}/pi", n_pi)
-            _nan(f, f"{group}/v", n_v)
-        for slot in ("slot0", "slot1"):
-            g = f.create_group(f"checkpoint/{slot}")
-            g.create_dataset("completed", data=np.full(1, -1, np.int64))
-            for name, n in (("pi", n_pi), ("pi_adam_m", n_pi), ("pi_adam_v", n_pi),
-                            ("v", n_v), ("v_adam_m", n_v), ("v_adam_v", n_v)):
-                g.create_dataset(name, data=np.full(n, np.nan))
-            g.create_dataset("pi_adam_t", data=np.zeros(1, np.int64))
-            g.create_dataset("v_adam_t", data=np.zeros(1, np.int64))
-        f.flush()
-        f.swmr_mode = True
-        return cls(f, cfg)
+        replace_file(path, lambda tmp: _build(tmp, cfg, attrs, n_pi, n_v).close(), ".new.tmp",
+                     "creating the run file")
+        return cls(open_append(path), cfg)
 
     @property
     def completed(self) -> int:
@@ -183,41 +203,57 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
     """Truncate ``path`` to its completed epochs (a fresh file, fsync-ed and ``os.replace``-d
     over it) and open it for appending under ``cfg``.  Returns ``(writer, checkpoint, completed)``."""
     path = Path(path)
-    got = {}
-
-    def write(tmp: Path) -> None:
-        with open_run(path, kind="ppo") as old:
+    with open_run(path, kind="ppo") as old:
+        try:
             done = int(old["completed"][0])
-            got["checkpoint"], got["completed"] = read_checkpoint_slot(old, done, path), done
+            checkpoint = read_checkpoint_slot(old, done, path)
             attrs = {k: old.attrs[k] for k in ATTRS}
             n_pi, n_v = int(old.attrs["n_pi"]), int(old.attrs["n_v"])
-            f = new_file(tmp, "ppo", cfg.to_json(), attrs)
-            try:
-                f.attrs["created"] = old.attrs.get("created", "")
-                for name in STATS:
-                    f.create_dataset(f"stats/{name}", data=old[f"stats/{name}"][:done], maxshape=(None,),
-                                     chunks=(256,))
-                for name in TIMING:
-                    data = old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
-                    f.create_dataset(f"timing/{name}", data=data, maxshape=(None,), chunks=(256,))
-                for group in _param_groups(cfg):
-                    keep = group != "params/final" and int(group.split("_")[-1]) < done
-                    for net, n in (("pi", n_pi), ("v", n_v)):
-                        f.create_dataset(f"{group}/{net}",
-                                         data=old[f"{group}/{net}"][()] if keep else np.full(n, np.nan))
-                for slot in ("slot0", "slot1"):
-                    src = old[f"checkpoint/{slot}"]
-                    valid = int(src["completed"][0]) in (done, done - 1)
-                    g = f.create_group(f"checkpoint/{slot}")
-                    g.create_dataset("completed", data=src["completed"][()] if valid else np.full(1, -1, np.int64))
-                    for name in CHECKPOINT:
-                        data = src[name][()]
-                        g.create_dataset(name, data=data if valid else
-                                         np.full_like(data, np.nan if data.dtype.kind == "f" else 0))
-                f["completed"][0] = done
-                f.flush()
-            finally:
-                f.close()
+            run_id, created = str(old.attrs.get("run_id", "")), old.attrs.get("created", "")
+            stats = {name: old[f"stats/{name}"][:done] for name in STATS}
+            timing = {name: old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
+                      for name in TIMING}
+            params = {}
+            for group in _param_groups(cfg):
+                if group != "params/final" and int(group.split("_")[-1]) < done:
+                    for net in ("pi", "v"):
+                        params[f"{group}/{net}"] = old[f"{group}/{net}"][()]
+            slots = {}
+            for slot in ("slot0", "slot1"):
+                src = old[f"checkpoint/{slot}"]
+                n = int(src["completed"][0])
+                if n in (done, done - 1) and n >= 1:  # the other slot may be mid-rewrite: never read it
+                    slots[slot] = {"completed": n, **{name: src[name][()] for name in CHECKPOINT}}
+        except RunFileError:
+            raise
+        except Exception as exc:
+            raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
 
-    f = rewrite(path, write)
-    return PPORunWriter(f, cfg), got["checkpoint"], got["completed"]
+    def write(tmp: Path) -> None:
+        f = _build(tmp, cfg, attrs, n_pi, n_v, run_id=run_id)
+        try:
+            if created:
+                f.attrs["created"] = created
+            for name, data in stats.items():
+                f[f"stats/{name}"][:done] = data
+            for name, data in timing.items():
+                f[f"timing/{name}"][:done] = data
+            for name, data in params.items():
+                f[name][:] = data
+            for slot, values in slots.items():
+                g = f[f"checkpoint/{slot}"]
+                for name in CHECKPOINT:
+                    g[name][:] = values[name]
+                f.flush()
+                g["completed"][0] = values["completed"]
+            f.flush()
+            f["completed"][0] = done
+            f.flush()
+        except BaseException:
+            close_quietly(f, discard=tmp)
+            raise
+        f.close()
+
+    with writing(path, "rebuilding it to resume"):
+        f = rewrite(path, write)
+    return PPORunWriter(f, cfg), checkpoint, done

@@ -3,10 +3,13 @@
 Everything outside :mod:`synapto.store` reads run files through it (replay, resume,
 the viz commands, export, the benchmarks).  Only completed rows are returned
 (``/completed`` generations or epochs): rows past it belong to one that did not finish.
+Data that fails its checksum (or any other HDF5 read error) is a one-line
+:class:`~synapto.errors.RunFileError`, whichever method met it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +79,19 @@ class RunData:
                 int(self._f.attrs[name])
         except Exception as exc:
             raise RunFileError(f"{str(self.path)!r} is not a valid PPO run file ({exc})") from None
+
+    def verify(self) -> None:
+        """Read every completed row of every dataset and everything else the file holds, so that
+        damaged data (checksums) is refused now, in one line, rather than found later."""
+        rows = {int(self._f[n].shape[0]) for n in ("fitness", "stats/Epoch") if n in self._f}
+
+        def visit(name, obj):
+            if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+                if obj.shape and obj.shape[0] in rows:
+                    obj[: self.completed]
+                else:
+                    obj[()]
+        self._f.visititems(visit)
 
     def __enter__(self):
         return self
@@ -311,6 +327,29 @@ class RunData:
         cols = {name: self.stats(name) for name in PPO_STATS}
         cols["Time"] = self.timing("Time")
         return [{name: cols[name][i] for name in PROGRESS_COLUMNS} for i in range(self.completed)]
+
+
+def _guard(fn):
+    """``fn`` (a RunData method) with HDF5 read errors turned into one-line RunFileErrors."""
+    @functools.wraps(fn)
+    def guarded(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except RunFileError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise RunFileError(f"{str(self.path)!r} is corrupted: {first}") from None
+    return guarded
+
+
+for _name, _value in list(vars(RunData).items()):
+    if _name.startswith("__") or _name in ("close", "_need"):
+        continue
+    if isinstance(_value, property):
+        setattr(RunData, _name, property(_guard(_value.fget)))
+    elif callable(_value):
+        setattr(RunData, _name, _guard(_value))
 
 
 class PPORun(RunData):

@@ -46,14 +46,18 @@ def matplotlib_figure(command: str):
 
 
 def check_image_out(out: Path, suffixes: tuple[str, ...], what: str = "--out") -> str:
-    """The lower-case suffix of ``out`` (one of ``suffixes``); one-line errors otherwise.
-    Nothing is created: see :func:`make_parent`."""
+    """The lower-case suffix of ``out`` (one of ``suffixes``); one-line errors otherwise, also
+    for a folder that cannot be written (checked before any work).  Nothing is created: see
+    :func:`make_parent`."""
+    from synapto.resources import check_out_dir
+
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix not in suffixes:
         raise UsageError(f"{what} {str(out)!r} must end in {' or '.join(suffixes)}")
     if out.is_dir():
         raise UsageError(f"{what} {str(out)!r} is a directory")
+    check_out_dir(out.parent if str(out.parent) else Path("."), f"{what} {str(out)!r}: folder")
     return suffix
 
 
@@ -64,6 +68,23 @@ def make_parent(out: Path, what: str = "--out") -> None:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{what} {str(out)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
+
+
+def write_output(out: Path, write, what: str = "--out") -> None:
+    """``write(out)``, with the folder made first; a file system that refuses (read-only, no
+    permission, full) is one line, and a half-written ``out`` is removed."""
+    from synapto.store import writing
+
+    out = Path(out)
+    make_parent(out, what)
+    existed = out.exists()
+    try:
+        with writing(out, "writing it"):
+            write(out)
+    except BaseException:
+        if not existed:
+            out.unlink(missing_ok=True)
+        raise
 
 
 # ----------------------------------------------------------------------------- reading

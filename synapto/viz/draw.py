@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import Pick, check_image_out, make_parent, matplotlib_figure, pick_genome, run_kind
+from synapto.viz import Pick, check_image_out, matplotlib_figure, pick_genome, run_kind, write_output
 
 
 @dataclass
@@ -194,7 +194,6 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     cfg = pick.config
     fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}, {pick.what}\n"
                  f"{n_edges} surviving connections of {total}", fontsize="medium")
-    make_parent(out)
-    fig.savefig(out, format=suffix[1:], dpi=dpi)
+    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
     log(f"draw: {pick.what}: {n_edges} of {total} connections -> {out}")
     return {"connections": n_edges, "n_params": total, "panels": len(panels)}

@@ -68,9 +68,12 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--csv {str(folder)!r}: cannot create it ({exc.strerror})") from None
+    from synapto.store import writing
+
     written = []
     for run in runs:
-        files = _export(run, folder)
+        with writing(folder, f"writing the CSV of {run.path}"):
+            files = _export(run, folder)
         written += files
         unit = "generation" if run.kind == "evolve" else "epoch"
         log(f"export: {run.path} ({run.kind}, {run.rows} {unit}{'s' if run.rows != 1 else ''}) -> "

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import AXES, RunSeries, check_image_out, make_parent, matplotlib_figure, read_run
+from synapto.viz import AXES, RunSeries, check_image_out, matplotlib_figure, read_run, write_output
 
 BANDS = ("minmax", "std", "none")
 EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")
@@ -248,8 +248,7 @@ def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "m
     multi = any(len(g.runs) > 1 for g in groups)
     fig.suptitle(title or (", ".join(envs) + (f"  ({band_note})" if multi and band_note else "")),
                  fontsize="medium")
-    make_parent(out)
-    fig.savefig(out, format=suffix[1:], dpi=dpi)
+    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
     log(f"plot: {len(runs)} run(s) in {len(groups)} group(s) -> {out}")
     return out
 

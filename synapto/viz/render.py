@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import check_image_out, make_parent, pick_genome, require, run_kind
+from synapto.viz import check_image_out, pick_genome, require, run_kind, write_output
 
 
 @dataclass
@@ -180,8 +180,7 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
         frames.extend([last] * max(1, int(round(rate))))  # hold the end for about a second
 
     fps = fps or (render_fps / every if render_fps else 25.0)
-    make_parent(out)
-    write(out, frames, fps)
+    write_output(out, lambda path: write(path, frames, fps))
     for e, (r, steps, end) in enumerate(zip(returns, lengths, ends)):
         note = ""
         if e < len(player.expected):
