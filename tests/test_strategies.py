@@ -155,7 +155,7 @@ def test_pgpe_sigma_adapts_within_its_bound():
 def test_openai_es_reaches_the_analytic_env_optimum_with_a_real_agent():
     """pruned-mlp on the one-step analytic env, fitness from synapto's own rollouts: the
     return of the champion approaches the optimum 0 (about -0.6 at the start)."""
-    import analytic_env  # noqa: F401  (registers Analytic-v0)
+    import analytic_env  # registers Analytic-v0
 
     env = make_env("analytic_env:Analytic-v0")
     agent = PrunedMLP(SpaceInfo.of(env), (4,))
@@ -172,6 +172,8 @@ def test_openai_es_reaches_the_analytic_env_optimum_with_a_real_agent():
         generation(s, g, fitness, k=2)
     assert first < -0.05
     assert s.champion.fitness > -1e-3 and fitness(s.champion.genome[None])[0] > -1e-3
+    action = agent.policy(s.champion.genome).act(analytic_env.OBS)
+    assert fitness(s.champion.genome[None])[0] == analytic_env.analytic_return(action)
 
 
 # ---------------------------------------------------------------- resume
@@ -184,7 +186,7 @@ def test_state_round_trip_continues_bit_for_bit(variant, tmp_path):
     opts = dict(prune=True, prune_every=2, init_std=0.5, **({"separable": True} if "separable" in variant else {}))
     start = np.where(np.arange(12) % 5 == 0, 0.0, 1.0)
     target = np.linspace(-1, 1, 12)
-    stats = lambda x: np.abs(x)  # noqa: E731
+    stats = np.abs
     N, K = 9, 4
 
     straight = make(name, Vector(start, rate=0.2), population=8, seed=3, **opts)
@@ -246,7 +248,7 @@ def test_pruned_connections_never_revive(variant, agent_name):
     assert np.count_nonzero(initial) < agent.n_params  # the agent's initial pruning
     zeros = s.centre.copy()
     for g in range(12):
-        x = generation(s, g, sphere(0.3), k=2, stats=lambda x: np.abs(x))
+        x = generation(s, g, sphere(0.3), k=2, stats=np.abs)
         assert check_never_revived(zeros, x)
         assert check_never_revived(zeros, s.centre)
         assert check_never_revived(s.centre, s.ask())
@@ -272,7 +274,9 @@ def test_pruning_schedule_and_hebbian_statistics():
             return super().mutate(genome, stats, rate, rng)
 
     s = make("openai-es", Recording(np.ones(5), rate=0.0), population=4, prune_every=3)
-    stats = lambda x: np.tile(np.arange(5.0), (x.shape[0], 1)) + np.arange(x.shape[0])[:, None]  # noqa: E731
+    def stats(x):  # row i is 0, 1, ..., 4 plus i
+        return np.tile(np.arange(5.0), (x.shape[0], 1)) + np.arange(x.shape[0])[:, None]
+
     for g in range(7):
         generation(s, g, sphere(0.0), stats=stats)
     assert len(seen) == 2  # after generations 2 and 5
