@@ -182,9 +182,13 @@ def evolve(
         help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
              "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
              "answering gets no more tasks; the MPI job then ends with MPI_Abort. [default: off]")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Check the options, the config and the output path, print what would run, and exit "
+                        "without running or writing anything.")] = False,
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import EvolveConfig, load_toml
+    from synapto.evolve_command import check_evolve_memory, resume_evolution, run_on_farm
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.store import check_output_path
 
@@ -225,7 +229,8 @@ def evolve(
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
         resume_evolution(resume, values, given_seeds=None if seed is None and "seed" not in file_values
-                         else seeds, n_workers=n_workers, options=options, task_timeout=task_timeout)
+                         else seeds, n_workers=n_workers, options=options, task_timeout=task_timeout,
+                         check=check)
         return
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
@@ -244,15 +249,19 @@ def evolve(
     from synapto.agents import build_agent
 
     agent = build_agent(first)
-    _check_evolve_memory(configs, agent.n_params)
+    check_evolve_memory(configs, agent.n_params)
     if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
+    if check:
+        _log(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
+             f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
+        return
 
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
 
-    _run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout)
+    run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout)
 
 
 def check_task_timeout(value) -> float | None:
@@ -264,128 +273,6 @@ def check_task_timeout(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
         raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
     return float(value)
-
-
-def _check_evolve_memory(configs, n_params: int) -> None:
-    """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
-    from synapto.resources import check_memory, evolve_memory
-
-    for c in configs:
-        check_memory(evolve_memory(c.population, n_params, c.episodes),
-                     f"a population of {c.population:,} genomes of {n_params:,} parameters")
-
-
-def _run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None) -> None:
-    """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
-    from synapto.errors import DiskFullError
-    from synapto.evolution.loop import RunStopped, run_evolution
-    from synapto.parallel.farm import make_farm
-    from synapto.store import check_output_path
-    from synapto.stopping import StopSignals
-
-    farm, coordinator = make_farm(task_timeout)
-    if not coordinator:
-        return
-    stop = StopSignals().install()
-    try:
-        for cfg, o, resuming in jobs:
-            if not resuming:
-                check_output_path(o, force)
-            workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
-            try:
-                run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,
-                              overwrite=force or resuming)
-            except RunStopped as exc:
-                farm.close()
-                _report_stop(exc, workers(), stop)
-            except DiskFullError as exc:
-                # the run file and checkpoint on disk are the last whole ones: say how to go on
-                if (resuming or exc.resumable) and Path(o).exists():
-                    n = workers()
-                    exc.resume = f"python -m synapto evolve --resume {o}" + (f" --workers {n}" if n else "")
-                raise
-    finally:
-        farm.close()
-
-
-def _rank_count() -> int:
-    from synapto.parallel.launch import world
-
-    return world()[2]
-
-
-def _report_stop(exc, workers: int, stop) -> None:
-    resume_cmd = f"python -m synapto evolve --resume {exc.out}" + (f" --workers {workers}" if workers else "")
-    if exc.failure is not None:
-        ev, f = exc.failure, exc.failure.failure
-        seeds = " ".join(str(int(s)) for s in ev.seeds)
-        what = {"training": "individual", "validation": "validation of individual",
-                "selection": "selection of candidate", "test": "champion test episode"}[ev.phase]
-        reproduce = "" if ev.phase in ("selection", "test") else (
-            f"reproduce: python -m synapto replay {exc.out} --generation {ev.generation} "
-            f"--individual {ev.individual}{' --validation' if ev.phase == 'validation' else ''}\n")
-        sys.stderr.write(
-            f"error: generation {ev.generation} {what} {ev.individual} failed on rank {f.rank} "
-            f"({f.host}), episode seeds [{seeds}]\n{f.traceback}"
-            f"the checkpoint of generation {exc.generation} is saved.\n"
-            f"{reproduce}"
-            f"resume:    {resume_cmd}\n")
-        raise typer.Exit(1)
-    sys.stderr.write(f"stopped after {exc.generation} completed generation(s); checkpoint saved.\n"
-                     f"resume with: {resume_cmd}\n")
-    raise typer.Exit(stop.exit_code)
-
-
-def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
-                     task_timeout: float | None = None) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
-    import dataclasses
-
-    from synapto.config import EvolveConfig
-    from synapto.evolution.loop import run_status
-    from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.store import RunData, read_checkpoint
-
-    with RunData(path, kind="evolve") as run:
-        run.verify()  # damaged data is refused here, before anything is rewritten
-        stored = EvolveConfig.from_json(run.config_json)
-    completed, finished = run_status(path)
-    checkpoint = read_checkpoint(path)
-    if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {str(path)}.ckpt is missing")
-    if given_seeds is not None:
-        if len(given_seeds) != 1:
-            raise UsageError("--resume continues one run: give at most one --seed")
-        values = {**values, "seed": given_seeds[0]}
-    if "strategy_options" in values:  # options given again: on top of the run's own
-        values = {**values, "strategy_options": {**stored.strategy_options, **values["strategy_options"]}}
-    try:
-        wanted = dataclasses.replace(stored, **values)
-    except TypeError as exc:
-        raise UsageError(f"bad option value: {exc}") from None
-    diffs = stored.differences(wanted)
-    if diffs:
-        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
-    done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
-    if wanted.generations < done_generations:
-        raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
-                         f"{str(path)!r} already holds")
-    steps_done = 0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(
-        checkpoint.scalars["validation_steps"])
-    if finished and not wanted.goes_on(done_generations, steps_done):
-        if env_rank() == 0:
-            _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
-                 f"(raise --generations or --max-env-steps to extend it)")
-        return
-    from synapto.agents import build_agent
-    from synapto.store import check_writable
-
-    _check_evolve_memory([wanted], build_agent(wanted).n_params)
-    if env_rank() == 0:
-        check_writable(path)
-    if n_workers > 0 and not under_mpi():
-        relaunch(n_workers + 1)
-    _run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout)
 
 
 # --------------------------------------------------------------------------- replay

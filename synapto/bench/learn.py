@@ -1,117 +1,153 @@
-"""Does evolution learn something that holds up on fresh episodes? ``make bench-learn``.
+"""Which strategy finds champions that hold up on fresh episodes? ``make bench-learn``.
 
-Runs two modes of the same budget for several seeds and compares the champions on
-100 test episodes (the TEST seed stream, never seen during evolution):
+Runs every mode on the same env-step budget for several seeds and compares the
+champions on 100 test episodes (the TEST seed stream, never seen during evolution).
+The LunarLander-v3 modes (``--long``: BipedalWalker-v3, hours):
 
-* ``reference`` -- the reference algorithm: every individual gets its own training
-  episodes, the champion is the best *training* fitness, pure pruning
-  (``--no-crn --validate-episodes 0 --mutation-std 0``);
-* ``default``   -- synapto's defaults: common random numbers, champions chosen on
-  fresh validation episodes, Gaussian weight mutation beside pruning.
+* ``reference`` -- the reference algorithm: the GA on a hebbian-dag, every individual
+  on its own training episodes, the champion the best *training* fitness, pure pruning;
+* ``ga``        -- the GA with common random numbers, validation and weight mutation;
+* ``openai-es``, ``pgpe``, ``cmaes`` -- the centre strategies on a pruned-mlp with the
+  settings of ``experiments/lunarlander_learn.toml`` (openai-es is that config).
 
-Per mode: the champion's test mean (mean +- std over seeds), the gap between the
-fitness the champion was chosen on (training, or validation) and its test mean,
-how many seeds reach the task's "solved" threshold, env steps (training +
-validation + test) and wall time.  Results: ``<out_dir>/learn.md`` and
-``learn.json``, a plot when matplotlib is installed; run files in
-``<out_dir>/learn_runs/``.
+Every mode but ``reference`` chooses its champion among its final candidates on fresh
+selection episodes.  Per mode and seed: the champion's test mean, the fitness it was
+chosen on, env steps (training + validation + selection; the test is counted apart)
+and wall time.  Results: ``<out_dir>/learn.md`` and ``learn.json`` (rewritten after
+every run, so an interrupted benchmark keeps what it measured), a plot when matplotlib
+is installed; run files in ``<out_dir>/learn_runs/``.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 
 import numpy as np
 import typer
 
-from synapto.bench.common import fmt_mean_std, md_table, mean_std
+from synapto.bench.common import md_table, mean_std
 from synapto.errors import UsageError
 
-MODES = {
-    "reference": ["--no-crn", "--validate-episodes", "0", "--mutation-std", "0"],
-    "default": [],
-}
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
+
+_GA = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64",
+       "--episodes", "4"]
+_CENTRE = ["--agent", "pruned-mlp", "--hidden", "16", "--population", "64", "--episodes", "1",
+           "--validate-top", "2", "--validate-episodes", "8", "--sigma", "0.1", "--prune", "off"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    env: str
+    max_env_steps: int  #: training + validation env steps; the run ends after the generation reaching it
+    select_episodes: int
+    modes: dict[str, list[str]] = field(default_factory=dict)  #: mode -> evolve options
+
+
 BUDGETS = {
-    # LunarLander: finishes in well under 30 minutes on 2 cores (2 modes x 3 seeds).
-    "short": dict(env="LunarLander-v3", population=64, generations=40, episodes=4, hidden=(8, 8)),
-    # BipedalWalker (--long): hours on 2 cores; meant for a bigger machine.
-    "long": dict(env="BipedalWalker-v3", population=128, generations=200, episodes=4, hidden=(8, 8)),
+    # 2.75 M training + validation steps leave room for the final selection (at most
+    # 5 candidates x 30 episodes x 1000 steps) within 3 M env steps per run.
+    "short": Budget("LunarLander-v3", 2_750_000, 30, {
+        "reference": [*_GA, "--no-crn", "--validate-episodes", "0", "--mutation-std", "0"],
+        "ga": [*_GA, "--validate-episodes", "16", "--mutation-std", "0.5"],
+        "openai-es": ["--strategy", "openai-es", *_CENTRE, "--lr", "0.03"],
+        "pgpe": ["--strategy", "pgpe", *_CENTRE, "--strategy-option", "max_speed=0.15"],
+        "cmaes": ["--strategy", "cmaes", *_CENTRE, "--strategy-option", "separable=true"],
+    }),
+    # experiments/bipedal_solve.toml's settings
+    "long": Budget("BipedalWalker-v3", 60_000_000, 20, {
+        "openai-es": ["--strategy", "openai-es", "--agent", "pruned-mlp", "--hidden", "40", "40",
+                      "--population", "64", "--episodes", "1", "--obs-norm", "--validate-top", "2",
+                      "--validate-episodes", "4", "--sigma", "0.05", "--lr", "0.02",
+                      "--strategy-option", "prune_every=20"],
+    }),
 }
+
+
+def command(budget: Budget, mode: str, seed: int, out: Path, workers: int, test_episodes: int,
+            extra: list[str], env: str | None, max_env_steps: int | None) -> list[str]:
+    """The ``synapto evolve`` command line of one run."""
+    args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps),
+            "--generations", "100000", *budget.modes[mode],
+            "--select-episodes", "0" if mode == "reference" else str(budget.select_episodes)]
+    return [sys.executable, "-m", "synapto", "evolve", *args, *([] if mode == "reference" else extra),
+            "--seed", str(seed), "--test-episodes", str(test_episodes), "--out", str(out), "--force",
+            "--workers", str(workers)]
 
 
 def champion_summary(path: Path) -> dict:
-    """What one finished run says about its champion."""
+    """What one finished run says about its champion and its cost."""
     from synapto.config import EvolveConfig
     from synapto.store import RunData
 
     with RunData(path, kind="evolve") as run:
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
-        g, genome = champion.generation, champion.genome
-        pop = run.population(g)
-        i = int(np.flatnonzero(np.all(pop == genome, axis=1))[0])
-        train = float(run.fitness(g, i))
-        chosen_on = champion.fitness
+        selection = run.selection()
         test = champion.test_returns
-        steps = int(run.stats("env_steps")[-1]) + int(run.stats("validation_env_steps")[-1]) \
-            + int(champion.test_steps.sum())
-        wall = float(run.timing("wall").sum())
-    return {"seed": cfg.seed, "generation": g, "individual": i, "train_fitness": train,
-            "selection_fitness": chosen_on, "validated": cfg.validate_episodes > 0,
-            "test_mean": float(test.mean()), "test_std": float(test.std()), "test_episodes": int(test.size),
-            "env_steps": steps, "run_wall": wall}
+        selection_steps = 0 if selection is None else int(selection.steps.sum())
+        train = int(run.stats("env_steps")[-1])
+        validation = int(run.stats("validation_env_steps")[-1])
+        return {"seed": cfg.seed, "generations": run.completed, "champion_generation": champion.generation,
+                "chosen_on": champion.fitness, "selection_fitness": champion.selection_fitness,
+                "test_mean": float(test.mean()), "test_std": float(test.std()), "test_episodes": int(test.size),
+                "env_steps": train + validation + selection_steps, "training_steps": train,
+                "validation_steps": validation, "selection_steps": selection_steps,
+                "test_steps": int(champion.test_steps.sum()),
+                "connections": int(np.count_nonzero(champion.genome)), "run_wall": float(run.timing("wall").sum())}
 
 
 def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str, dict]:
     out = {}
     for mode, items in runs.items():
+        if not items:
+            continue
         tm = [r["test_mean"] for r in items]
-        out[mode] = {
-            "test_mean": mean_std(tm),
-            "train_gap": mean_std([r["train_fitness"] - r["test_mean"] for r in items]),
-            "selection_gap": mean_std([r["selection_fitness"] - r["test_mean"] for r in items]),
-            "solved": None if threshold is None else sum(t >= threshold for t in tm),
-            "seeds": len(items),
-            "env_steps": mean_std([r["env_steps"] for r in items]),
-            "wall": mean_std([r["wall"] for r in items]),
-        }
+        gap = [(r["selection_fitness"] if r["selection_fitness"] is not None else r["chosen_on"]) - r["test_mean"]
+               for r in items]
+        out[mode] = {"test_mean": mean_std(tm), "min_test": float(min(tm)), "chosen_gap": mean_std(gap),
+                     "solved": None if threshold is None else int(sum(t >= threshold for t in tm)),
+                     "seeds": len(items), "env_steps": mean_std([r["env_steps"] for r in items]),
+                     "max_env_steps": int(max(r["env_steps"] for r in items)),
+                     "wall": mean_std([r["wall"] for r in items])}
     return out
 
 
 def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
     thr = meta["threshold"]
-    rows = []
-    for mode, s in summary.items():
-        rows.append([mode, f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}",
-                     f"{s['train_gap'][0]:+.1f}", f"{s['selection_gap'][0]:+.1f}",
-                     "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}",
-                     f"{s['env_steps'][0] / 1e6:.2f} M", fmt_mean_std(runs_wall(runs[mode]), 0) + " s"])
-    per_seed = [[mode, r["seed"], f"{r['train_fitness']:.1f}", f"{r['selection_fitness']:.1f}",
-                 f"{r['test_mean']:.1f} ± {r['test_std']:.1f}", r["generation"]]
-                for mode, items in runs.items() for r in items]
+    rows = [[m, f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}", f"{s['min_test']:.1f}",
+             "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}", f"{s['chosen_gap'][0]:+.1f}",
+             f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
+             f"{s['wall'][0]:.0f} s"] for m, s in summary.items()]
+    per_seed = [[m, r["seed"], f"{r['chosen_on']:.1f}",
+                 "-" if r["selection_fitness"] is None else f"{r['selection_fitness']:.1f}",
+                 f"{r['test_mean']:.1f} ± {r['test_std']:.1f}", r["generations"],
+                 f"{r['env_steps'] / 1e6:.2f} M", r["connections"], f"{r['wall']:.0f} s"]
+                for m, items in runs.items() for r in items]
     return "\n\n".join([
-        f"# bench learn: {meta['env']}, {meta['agent']} {meta['hidden']}, population {meta['population']}, "
-        f"{meta['generations']} generations, {meta['episodes']} episodes, {meta['workers']} worker(s)",
-        md_table(["mode", f"test mean ({meta['test_episodes']} ep.)", "train - test", "chosen-on - test",
-                  f"solved (>= {thr})" if thr is not None else "solved", "env steps", "wall time"], rows),
-        "train - test: the champion's training fitness minus its test mean; chosen-on - test: the "
-        "fitness it was chosen on (training for `reference`, validation for `default`) minus its test mean.",
-        md_table(["mode", "seed", "train fitness", "chosen on", "test", "generation"], per_seed),
-        "modes: " + "; ".join(f"`{m}`: `{' '.join(a) or '(defaults)'}`" for m, a in MODES.items()),
+        f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
+        f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
+        md_table(["mode", f"test mean ({meta['test_episodes']} ep.)", "worst seed",
+                  f"solved (>= {thr:g})" if thr is not None else "solved", "chosen-on - test", "env steps",
+                  "wall time"], rows),
+        "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
+        "for `reference`) minus its test mean.  env steps: training + validation + selection "
+        "(the test episodes apart).",
+        md_table(["mode", "seed", "run's champion fitness", "selection", "test", "generations", "env steps",
+                  "connections", "wall"], per_seed),
+        "modes (`python -m synapto evolve ...`):\n\n" + "\n".join(
+            f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
     ]) + "\n"
 
 
-def runs_wall(items):
-    return [r["wall"] for r in items]
-
-
-def plot(path: Path, summary: dict, runs: dict, meta: dict) -> bool:
+def plot(path: Path, runs: dict, meta: dict) -> bool:
     try:
         import matplotlib
 
@@ -119,7 +155,7 @@ def plot(path: Path, summary: dict, runs: dict, meta: dict) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(runs), 3.5))
     for x, (mode, items) in enumerate(runs.items()):
         tm = [r["test_mean"] for r in items]
         ax.bar(x, np.mean(tm), color="#9ecae1", width=0.6)
@@ -136,50 +172,64 @@ def plot(path: Path, summary: dict, runs: dict, meta: dict) -> bool:
     return True
 
 
+def check_command(cmd: list[str]) -> None:
+    """Refuse a mode whose options ``evolve`` would refuse, before anything runs."""
+    proc = subprocess.run([*cmd, "--check"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise UsageError(lines[-1] if lines else f"evolve refused {shlex.join(cmd[3:])}")
+
+
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("learn")
     def bench_learn(
-        long: Annotated[bool, typer.Option("--long", help="BipedalWalker-v3 with a long budget (hours).")] = False,
+        long: Annotated[bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget "
+                                                          "(hours per seed).")] = False,
+        mode: Annotated[Optional[list[str]], typer.Option(
+            help="Modes to run. [default: all of the budget's: reference ga openai-es pgpe cmaes]")] = None,
+        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds. [default: 1 2 3 4 5]")] = None,
         env: Annotated[Optional[str], typer.Option(help="Override the budget's environment.")] = None,
-        agent: Annotated[str, typer.Option(help="Agent.")] = "hebbian-dag",
-        population: Annotated[Optional[int], typer.Option(help="Override the budget's population.")] = None,
-        generations: Annotated[Optional[int], typer.Option(help="Override the budget's generations.")] = None,
-        episodes: Annotated[Optional[int], typer.Option(help="Override episodes per fitness.")] = None,
-        hidden: Annotated[Optional[list[int]], typer.Option(help="Override hidden sizes.")] = None,
-        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds. [default: 1 2 3]")] = None,
+        max_env_steps: Annotated[Optional[int], typer.Option(
+            help="Override the budget's training + validation env steps per run.")] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        mode: Annotated[Optional[list[str]], typer.Option(help="Modes to run. [default: reference default]")]
-            = None,
-        extra: Annotated[str, typer.Option(help="Extra evolve options for the default mode, e.g. "
-                                                "'--mutation-std 0.05'.")] = "",
+        extra: Annotated[str, typer.Option(help="Extra evolve options for every mode but reference, e.g. "
+                                                "'--obs-norm'.")] = "",
         out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
     ):
-        """Reference vs default evolution: champions' returns on 100 fresh test episodes."""
-        budget = dict(BUDGETS["long" if long else "short"])
-        for k, v in dict(env=env, population=population, generations=generations, episodes=episodes,
-                         hidden=tuple(hidden) if hidden else None).items():
-            if v is not None:
-                budget[k] = v
-        seeds = list(seed) if seed else [1, 2, 3]
-        modes = list(mode) if mode else list(MODES)
-        unknown = [m for m in modes if m not in MODES]
+        """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
+        from synapto.resources import check_out_dir
+
+        budget = BUDGETS["long" if long else "short"]
+        seeds = list(seed) if seed else [1, 2, 3, 4, 5]
+        modes = list(mode) if mode else list(budget.modes)
+        unknown = [m for m in modes if m not in budget.modes]
         if unknown:
-            raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(MODES)}")
+            raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(budget.modes)}")
         if workers < 0:
             raise UsageError(f"--workers must be >= 0, got {workers}")
+        if max_env_steps is not None and max_env_steps < 1:
+            raise UsageError(f"--max-env-steps must be >= 1, got {max_env_steps}")
+        check_out_dir(out_dir)
         run_dir = out_dir / "learn_runs"
+        extra_args = shlex.split(extra)
+        env_name = env or budget.env
+
+        def cmd_of(m, s):
+            out = run_dir / f"{env_name.replace('/', '_')}_{m}_s{s}.h5"
+            return command(budget, m, s, out, workers, test_episodes, extra_args, env, max_env_steps), out
+
+        for m in modes:  # every mode's options checked before the first run
+            check_command(cmd_of(m, seeds[0])[0])
         run_dir.mkdir(parents=True, exist_ok=True)
+        meta = {"env": env_name, "max_env_steps": max_env_steps or budget.max_env_steps, "seeds": seeds,
+                "workers": workers, "test_episodes": test_episodes, "threshold": SOLVED.get(env_name),
+                "extra": extra, "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes}}
         runs: dict[str, list[dict]] = {m: [] for m in modes}
         for m in modes:
             for s in seeds:
-                out = run_dir / f"{budget['env']}_{agent.split(':')[-1]}_{m}_s{s}.h5"
-                cmd = [sys.executable, "-m", "synapto", "evolve", "--env", budget["env"], "--agent", agent,
-                       "--population", str(budget["population"]), "--generations", str(budget["generations"]),
-                       "--episodes", str(budget["episodes"]), "--hidden", *map(str, budget["hidden"]),
-                       "--seed", str(s), "--test-episodes", str(test_episodes), "--out", str(out), "--force",
-                       "--workers", str(workers), *MODES[m], *(extra.split() if m == "default" else [])]
-                print(f"[{m} seed {s}] {' '.join(cmd[1:])}", flush=True)
+                cmd, out = cmd_of(m, s)
+                print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
                 t = time.perf_counter()
                 log = out.with_suffix(".log")
                 with open(log, "w") as logf:
@@ -190,17 +240,15 @@ def register(bench_app: typer.Typer) -> None:
                 r = champion_summary(out)
                 r["wall"] = time.perf_counter() - t
                 runs[m].append(r)
-                print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (train "
-                      f"{r['train_fitness']:.1f}, chosen on {r['selection_fitness']:.1f}), "
-                      f"{r['wall']:.0f} s", flush=True)
-        meta = {**budget, "hidden": list(budget["hidden"]), "agent": agent, "seeds": seeds, "workers": workers,
-                "test_episodes": test_episodes, "threshold": SOLVED.get(budget["env"]), "extra": extra}
-        summary = summarise(runs, meta["threshold"])
-        md = render_markdown(meta, summary, runs)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "learn.md").write_text(md)
-        (out_dir / "learn.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": runs},
-                                                       indent=2))
-        plotted = plot(out_dir / "learn.png", summary, runs, meta)
+                print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
+                      f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
+                      f"{r['env_steps']:,} env steps, {r['wall']:.0f} s", flush=True)
+                done = {k: v for k, v in runs.items() if v}
+                summary = summarise(done, meta["threshold"])
+                md = render_markdown(meta, summary, done)
+                (out_dir / "learn.md").write_text(md)
+                (out_dir / "learn.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": done},
+                                                               indent=2))
+        plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
         print(md)
         print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))

@@ -38,7 +38,7 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
-from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, read_checkpoint, rebuild_prefix,
+from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
 
 
@@ -211,6 +211,8 @@ class EvolutionRun:
         timing = {"wall": t - t_start, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
                   "worker_env": float(sum(r.env_seconds for r in gen.results)),
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
+        if gen.index >= self.writer.capacity:
+            self.writer = grow(self.writer, self.out, self.cfg, self.agent.n_params, self.agent.name, self.extras())
         self.writer.append(gen.index, data, stats, {**timing, "write": time.perf_counter() - t})
         last = not self.cfg.goes_on(self.generation, self.env_steps + self.validation_steps)
         if self.generation % checkpoint_every == 0 or last:

@@ -16,7 +16,7 @@ as stored (JSON) for the caller to parse.
 
 from synapto.store.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
 from synapto.store.compare import datasets, differences
-from synapto.store.evolve import STATS, TIMING, EvolveRunWriter, Extras, rebuild_prefix
+from synapto.store.evolve import STATS, TIMING, EvolveRunWriter, Extras, grow, rebuild_prefix
 from synapto.store.files import FORMAT, FORMAT_VERSION, check_output_path, check_writable, is_disk_full, writing
 from synapto.store.lock import RunLock, check_not_in_use, lock_path
 from synapto.store.ppo import PROGRESS_COLUMNS, PPORunWriter, prepare_resume
@@ -26,7 +26,7 @@ __all__ = [
     "FORMAT", "FORMAT_VERSION", "STATS", "TIMING", "PROGRESS_COLUMNS",
     "check_output_path", "check_writable", "is_disk_full", "writing",
     "RunLock", "check_not_in_use", "lock_path",
-    "EvolveRunWriter", "Extras", "rebuild_prefix",
+    "EvolveRunWriter", "Extras", "grow", "rebuild_prefix",
     "PPORunWriter", "prepare_resume",
     "Checkpoint", "checkpoint_path", "read_checkpoint", "write_checkpoint",
     "RunData", "PPORun", "Champion", "SelectionData",

@@ -102,11 +102,17 @@ class EvolveRunWriter:
     def run_id(self) -> str:
         return str(self.f.attrs.get("run_id", ""))
 
+    @property
+    def capacity(self) -> int:
+        """Generations this file has rows for (see :func:`grow`)."""
+        return int(self.f["fitness"].shape[0])
+
     @staticmethod
-    def layout(config, n_params: int, extras: Extras = Extras()) -> tuple[list, list]:
-        """The datasets of a run file: ``(name, rows, tail, dtype)`` per-generation ones and
-        ``(name, data, checksum)`` fixed ones."""
-        G, P, E, T = config.generations, config.population, config.episodes, config.test_episodes
+    def layout(config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> tuple[list, list]:
+        """The datasets of a run file: ``(name, rows, tail, dtype)`` per-generation ones (``rows``
+        rows; None: :func:`first_rows`) and ``(name, data, checksum)`` fixed ones."""
+        G = first_rows(config) if rows is None else rows
+        P, E, T = config.population, config.episodes, config.test_episodes
         K, V, S = config.validation_count, config.validate_episodes, config.select_episodes
         rows = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),
                 ("population", (P, n_params), "f8"), ("connections", (P,), "i8"), ("nonfinite", (P,), "?"),
@@ -136,21 +142,21 @@ class EvolveRunWriter:
         return rows, fixed
 
     @classmethod
-    def estimated_size(cls, config, n_params: int, extras: Extras = Extras()) -> int:
-        """An upper estimate of the run file's size in bytes (it does not grow after creation)."""
-        rows, fixed = cls.layout(config, n_params, extras)
+    def estimated_size(cls, config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> int:
+        """An upper estimate of the run file's size in bytes (its metadata never changes after creation)."""
+        rows, fixed = cls.layout(config, n_params, extras, rows)
         return estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
                              [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
 
     @classmethod
     def build(cls, path: Path, config, n_params: int, agent_name: str, extras: Extras = Extras(),
-              run_id: str | None = None):
+              run_id: str | None = None, rows: int | None = None):
         """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
-        rows, fixed = cls.layout(config, n_params, extras)
+        rows, fixed = cls.layout(config, n_params, extras, rows)
         f = new_file(path, "evolve", config.to_json(), {"n_params": n_params, "agent_name": agent_name},
-                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras))
+                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
         try:
             for name, n, tail, dtype in rows:
                 rows_dataset(f, name, n, tail, dtype)
@@ -294,13 +300,36 @@ def _selection(f, C: int, n_params: int, S: int, values: Mapping | None = None) 
             fixed_dataset(f, f"selection/{name}", data)
 
 
+# --------------------------------------------------------------------------- capacity
+#: generations a new run file has rows for; a run that goes past them doubles them
+#: (:func:`grow`), so a file's size follows the generations run, not ``--generations``
+FIRST_ROWS = 128
+
+
+def first_rows(config) -> int:
+    return max(1, min(config.generations, FIRST_ROWS))
+
+
+def grow(writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name: str,
+         extras: Extras = Extras()) -> EvolveRunWriter:
+    """The run file rewritten with twice its rows (at most ``config.generations``; the rows
+    written so far kept), like the rebuild of ``--resume``: a new file beside the old one,
+    renamed over it, so that no file's metadata ever changes after its creation."""
+    rows = max(writer.capacity + 1, min(config.generations, 2 * writer.capacity))
+    done = int(writer.f["completed"][0])
+    writer.close()
+    return rebuild_prefix(path, done, config, n_params, agent_name, extras, rows=rows, what="growing it")
+
+
 # --------------------------------------------------------------------------- resume
 def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_name: str,
-                   extras: Extras = Extras(), run_id: str | None = None) -> EvolveRunWriter:
+                   extras: Extras = Extras(), run_id: str | None = None, rows: int | None = None,
+                   what: str = "rebuilding it to resume") -> EvolveRunWriter:
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
-    checkpoint) are dropped.  The new file is written beside the old one and
+    checkpoint) are dropped.  It has ``rows`` rows (None: as many as the old file, at least
+    ``generations``).  The new file is written beside the old one and
     ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
     leaves the old file in place.  It keeps the run's id and creation time; a file of a
     format before ids takes ``run_id`` (its checkpoint's), or stays without one.
@@ -312,20 +341,21 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
             raise RunFileError(f"{str(path)!r} holds {done} generations, fewer than its checkpoint's {generations}")
         names = [*PER_GENERATION, *(f"{g}/{k}" for g in PER_GENERATION_GROUPS if g in old for k in old[g])]
         try:
-            rows = {name: old[name][:generations] for name in names if name in old}
+            data = {name: old[name][:generations] for name in names if name in old}
         except Exception as exc:
             raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
         run_id = str(old.attrs.get("run_id", "")) or run_id or ""
+        capacity = rows if rows is not None else max(int(old["fitness"].shape[0]), generations, 1)
         created = old.attrs.get("created", "")
 
     def write(tmp: Path) -> None:
-        f = EvolveRunWriter.build(tmp, config, n_params, agent_name, extras, run_id=run_id)
+        f = EvolveRunWriter.build(tmp, config, n_params, agent_name, extras, run_id=run_id, rows=capacity)
         try:
             if created:
                 f.attrs["created"] = created
-            for name, data in rows.items():
-                if name in f and len(data) and f[name].size:
-                    f[name][:generations] = data
+            for name, values in data.items():
+                if name in f and len(values) and f[name].size:
+                    f[name][:generations] = values
             f.flush()
             f["completed"][0] = generations
             f.flush()
@@ -337,5 +367,5 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
 
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 
-    with writing(path, "rebuilding it to resume"):
+    with writing(path, what):
         return EvolveRunWriter(rewrite(path, write))

@@ -120,7 +120,7 @@ class CentreStrategy(Strategy):
     """
 
     COMMON_OPTIONS: dict[str, Option] = {
-        "init_std": Option(0.0, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
+        "init_std": Option(0.1, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
                                 "(the agent's zeros kept); 0: the agent's initial genome as it is"),
         "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
                               "generations (false: a dense search of the initial connections)"),
