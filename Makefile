@@ -41,8 +41,9 @@ PROCS  ?= 1 2
 bench-ppo: install
 	$(PY) -m synapto bench ppo --epochs $(EPOCHS) --steps $(STEPS) --procs $(PROCS)
 
-# Learning benchmark: reference mode vs synapto's defaults on LunarLander-v3 (3 seeds,
-# under 30 minutes on 2 cores); LEARN_ARGS=--long runs BipedalWalker-v3 for hours.
+# Learning benchmark (docs/strategies.md): reference, ga, openai-es, pgpe and cmaes on
+# LunarLander-v3, 5 seeds within 3 M env steps each (about an hour on 2 cores);
+# LEARN_ARGS=--long runs BipedalWalker-v3 for hours per seed.
 LEARN_ARGS ?=
 .PHONY: bench-learn
 bench-learn: install

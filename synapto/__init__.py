@@ -9,6 +9,8 @@ From Python (:mod:`synapto.api`)::
 The package layout mirrors the architecture (each seam has one owner):
 
 - :mod:`synapto.cli`          the command line (the only module reading argv)
+- :mod:`synapto.evolve_command` what evolve does once its options are read (farm, stops, resume checks)
+- :mod:`synapto.resources`    memory and output checks made before a run starts
 - :mod:`synapto.api`          the Python API (evolve, AskTell, rollout)
 - :mod:`synapto.config`       frozen run configurations, TOML loading
 - :mod:`synapto.seeding`      every seed the project uses

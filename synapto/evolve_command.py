@@ -48,6 +48,9 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
             try:
                 run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,
                               overwrite=force or resuming)
+                stem = Path(o).with_suffix("")
+                _log(f"learning curves:  python -m synapto plot {o} --out {stem}_curves.png\n"
+                     f"the champion:     python -m synapto render {o} --out {stem}_champion.gif")
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)

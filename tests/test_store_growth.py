@@ -29,10 +29,13 @@ def completed_rows(path):
             for k, v in data.items()}, capacity
 
 
-def test_a_run_that_grows_equals_one_that_did_not(tmp_path, monkeypatch):
+def test_a_run_that_grows_equals_one_that_did_not(tmp_path, monkeypatch, capsys):
     import synapto.store.evolve as store_evolve
 
     run(tmp_path / "whole.h5")
+    last = capsys.readouterr().out.strip().splitlines()[-2:]  # a finished run says how to look at it
+    assert last == [f"learning curves:  python -m synapto plot {tmp_path / 'whole.h5'} --out {tmp_path / 'whole'}_curves.png",
+                    f"the champion:     python -m synapto render {tmp_path / 'whole.h5'} --out {tmp_path / 'whole'}_champion.gif"]
     monkeypatch.setattr(store_evolve, "FIRST_ROWS", 2)
     run(tmp_path / "grown.h5")
     whole, whole_rows = completed_rows(tmp_path / "whole.h5")

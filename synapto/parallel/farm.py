@@ -48,7 +48,6 @@ MPI design (:class:`MPIFarm`, rank 0 = coordinator, ranks 1.. = workers):
 from __future__ import annotations
 
 import gc
-import signal
 import socket
 import sys
 import time
@@ -57,6 +56,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Callable, Sequence
+
+from synapto.parallel.deadline import Deadline, grace, run_task
 
 
 class Tag(IntEnum):
@@ -100,58 +101,6 @@ class FarmInterrupted(Exception):
     """``map`` was stopped by its ``stop`` callback; tasks in flight were drained."""
 
 
-class TaskTimeout(BaseException):
-    """Raised inside a task's handler when it runs past the farm's ``task_timeout``.
-
-    A BaseException, like KeyboardInterrupt, so that a library's ``except Exception``
-    inside the handler cannot swallow it."""
-
-
-def grace(task_timeout: float) -> float:
-    """Seconds past ``task_timeout`` before the coordinator retires a silent worker (the
-    worker's own timer normally reports the overrun well within them)."""
-    return max(2.0, 0.1 * task_timeout)
-
-
-class _Deadline:
-    """An interval timer that raises :class:`TaskTimeout` in this (main) thread, armed
-    around one handler call; a no-op without a timeout."""
-
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds
-        self.armed = False
-        if seconds:
-            signal.signal(signal.SIGALRM, self._fire)
-
-    def _fire(self, signum, frame) -> None:
-        if self.armed:  # a timer firing after the handler returned is ignored
-            self.armed = False
-            raise TaskTimeout(f"task ran longer than the task timeout of {self.seconds:g} s")
-
-    def __enter__(self):
-        if self.seconds:
-            self.armed = True
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.seconds:
-            self.armed = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def _run(handler, payload, deadline: _Deadline):
-    """``handler(payload)`` within ``deadline``; ``(value, None)`` or ``(None, (traceback,
-    timed_out))``."""
-    try:
-        with deadline:
-            return handler(payload), None
-    except TaskTimeout:
-        return None, (traceback.format_exc(), True)
-    except Exception:
-        return None, (traceback.format_exc(), False)
-
-
 @dataclass
 class MapStats:
     """Worker-side time of one ``map`` call, summed over workers (seconds)."""
@@ -191,7 +140,7 @@ class SerialFarm:
         self._handler: Callable | None = None
         self.last_stats = MapStats()  #: the stats of the last map (informational)
         self.task_timeout = task_timeout
-        self._deadline = _Deadline(task_timeout)
+        self._deadline = Deadline(task_timeout)
 
     def setup(self, spec) -> None:
         self._handler = spec.build()
@@ -208,7 +157,7 @@ class SerialFarm:
         for i, p in enumerate(payloads):
             if stop is not None and stop():
                 raise FarmInterrupted()
-            value, error = _run(self._handler, p, self._deadline)
+            value, error = run_task(self._handler, p, self._deadline)
             if error is None:
                 out.append(value)
             else:
@@ -446,7 +395,7 @@ def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> N
     rank = comm.Get_rank()
     host = socket.gethostname()
     comm.gather(host, root=0)  # MPIFarm.hosts
-    deadline = _Deadline(task_timeout)
+    deadline = Deadline(task_timeout)
     handler = None
     setup_error: str | None = None
     t_free = time.perf_counter()
@@ -473,7 +422,7 @@ def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> N
         if handler is None:
             error = ("RuntimeError: worker setup failed:\n" + (setup_error or "no setup received"), False)
         else:
-            value, error = _run(handler, payload, deadline)
+            value, error = run_task(handler, payload, deadline)
         if error is not None:
             comm.send((index, rank, host, *error), dest=0, tag=Tag.ERROR)
         else:

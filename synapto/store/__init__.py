@@ -17,8 +17,8 @@ as stored (JSON) for the caller to parse.
 from synapto.store.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
 from synapto.store.compare import datasets, differences
 from synapto.store.evolve import STATS, TIMING, EvolveRunWriter, Extras, grow, rebuild_prefix
-from synapto.store.files import FORMAT, FORMAT_VERSION, check_output_path, check_writable, is_disk_full, writing
-from synapto.store.lock import RunLock, check_not_in_use, lock_path
+from synapto.store.files import FORMAT, FORMAT_VERSION, is_disk_full, writing
+from synapto.store.lock import RunLock, check_not_in_use, check_output_path, check_writable, lock_path
 from synapto.store.ppo import PROGRESS_COLUMNS, PPORunWriter, prepare_resume
 from synapto.store.reader import Champion, PPORun, RunData, SelectionData
 

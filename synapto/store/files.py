@@ -8,14 +8,14 @@
   :class:`~synapto.errors.RunFileError` for anything that is not a readable run);
 - :func:`open_append`: reopen a run file for writing rows into it;
 - :func:`rewrite`: replace a run file by one built from it (on resume);
-- :func:`check_output_path`, :func:`check_writable`: the ``--out`` / ``--resume`` checks
-  made before a run starts;
 - :func:`writing`: turns a full disk into a one-line :class:`~synapto.errors.DiskFullError`.
 
 **Crash safety without SWMR.**  A file is always created whole: built under a temporary
-name, fsync-ed, then renamed over its final path.  It holds every dataset at its final
-size from the start (one chunk per generation or epoch, allocated and filled at
-creation), so appending a row only overwrites raw data in place: HDF5's metadata on
+name, fsync-ed, then renamed over its final path.  It holds every dataset at its size
+from the start (one chunk per generation or epoch, allocated and filled at creation;
+an evolution run file has rows for its first 128 generations and is rewritten with
+twice as many, beside it and renamed over it, when a run goes past them), so
+appending a row only overwrites raw data in place: HDF5's metadata on
 disk never changes after creation, and a process killed at any instant leaves a file
 that every reader opens -- ``h5py.File(path, "r")``, h5dump, pandas --, with the rows
 that ``/completed`` counts intact.  Files use HDF5's 1.8 superblock (version 2, with
@@ -126,56 +126,6 @@ def writing(path: str | Path, what: str):
         if code in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise UsageError(f"{str(path)!r}: cannot write it ({what}): {os.strerror(code)}") from None
         raise
-
-
-# ----------------------------------------------------------------------------- checks
-def check_output_path(path: str | Path, force: bool) -> Path:
-    """Refuse to overwrite without ``force`` or a file a run is writing; check the directory
-    is writable."""
-    from synapto.store.lock import check_not_in_use
-
-    p = Path(path)
-    if p.exists() and not force:
-        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
-    if p.exists() and p.is_dir():
-        raise UsageError(f"--out {str(p)!r} is a directory, expected a .h5 file path")
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {str(p)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {str(p)!r}: directory {str(parent)!r} is not writable")
-    check_not_in_use(p)
-    return p
-
-
-def check_writable(path: str | Path, option: str = "--resume") -> None:
-    """Refuse (one line) to continue a run whose file or folder cannot be written: a
-    read-only file system, a folder without write permission, a file without write bits."""
-    from synapto.store.lock import check_not_in_use
-
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        why = "a read-only file system" if _read_only_fs(parent) else "not writable"
-        raise UsageError(f"{option} {str(p)!r}: its folder {str(parent)!r} is {why}; "
-                         f"the run file and its checkpoint are rewritten there")
-    try:
-        mode = p.stat().st_mode
-    except OSError:
-        return
-    if not mode & 0o222:
-        raise UsageError(f"{option} {str(p)!r} is read-only (mode {mode & 0o777:o}); "
-                         f"make it writable (chmod u+w) to continue it")
-    check_not_in_use(p)
-
-
-def _read_only_fs(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
 
 
 # ----------------------------------------------------------------------------- reading

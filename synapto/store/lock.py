@@ -13,6 +13,9 @@ Releasing unlinks the lock file while still holding the lock; an acquirer checks
 after locking that the path still names the file it locked (else it retries), so two
 processes can never both believe they hold it.
 
+:func:`check_output_path` and :func:`check_writable` are the ``--out`` / ``--resume``
+checks made before a run starts (including that no run holds the file).
+
 On a file system without ``flock`` (e.g. a Lustre mount without ``-o flock``) the run
 goes on unprotected, with a one-line warning.
 """
@@ -131,3 +134,49 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# ----------------------------------------------------------------------------- checks made before a run starts
+def check_output_path(path: str | Path, force: bool) -> Path:
+    """Refuse to overwrite without ``force`` or a file a run is writing; check the directory
+    is writable."""
+    p = Path(path)
+    if p.exists() and not force:
+        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
+    if p.exists() and p.is_dir():
+        raise UsageError(f"--out {str(p)!r} is a directory, expected a .h5 file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {str(p)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {str(p)!r}: directory {str(parent)!r} is not writable")
+    check_not_in_use(p)
+    return p
+
+
+def check_writable(path: str | Path, option: str = "--resume") -> None:
+    """Refuse (one line) to continue a run whose file or folder cannot be written: a
+    read-only file system, a folder without write permission, a file without write bits."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        why = "a read-only file system" if _read_only_fs(parent) else "not writable"
+        raise UsageError(f"{option} {str(p)!r}: its folder {str(parent)!r} is {why}; "
+                         f"the run file and its checkpoint are rewritten there")
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return
+    if not mode & 0o222:
+        raise UsageError(f"{option} {str(p)!r} is read-only (mode {mode & 0o777:o}); "
+                         f"make it writable (chmod u+w) to continue it")
+    check_not_in_use(p)
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

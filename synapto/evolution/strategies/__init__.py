@@ -1,6 +1,8 @@
 """Evolution strategies behind one ask/tell seam (:mod:`.base`).
 
-- ``ga`` (:mod:`.ga`): selection, recombination, pruning and weight mutation.
+- ``ga`` (:mod:`.ga`): selection, recombination, pruning and weight mutation;
+- ``openai-es`` (:mod:`.openai_es`), ``pgpe`` (:mod:`.pgpe`), ``cmaes`` (:mod:`.cmaes`):
+  searches around a centre (:mod:`.es`), with the agent's pruning applied to the centre.
 """
 
 from __future__ import annotations
@@ -13,4 +15,14 @@ def make_strategy(cfg, agent, rng) -> Strategy:
     return strategy_class(cfg.strategy)(agent, cfg.population, cfg.strategy_options, rng)
 
 
-__all__ = ["STRATEGIES", "Strategy", "make_strategy", "strategy_class"]
+def options_table(name: str) -> str:
+    """The Markdown table of strategy ``name``'s options and defaults (docs/strategies.md holds them)."""
+    import json
+
+    rows = ["| option | default | meaning |", "| --- | --- | --- |"]
+    for key, opt in strategy_class(name).OPTIONS.items():
+        rows.append(f"| `{key}` | `{json.dumps(opt.default)}` | {opt.help} |")
+    return "\n".join(rows)
+
+
+__all__ = ["STRATEGIES", "Strategy", "make_strategy", "options_table", "strategy_class"]
