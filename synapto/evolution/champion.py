@@ -76,8 +76,9 @@ def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: 
 
 def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:
     """Validation (or training), selection and test figures side by side."""
-    parts = [f"champion (generation {champion.generation}): "
-             f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"]
+    chosen_on = "the final centre, not validated" if np.isnan(champion.fitness) else \
+        f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"
+    parts = [f"champion (generation {champion.generation}): {chosen_on}"]
     if selection is not None:
         parts.append(f"selection {num(selection.fitness[selection.chosen], 0)} "
                      f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})")

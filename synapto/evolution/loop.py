@@ -232,8 +232,9 @@ class EvolutionRun:
             self.selection_steps = int(selection.steps.sum())
             self.writer.write_selection(selection)
         if cfg.test_episodes:
-            self.log(f"testing the champion (generation {champion.generation}, fitness "
-                     f"{num(champion.fitness, 0)}) on {cfg.test_episodes} test episodes")
+            fitness = "the final centre" if np.isnan(champion.fitness) else f"fitness {num(champion.fitness, 0)}"
+            self.log(f"testing the champion (generation {champion.generation}, {fitness}) "
+                     f"on {cfg.test_episodes} test episodes")
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
         if test.returns.size:
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
