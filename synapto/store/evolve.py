@@ -306,8 +306,19 @@ def _selection(f, C: int, n_params: int, S: int, values: Mapping | None = None) 
 FIRST_ROWS = 128
 
 
+def rows_for(config, generations: int) -> int:
+    """The rows of a run file holding ``generations`` generations: :data:`FIRST_ROWS`,
+    doubled until they hold them, at most ``config.generations`` -- a function of the
+    config and the generations alone, so an interrupted and resumed run file equals an
+    uninterrupted one."""
+    rows = FIRST_ROWS
+    while rows < generations:
+        rows *= 2
+    return max(1, min(config.generations, rows))
+
+
 def first_rows(config) -> int:
-    return max(1, min(config.generations, FIRST_ROWS))
+    return rows_for(config, 0)
 
 
 def grow(writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name: str,
@@ -315,8 +326,8 @@ def grow(writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name:
     """The run file rewritten with twice its rows (at most ``config.generations``; the rows
     written so far kept), like the rebuild of ``--resume``: a new file beside the old one,
     renamed over it, so that no file's metadata ever changes after its creation."""
-    rows = max(writer.capacity + 1, min(config.generations, 2 * writer.capacity))
     done = int(writer.f["completed"][0])
+    rows = max(writer.capacity + 1, rows_for(config, writer.capacity + 1))
     writer.close()
     return rebuild_prefix(path, done, config, n_params, agent_name, extras, rows=rows, what="growing it")
 
@@ -328,8 +339,7 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
-    checkpoint) are dropped.  It has ``rows`` rows (None: as many as the old file, at least
-    ``generations``).  The new file is written beside the old one and
+    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the old one and
     ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
     leaves the old file in place.  It keeps the run's id and creation time; a file of a
     format before ids takes ``run_id`` (its checkpoint's), or stays without one.
@@ -345,7 +355,7 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
         except Exception as exc:
             raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
         run_id = str(old.attrs.get("run_id", "")) or run_id or ""
-        capacity = rows if rows is not None else max(int(old["fitness"].shape[0]), generations, 1)
+        capacity = rows if rows is not None else rows_for(config, generations)
         created = old.attrs.get("created", "")
 
     def write(tmp: Path) -> None:
