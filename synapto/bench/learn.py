@@ -126,7 +126,7 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
              "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}", f"{s['chosen_gap'][0]:+.1f}",
              f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
              f"{s['wall'][0]:.0f} s"] for m, s in summary.items()]
-    per_seed = [[m, r["seed"], f"{r['chosen_on']:.1f}",
+    per_seed = [[m, r["seed"], "-" if np.isnan(r["chosen_on"]) else f"{r['chosen_on']:.1f}",
                  "-" if r["selection_fitness"] is None else f"{r['selection_fitness']:.1f}",
                  f"{r['test_mean']:.1f} ± {r['test_std']:.1f}", r["generations"],
                  f"{r['env_steps'] / 1e6:.2f} M", r["connections"], f"{r['wall']:.0f} s"]
@@ -140,7 +140,8 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
         "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
         "for `reference`) minus its test mean.  env steps: training + validation + selection "
         "(the test episodes apart).",
-        md_table(["mode", "seed", "run's champion fitness", "selection", "test", "generations", "env steps",
+        md_table(["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test",
+                  "generations", "env steps",
                   "connections", "wall"], per_seed),
         "modes (`python -m synapto evolve ...`):\n\n" + "\n".join(
             f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
