@@ -298,3 +298,28 @@ class CentreStrategy(Strategy):
             setattr(self, k, float(scalars[k]))
         self._restore_search(arrays)
         self.genomes = self._genomes_from_noise()
+
+
+class MirroredStrategy(CentreStrategy):
+    """A centre strategy sampling mirrored pairs ``centre +- sigma e_j`` (rows ``2j``, ``2j + 1``)
+    on the surviving weights, ``e_j ~ N(0, I)``; ``sigma`` a scalar or one per weight
+    (openai-es, pgpe).  The population must be even."""
+
+    SAMPLING = "mirrored sampling"  #: named in the error for an odd population
+
+    @classmethod
+    def check_population(cls, population, options):
+        need_even_population(cls.name, population, cls.SAMPLING)
+
+    def _sample(self):
+        alive = np.flatnonzero(self.alive)
+        self.noise = np.zeros((self.population // 2, self.n))
+        self.noise[:, alive] = self.rng.standard_normal((self.population // 2, alive.size))
+        self.genomes = self._genomes_from_noise()
+
+    def _genomes_from_noise(self):
+        step = self.sigma * self.noise
+        out = np.empty((self.population, self.n))
+        out[0::2] = self.centre + step
+        out[1::2] = self.centre - step
+        return out

@@ -23,11 +23,11 @@ import numpy as np
 
 from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, centred_ranks, need_even_population, need_fraction,
+from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
                                              need_nonnegative, need_positive)
 
 
-class OpenAIES(CentreStrategy):
+class OpenAIES(MirroredStrategy):
     """The strategy ``openai-es`` (see the module docstring)."""
 
     name = "openai-es"
@@ -53,10 +53,6 @@ class OpenAIES(CentreStrategy):
         self.step_norm = math.nan
 
     @classmethod
-    def check_population(cls, population, options):
-        need_even_population(cls.name, population, "mirrored sampling")
-
-    @classmethod
     def check_options(cls, options):
         out = super().check_options(options)
         for k in ("sigma", "sigma_min", "lr"):
@@ -74,19 +70,6 @@ class OpenAIES(CentreStrategy):
         self.adam_t = 0.0
         self.m = np.zeros(self.n)
         self.v = np.zeros(self.n)
-
-    def _sample(self):
-        alive = np.flatnonzero(self.alive)
-        self.noise = np.zeros((self.population // 2, self.n))
-        self.noise[:, alive] = self.rng.standard_normal((self.population // 2, alive.size))
-        self.genomes = self._genomes_from_noise()
-
-    def _genomes_from_noise(self):
-        step = self.sigma * self.noise
-        out = np.empty((self.population, self.n))
-        out[0::2] = self.centre + step
-        out[1::2] = self.centre - step
-        return out
 
     def _update(self, feedback):
         o = self.options

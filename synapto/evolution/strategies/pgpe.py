@@ -28,14 +28,15 @@ import math
 import numpy as np
 
 from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, centred_ranks, need_even_population, need_fraction,
+from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
                                              need_nonnegative, need_positive)
 
 
-class PGPE(CentreStrategy):
+class PGPE(MirroredStrategy):
     """The strategy ``pgpe`` (see the module docstring)."""
 
     name = "pgpe"
+    SAMPLING = "symmetric sampling"
     OPTIONS = {
         "sigma": Option(0.1, "initial standard deviation of every surviving weight"),
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
@@ -54,10 +55,6 @@ class PGPE(CentreStrategy):
         self.step_norm = math.nan
 
     @classmethod
-    def check_population(cls, population, options):
-        need_even_population(cls.name, population, "symmetric sampling")
-
-    @classmethod
     def check_options(cls, options):
         out = super().check_options(options)
         for k in ("sigma", "sigma_lr", "max_speed"):
@@ -74,19 +71,6 @@ class PGPE(CentreStrategy):
     def _init_search(self):
         self.sigma = self.alive * self.options["sigma"]
         self.velocity = np.zeros(self.n)
-
-    def _sample(self):
-        alive = np.flatnonzero(self.alive)
-        self.noise = np.zeros((self.population // 2, self.n))
-        self.noise[:, alive] = self.rng.standard_normal((self.population // 2, alive.size))
-        self.genomes = self._genomes_from_noise()
-
-    def _genomes_from_noise(self):
-        step = self.sigma * self.noise
-        out = np.empty((self.population, self.n))
-        out[0::2] = self.centre + step
-        out[1::2] = self.centre - step
-        return out
 
     def _update(self, feedback):
         o = self.options
