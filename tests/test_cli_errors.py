@@ -285,3 +285,22 @@ def test_env_without_render_mode_argument(user_package, tmp_path):
     assert result.steps.tolist() == [10, 10]
     with pytest.raises(UsageError, match="render_mode"):
         make_env("norender:NoRender-v0", render_mode="rgb_array")
+
+
+def test_check_says_what_would_run_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.h5"
+    with pytest.raises(SystemExit) as exc:
+        main(["evolve", *SMALL, "--agent", "pruned-mlp", "--strategy", "openai-es", "--out", str(out), "--check"])
+    assert exc.value.code in (0, None)
+    said = capsys.readouterr().out.strip().splitlines()
+    # pruned-mlp 4-2-2 on CartPole (no biases): 4*2 + 2*2 weights
+    assert said == [f"ok: 1 run(s): openai-es on CartPole-v1, pruned-mlp [2] (12 parameters), "
+                    f"population 4 -> {out}"]
+    assert not list(tmp_path.iterdir())  # no run file, no lock, no checkpoint
+
+
+def test_check_refuses_what_the_run_would_refuse(tmp_path, capsys):
+    code, err = call(capsys, "evolve", *SMALL, "--strategy", "openai-es", "--mutation-std", "0.3",
+                     "--out", tmp_path / "r.h5", "--check")
+    assert_usage_error(code, err, "mutation_std")
+    assert not list(tmp_path.iterdir())
