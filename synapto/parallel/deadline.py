@@ -3,7 +3,7 @@
 A worker arms an interval timer around each handler call (:class:`Deadline`); a task
 that overruns it raises :class:`TaskTimeout` inside the handler and fails like one that
 raised.  The coordinator retires a worker that stays silent :func:`grace` seconds past
-the limit (see :mod:`synapto.parallel.farm`).
+the limit (see :mod:`synapto.parallel.coordinator`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ class Deadline:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def run_task(handler, payload, deadline: Deadline):
-    """``handler(payload)`` within ``deadline``; ``(value, None)`` or ``(None, (traceback,
-    timed_out))``."""
+def run_task(handler, payload, deadline: Deadline, context=None):
+    """``handler(payload)`` -- ``handler(payload, context)`` for a map with a shared
+    context -- within ``deadline``; ``(value, None)`` or ``(None, (traceback, timed_out))``."""
     try:
         with deadline:
-            return handler(payload), None
+            return (handler(payload) if context is None else handler(payload, context)), None
     except TaskTimeout:
         return None, (traceback.format_exc(), True)
     except Exception:

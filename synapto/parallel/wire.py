@@ -1,0 +1,141 @@
+"""What goes over MPI between the coordinator and its workers, and how it goes without
+ever holding the sender.
+
+Messages (tag, content), coordinator -> worker:
+
+==========  ============================================================
+``SETUP``   the handler's recipe (an object with ``build()``)
+``CONTEXT`` ``(id, object)``: data shared by the tasks of one map (an ES
+            generation's centre, sigma and noise keys); sent once per worker
+            and map, before the worker's first task of that map
+``TASK``    ``(index, context id or None, payload)``
+``STOP``    ``None``: leave the worker loop
+==========  ============================================================
+
+worker -> coordinator: ``RESULT (index, value, compute seconds, idle seconds)`` or
+``ERROR (index, rank, host, traceback, timed_out)``.
+
+Why non-blocking.  MPI sends small messages eagerly and larger ones by rendezvous: a
+blocking ``send`` of more than a few KB returns only once the receiver has posted its
+receive -- for a worker busy with an episode, once the episode ends.  Measured with
+the MPICH that ``make install`` brings: a 4.8 KB send returns at once, an 8 KB one
+after the receiver's 300 ms of work, with the sender spinning on a core meanwhile.  So
+every send here is an ``isend`` kept in an :class:`Outbox` until MPI completes it, and
+every receive on the coordinator is matched (``improbe``) and then posted as an
+``irecv``: nothing waits for a busy peer, whatever the message size or the MPI
+build's eager limit.  A context is pickled once and sent as raw bytes to every
+worker (``Isend`` of the buffer), so its cost does not grow with its copies.
+
+Neither side spins in MPI while it waits: :class:`Backoff` sleeps between polls, from
+10 µs doubling to ``max_sleep`` (1 ms), and starts again at 10 µs after any event.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from enum import IntEnum
+
+
+class Tag(IntEnum):
+    SETUP = 11
+    TASK = 12
+    RESULT = 13
+    ERROR = 14
+    STOP = 15
+    CONTEXT = 16
+
+
+class Backoff:
+    """Sleeps between polls: 10 µs doubling to ``max_sleep``; :meth:`reset` after an event."""
+
+    __slots__ = ("max_sleep", "delay")
+
+    def __init__(self, max_sleep: float = 1e-3):
+        self.max_sleep = max_sleep
+        self.delay = 1e-5
+
+    def reset(self) -> None:
+        self.delay = 1e-5
+
+    def sleep(self) -> None:
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2.0, self.max_sleep)
+
+
+class Outbox:
+    """Sends that MPI has not completed yet, with the buffers they read from.
+
+    :meth:`send` never waits for the receiver; :meth:`progress` completes what MPI can
+    (it also drives MPI's progress engine, which moves rendezvous data).  A buffer is
+    released only once its send completed."""
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.comm = comm
+        self._MPI = MPI
+        self.requests: list = []
+        self.buffers: list = []  #: kept alive while their send is pending (None for pickled sends)
+
+    def send(self, obj, dest: int, tag: int) -> None:
+        """Pickle ``obj`` (once) and start sending it to ``dest``."""
+        self.requests.append(self.comm.isend(obj, dest=dest, tag=tag))
+        self.buffers.append(None)
+
+    def send_bytes(self, data: bytes, dest: int, tag: int) -> None:
+        """Start sending already pickled ``data`` (:func:`dumps`) as raw bytes."""
+        self.requests.append(self.comm.Isend([data, self._MPI.BYTE], dest=dest, tag=tag))
+        self.buffers.append(data)
+
+    def progress(self) -> bool:
+        """Drop the completed sends; True if any completed."""
+        if not self.requests:
+            return False
+        done = self._MPI.Request.Testsome(self.requests)
+        if not done:
+            return False
+        for i in sorted(done, reverse=True):
+            del self.requests[i]
+            del self.buffers[i]
+        return True
+
+    def drain(self, max_sleep: float = 1e-3, until: float | None = None) -> bool:
+        """Wait (polling, not spinning) until every send completed, or ``time.perf_counter()``
+        passes ``until``; True if all completed."""
+        wait = Backoff(max_sleep)
+        while self.requests:
+            if not self.progress():
+                if until is not None and time.perf_counter() > until:
+                    return False
+                wait.sleep()
+        return True
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+
+def dumps(obj) -> bytes:
+    """``obj`` pickled for :meth:`Outbox.send_bytes` (read back by :func:`receive`)."""
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def receive(comm, status, source: int, wait: Backoff):
+    """The next message from ``source``: ``(object, tag, source)``; polls without spinning.
+
+    ``CONTEXT`` messages arrive as raw pickled bytes (:meth:`Outbox.send_bytes`), all
+    others as mpi4py's pickled objects."""
+    from mpi4py import MPI
+
+    while True:
+        msg = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
+        if msg is not None:
+            break
+        wait.sleep()
+    wait.reset()
+    src, tag = status.Get_source(), status.Get_tag()
+    if tag == Tag.CONTEXT:
+        buf = bytearray(status.Get_count(MPI.BYTE))
+        msg.Recv([buf, MPI.BYTE])
+        return pickle.loads(buf), tag, src
+    return msg.recv(), tag, src
