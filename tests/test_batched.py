@@ -197,8 +197,7 @@ def test_cartpole_step_is_the_vector_envs():
 
 
 def test_batching_farm_chunks_and_failures_bookkeeping():
-    tasks = [EvalTask(np.zeros(3), np.arange(2)) for _ in range(5)] + \
-            [EvalTask(np.zeros(3), np.arange(3), want_stats=False) for _ in range(2)]
+    tasks = [(2, True)] * 5 + [(3, False)] * 2  # (episodes, want_stats) of each task
     assert chunks_of(tasks, 4) == [[0, 3], [1, 4], [2], [5], [6]]  # tasks dealt out, <= 4 rows each
     assert chunks_of(tasks, 100) == [[0, 1, 2, 3, 4], [5, 6]]
     assert chunks_of(tasks, 100, workers=2) == [[0, 2, 4], [1, 3], [5], [6]]
@@ -227,7 +226,7 @@ def test_chunks_follow_the_number_of_workers():
     """Every worker gets a share of a generation, however small; chunks stay within
     CHUNK_ROWS rows, and the elites (first slots) are spread over all chunks."""
     def tasks(n, E):
-        return [EvalTask(np.zeros(1), np.arange(E)) for _ in range(n)]
+        return [(E, True)] * n
 
     for n, E, workers, count in [(64, 4, 2, 2), (512, 4, 2, 2), (512, 4, 7, 7), (3, 4, 7, 3), (64, 4, 1, 1),
                                  (4096, 4, 2, 4), (4096, 4, 1, 4), (2000, 16, 3, 9)]:

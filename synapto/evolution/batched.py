@@ -68,6 +68,14 @@ MIN_COMPACT = 64
 
 
 @dataclass(frozen=True)
+class Chunk:
+    """A chunk of payloads of the map's :class:`~synapto.evolution.evaluate.SampleContext`
+    (noise keys over the wire): the worker builds the genomes and evaluates them batched."""
+
+    payloads: tuple
+
+
+@dataclass(frozen=True)
 class BatchTask:
     """Evaluate ``genomes`` (K, n) on ``seeds`` (K, E), one episode per seed."""
 
@@ -241,23 +249,28 @@ class BatchedEvaluator:
         self.agent = self.serial.agent
         self.venv = SeededVectorEnv(spec.env)
 
-    def __call__(self, task):
+    def __call__(self, task, context=None):
+        if isinstance(task, Chunk):
+            tasks = [context.task(p) for p in task.payloads]
+            task = BatchTask(np.stack([t.genome for t in tasks]), np.stack([np.asarray(t.seeds) for t in tasks]),
+                             tasks[0].want_stats)
         if isinstance(task, BatchTask):
             return evaluate_batch(self.agent, self.venv, task.genomes, task.seeds, task.want_stats)
-        return self.serial(task)
+        return self.serial(task, context)
 
 
-def chunks_of(tasks: Sequence[EvalTask], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
-    """The tasks of each chunk (indices, ascending): tasks with equal episode counts and
-    ``want_stats`` (consecutive runs of them) are dealt out round-robin into a multiple of
-    ``workers`` chunks, as few as keep each within ``chunk_rows`` rows (and at least one
-    task).  Dealing, not cutting, spreads a generation's elites (its first slots) over all
-    chunks, so the chunks take about equally long."""
+def chunks_of(shapes: Sequence[tuple[int, bool]], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
+    """The tasks of each chunk (indices, ascending), from each task's ``(episodes,
+    want_stats)``: tasks with equal shapes (consecutive runs of them) are dealt out
+    round-robin into a multiple of ``workers`` chunks, as few as keep each within
+    ``chunk_rows`` rows (and at least one task).  Dealing, not cutting, spreads a
+    generation's elites (its first slots) over all chunks, so the chunks take about
+    equally long."""
     out, start = [], 0
-    while start < len(tasks):
-        E, ws = len(tasks[start].seeds), tasks[start].want_stats
+    while start < len(shapes):
+        E = shapes[start][0]
         stop = start + 1
-        while stop < len(tasks) and len(tasks[stop].seeds) == E and tasks[stop].want_stats == ws:
+        while stop < len(shapes) and shapes[stop] == shapes[start]:
             stop += 1
         n = stop - start
         per_round = max(1, workers) * max(1, chunk_rows // max(E, 1))  # tasks in one round of chunks
@@ -296,12 +309,23 @@ class BatchingFarm:
         from synapto.parallel.farm import Results, TaskFailed
 
         payloads = list(payloads)
-        if not payloads or not all(isinstance(p, EvalTask) for p in payloads):
+        context = kw.get("context")
+        if context is not None:  # payloads of a SampleContext: chunks of payloads, genomes built by workers
+            shapes = [context.shape(p) for p in payloads]
+        elif payloads and all(isinstance(p, EvalTask) for p in payloads):
+            shapes = [(len(p.seeds), p.want_stats) for p in payloads]
+        else:
+            return self.farm.map(payloads, **kw)
+        if not payloads:
             return self.farm.map(payloads, **kw)
         workers = len(getattr(self.farm, "workers", ())) or self.farm.n_workers  # retired ranks excepted
-        chunks = chunks_of(payloads, 1 << 62, 1) if self.local else chunks_of(payloads, self.chunk_rows, workers)
-        batch = [BatchTask(np.stack([payloads[i].genome for i in c]), np.stack([np.asarray(payloads[i].seeds) for i in c]),
-                           payloads[c[0]].want_stats) for c in chunks]
+        chunks = chunks_of(shapes, 1 << 62, 1) if self.local else chunks_of(shapes, self.chunk_rows, workers)
+        if context is not None:
+            batch = [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
+        else:
+            batch = [BatchTask(np.stack([payloads[i].genome for i in c]),
+                               np.stack([np.asarray(payloads[i].seeds) for i in c]), payloads[c[0]].want_stats)
+                     for c in chunks]
         on_error = kw.pop("on_error", "raise")
         progress = kw.pop("progress", None)
         n = len(payloads)

@@ -51,11 +51,13 @@ class Test:
 
 
 def select(cfg: EvolveConfig, candidates: list[Champion], evals: Evaluations, generation: int,
-           norm_of: Callable[[int], tuple | None]) -> Selection:
-    """Evaluate every candidate on the same ``select_episodes`` episodes; the best wins."""
+           norm_of: Callable[[int], tuple | None], agent) -> Selection:
+    """Evaluate every candidate on the same ``select_episodes`` episodes (one task per
+    candidate and episode); the best wins."""
     seeds = seeding.selection_seeds(cfg.seed, cfg.select_episodes)
-    tasks = [EvalTask(c.genome, seeds, want_stats=False, obs_norm=norm_of(c.generation)) for c in candidates]
-    results = evals.map(tasks, generation, np.arange(len(tasks)), "selection", skip=False)
+    results = evals.candidates(np.array([c.genome for c in candidates]), np.arange(len(candidates)), seeds,
+                               [norm_of(c.generation) for c in candidates], generation, "selection",
+                               agent, skip=False)
     fitness = np.array([r.fitness for r in results])
     return Selection(candidates, seeds, fitness, np.stack([r.returns for r in results]),
                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64),

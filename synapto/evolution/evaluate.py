@@ -147,6 +147,63 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
 
 
+def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult:
+    """One evaluation's result from its episodes evaluated apart (``parts[e]``: the result
+    of a task holding episode ``e`` alone; None where that task raised) -- exactly what
+    :func:`evaluate` gives for all the episodes in one task: an evaluation stops at its
+    first non-finite episode (the later ones count as 0 return and 0 steps), and one
+    whose task raised counts as a failed evaluation (fitness -inf, returns NaN, 0 steps).
+    ``penalty``: ``agent.penalty(genome)``.  Trace statistics and observation counts are
+    not merged (the phases that split episodes ask for neither)."""
+    n = len(parts)
+    returns, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
+    if any(p is None for p in parts):
+        return EvalResult(-math.inf, np.full(n, np.nan), steps, None, False, 0.0, 0.0)
+    nonfinite, ran = False, n
+    for e, p in enumerate(parts):
+        returns[e], steps[e] = p.returns[0], p.steps[0]
+        if p.nonfinite:
+            nonfinite, ran = True, e + 1
+            break
+    fitness = -math.inf
+    if not nonfinite:
+        fitness = float(np.mean(returns)) - penalty
+        if not math.isfinite(fitness):
+            nonfinite, fitness = True, -math.inf
+    return EvalResult(fitness, returns, steps, None, nonfinite, sum(p.env_seconds for p in parts[:ran]),
+                      sum(p.agent_seconds for p in parts[:ran]))
+
+
+@dataclass(frozen=True, eq=False)
+class SampleContext:
+    """What the tasks of one map share when their genomes are samples of one generation
+    (:class:`synapto.noise.Samples`): the farm sends it to each worker once, and each
+    task's payload is only ``i`` (sample ``i`` on its own episodes ``seeds[i]``) or
+    ``(i, e)`` (sample ``i`` -- the centre for ``i = -1`` -- on episode ``e`` of the
+    episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
+
+    samples: object  #: a :class:`synapto.noise.Samples`
+    seeds: np.ndarray  #: (P, E): each sample's own episodes; or (V,): episodes shared by all
+    want_stats: bool = True
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None
+    count_obs: bool = False
+
+    def genome(self, i: int) -> np.ndarray:
+        return self.samples.centre if i < 0 else self.samples.genome(i)
+
+    def shape(self, payload) -> tuple[int, bool]:
+        """``(episodes, want_stats)`` of a payload's task, without building its genome."""
+        return (1 if isinstance(payload, tuple) else self.seeds.shape[1]), self.want_stats
+
+    def task(self, payload) -> EvalTask:
+        if isinstance(payload, tuple):
+            i, e = payload
+            seeds = self.seeds[e:e + 1]
+        else:
+            i, seeds = payload, self.seeds[payload]
+        return EvalTask(self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs)
+
+
 def acting(agent, policy, obs_norm=None, count_obs: bool = False):
     """The callable that turns an env's observation into ``policy``'s action: the policy's
     own ``act``, behind flattening (observations of more than one dimension) and the
@@ -204,6 +261,8 @@ class Evaluator:
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()
 
-    def __call__(self, task: EvalTask) -> EvalResult:
+    def __call__(self, task, context: SampleContext | None = None) -> EvalResult:
+        if context is not None:
+            task = context.task(task)
         return evaluate(self.agent, self.make_env, task.genome, task.seeds, task.want_stats,
                         task.obs_norm, task.count_obs)

@@ -16,7 +16,7 @@ import numpy as np
 
 from synapto import faults, seeding
 from synapto.config import EvolveConfig
-from synapto.evolution.evaluate import EvalResult, EvalTask
+from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed
 
@@ -43,29 +43,53 @@ class EvaluationFailed(Exception):
 
 @dataclass
 class Evaluations:
-    """How this run maps evaluations on its farm (schedule, stop callback, errors)."""
+    """How this run maps evaluations on its farm (schedule, stop callback, errors, wire)."""
 
     farm: object
     schedule: str = "dynamic"
     on_error: str = "abort"  #: "abort" or "skip"
     stop: Callable[[], bool] | None = None
     progress: Callable[[int, int], None] | None = None
+    #: send a centre strategy's samples as noise keys (:class:`SampleContext`) rather than genomes
+    keys: bool = True
 
-    def map(self, tasks: list[EvalTask], generation: int, who: np.ndarray, phase: str,
-            skip: bool | None = None) -> Results:
-        """Results of ``tasks``; ``who[i]`` names task ``i`` in an :class:`EvaluationFailure`."""
+    def map(self, tasks: list, generation: int, who: np.ndarray, phase: str, skip: bool | None = None,
+            context: SampleContext | None = None) -> Results:
+        """Results of ``tasks`` (:class:`EvalTask` s, or payloads of ``context``); ``who[i]``
+        names task ``i`` in an :class:`EvaluationFailure`."""
         skip = self.on_error == "skip" if skip is None else skip
         try:
             return self.farm.map(tasks, schedule=self.schedule, stop=self.stop,
                                  progress=faults.during(phase, generation, self.progress),
-                                 on_error="skip" if skip else "raise")
+                                 on_error="skip" if skip else "raise", context=context)
         except TaskFailed as exc:
             i = exc.failure.index
-            raise EvaluationFailed(EvaluationFailure(generation, int(who[i]), np.asarray(tasks[i].seeds),
+            task = tasks[i] if context is None else context.task(tasks[i])
+            raise EvaluationFailed(EvaluationFailure(generation, int(who[i]), np.asarray(task.seeds),
                                                      exc.failure, phase)) from None
         finally:
             if self.progress is not None and hasattr(self.progress, "clear"):
                 self.progress.clear()
+
+    def candidates(self, genomes: np.ndarray, who: np.ndarray, seeds: np.ndarray, norms: list, generation: int,
+                   phase: str, agent, samples=None, skip: bool | None = None) -> list[EvalResult]:
+        """Candidates ``genomes`` (K, n) on the same episodes ``seeds`` (V,), candidate ``k``
+        with the observation normalisation ``norms[k]``: one task per candidate and episode,
+        so that a phase of 2 candidates x 8 episodes keeps 16 workers busy; each candidate's
+        result merged from its episodes (:func:`merge_episodes`), the same as one task of
+        all its episodes.  ``samples``: the candidates are ``who`` of these samples (-1: the
+        centre), sent as noise keys; they all share ``norms[0]`` then."""
+        K, V = len(genomes), len(seeds)
+        pairs = [(k, e) for k in range(K) for e in range(V)]
+        who_task = np.array([who[k] for k, _ in pairs], dtype=np.int64)
+        if samples is not None and self.keys:
+            context = SampleContext(samples, np.asarray(seeds), False, norms[0] if K else None)
+            results = self.map([(int(who[k]), e) for k, e in pairs], generation, who_task, phase, skip, context)
+        else:
+            results = self.map([EvalTask(genomes[k], seeds[e:e + 1], want_stats=False, obs_norm=norms[k])
+                                for k, e in pairs], generation, who_task, phase, skip)
+        return [merge_episodes([results[k * V + e] for e in range(V)], agent.penalty(genomes[k]))
+                for k in range(K)]
 
 
 def num(x: float, width: int = 9) -> str:
@@ -124,10 +148,8 @@ def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray,
         cand = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
         return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
     cand = strategy.candidates(fitness, K)
-    results = evals.map([EvalTask(x, seeds, want_stats=False, obs_norm=norm) for x in cand.genomes], g,
-                        cand.individual, "validation")
-    for i in results.failures:
-        results[i] = failed_result(agent.n_params, V)
+    results = evals.candidates(cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent,
+                               samples=strategy.samples())
     return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
                       np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds)
 
@@ -143,8 +165,13 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     genomes = strategy.ask()
     faults.point("generation", g)
     count = norm is not None
-    results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count) for i in range(P)], g,
-                        np.arange(P), "training")
+    samples = strategy.samples() if evals.keys else None
+    if samples is not None:  # noise keys over the wire: each task is the sample's index
+        results = evals.map(list(range(P)), g, np.arange(P), "training",
+                            context=SampleContext(samples, seeds, True, norm, count))
+    else:
+        results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count) for i in range(P)],
+                            g, np.arange(P), "training")
     t_eval = time.perf_counter() - t0
     failed = np.zeros(P, dtype=bool)
     warnings = []

@@ -227,7 +227,7 @@ class EvolutionRun:
             candidates = self.strategy.final_candidates()
             self.log(f"selecting the champion among {len(candidates)} candidate(s) on {cfg.select_episodes} "
                      f"fresh episodes each")
-            selection = final.select(cfg, candidates, evals, self.generation, self.norm_of)
+            selection = final.select(cfg, candidates, evals, self.generation, self.norm_of, self.agent)
             champion = candidates[selection.chosen]
             self.selection_steps = int(selection.steps.sum())
             self.writer.write_selection(selection)

@@ -155,6 +155,12 @@ class Strategy(ABC):
         default."""
         return {}
 
+    def samples(self):
+        """The genomes :meth:`ask` returns as a :class:`synapto.noise.Samples` (centre, step
+        sizes, noise keys): sent to workers and stored in the run file instead of the
+        genomes; None (the default) where the strategy has no such form."""
+        return None
+
     # -- checkpoint ------------------------------------------------------------
     @abstractmethod
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:

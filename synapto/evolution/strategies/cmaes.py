@@ -41,6 +41,7 @@ import numpy as np
 from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Option, rank_order
 from synapto.evolution.strategies.es import CentreStrategy, need_positive
+from synapto.noise import Samples
 
 #: ``separable = "auto"`` uses the diagonal variant above this genome length
 SEPARABLE_ABOVE = 1000
@@ -138,10 +139,18 @@ class CMAES(CentreStrategy):
 
     def _sample(self):
         self._eigen = None
-        alive = np.flatnonzero(self.alive)
-        self.noise = np.zeros((self.population, self.n))
-        self.noise[:, alive] = self.rng.standard_normal((self.population, alive.size))
+        self._draw(self.population)
         self.genomes = self._genomes_from_noise()
+
+    def samples(self):
+        """Separable CMA-ES only: a full covariance's genomes come from a matrix product,
+        whose rounding may differ between one row and many, so they travel whole."""
+        if not self.separable or self.keys is None:
+            return None
+        alive, _, d = self._decomposition()
+        scale = np.zeros(self.n)
+        scale[alive] = d
+        return Samples("scaled", self.centre.copy(), float(self.sigma), self.keys.copy(), scale)
 
     def _genomes_from_noise(self):
         alive, y = self._directions()

@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from synapto import noise as noise_keys
 from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Option, Strategy, rank_order
 
@@ -141,6 +142,8 @@ class CentreStrategy(Strategy):
         self.hof_fitness = np.full(HALL_OF_FAME, -np.inf)
         self.hof_generation = np.full(HALL_OF_FAME, -1, dtype=np.int64)
         self.noise = np.zeros((0, self.n))
+        #: the noise key of each row of :attr:`noise` (:mod:`synapto.noise`); None if unknown
+        self.keys: np.ndarray | None = None
         self.genomes = np.zeros((self.population, self.n))
 
     @classmethod
@@ -161,8 +164,14 @@ class CentreStrategy(Strategy):
         raise NotImplementedError
 
     def _sample(self) -> None:
-        """Set :attr:`noise` (drawn from :attr:`rng`) and :attr:`genomes` from it."""
+        """Set :attr:`noise` and :attr:`keys` (:meth:`_draw`) and :attr:`genomes` from them."""
         raise NotImplementedError
+
+    def _draw(self, rows: int) -> None:
+        """:attr:`noise`: ``rows`` rows of standard normals on the surviving weights, drawn
+        from :attr:`rng` row by row, with their :attr:`keys`."""
+        self.noise, self.keys = noise_keys.draw_rows(self.rng, rows, np.flatnonzero(self.alive), self.n)
+
 
     def _genomes_from_noise(self) -> np.ndarray:
         """The genomes of :attr:`noise` (a pure function of the state: used after restore)."""
@@ -277,7 +286,8 @@ class CentreStrategy(Strategy):
 
     # -- checkpoint ------------------------------------------------------------
     def state(self):
-        arrays = {"centre": self.centre, "noise": self.noise, "hof_genomes": self.hof_genomes,
+        drawn = {"noise_keys": self.keys} if self.keys is not None else {"noise": self.noise}
+        arrays = {"centre": self.centre, **drawn, "hof_genomes": self.hof_genomes,
                   "hof_fitness": self.hof_fitness, "hof_generation": self.hof_generation,
                   **self._search_state()}
         scalars = {"generation": int(self.generation), "rate": float(self.rate),
@@ -287,7 +297,6 @@ class CentreStrategy(Strategy):
 
     def restore(self, arrays, scalars):
         self.centre = np.array(arrays["centre"], dtype=np.float64)
-        self.noise = np.array(arrays["noise"], dtype=np.float64)
         self.hof_genomes = np.array(arrays["hof_genomes"], dtype=np.float64)
         self.hof_fitness = np.array(arrays["hof_fitness"], dtype=np.float64)
         self.hof_generation = np.array(arrays["hof_generation"], dtype=np.int64)
@@ -297,6 +306,14 @@ class CentreStrategy(Strategy):
         for k in self._scalar_names:
             setattr(self, k, float(scalars[k]))
         self._restore_search(arrays)
+        if "noise_keys" in arrays:  # the rows are drawn again from their keys
+            self.keys = np.array(arrays["noise_keys"], dtype=np.uint64)
+            alive, n = np.flatnonzero(self.alive), self.n
+            self.noise = (np.stack([noise_keys.draw(k, alive, n) for k in self.keys]) if len(self.keys)
+                          else np.zeros((0, n)))
+        else:  # a checkpoint of a version before noise keys
+            self.keys = None
+            self.noise = np.array(arrays["noise"], dtype=np.float64)
         self.genomes = self._genomes_from_noise()
 
 
@@ -312,14 +329,15 @@ class MirroredStrategy(CentreStrategy):
         need_even_population(cls.name, population, cls.SAMPLING)
 
     def _sample(self):
-        alive = np.flatnonzero(self.alive)
-        self.noise = np.zeros((self.population // 2, self.n))
-        self.noise[:, alive] = self.rng.standard_normal((self.population // 2, alive.size))
+        self._draw(self.population // 2)
         self.genomes = self._genomes_from_noise()
 
     def _genomes_from_noise(self):
-        step = self.sigma * self.noise
-        out = np.empty((self.population, self.n))
-        out[0::2] = self.centre + step
-        out[1::2] = self.centre - step
-        return out
+        return noise_keys.Samples("mirrored", self.centre, self.sigma, np.zeros((0, noise_keys.KEY_WIDTH),
+                                                                             np.uint64)).genomes(self.noise)
+
+    def samples(self):
+        if self.keys is None:
+            return None
+        return noise_keys.Samples("mirrored", self.centre.copy(), np.copy(self.sigma) if np.ndim(self.sigma)
+                                  else float(self.sigma), self.keys.copy())
