@@ -178,6 +178,10 @@ def evolve(
         help="auto: where the env has a numpy-batched implementation (e.g. CartPole-v1) and the agent a "
              "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.")]
         = "auto",
+    wire: Annotated[str, typer.Option(
+        help="keys: for openai-es, pgpe and separable cmaes, workers get each generation's centre once and "
+             "a task carries only its sample's noise key; genomes: every task carries its genome. Results "
+             "are identical.")] = "keys",
     task_timeout: Annotated[Optional[float], typer.Option(
         help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
              "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
@@ -224,7 +228,10 @@ def evolve(
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     if batch not in ("auto", "off"):
         raise UsageError(f"--batch must be 'auto' or 'off', got {batch!r}")
-    options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch)
+    if wire not in ("keys", "genomes"):
+        raise UsageError(f"--wire must be 'keys' or 'genomes', got {wire!r}")
+    options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch,
+                         wire=wire)
     if resume is not None:
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")

@@ -7,7 +7,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
 #: what synapto.store may import from synapto (besides itself)
-STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config"}
+STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise"}
 
 
 def imports(path: Path) -> set[str]:

@@ -135,10 +135,12 @@ class Generation:
     warnings: list[str] = field(default_factory=list)
     #: the strategy's arrays of this generation (``record_arrays`` before it was told)
     strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
+    samples: object = None
 
 
 def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
-             agent, norm=None) -> Validation:
+             agent, norm=None, samples=None) -> Validation:
     """The strategy's candidates (by default the top ``K`` by training fitness), all on the
     same ``validate_episodes`` episodes of the VALIDATE stream of generation ``g`` (with
     the generation's observation normalisation ``norm``)."""
@@ -149,7 +151,7 @@ def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray,
         return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
     cand = strategy.candidates(fitness, K)
     results = evals.candidates(cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent,
-                               samples=strategy.samples())
+                               samples=samples)
     return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
                       np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds)
 
@@ -165,8 +167,8 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     genomes = strategy.ask()
     faults.point("generation", g)
     count = norm is not None
-    samples = strategy.samples() if evals.keys else None
-    if samples is not None:  # noise keys over the wire: each task is the sample's index
+    samples = strategy.samples()
+    if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
         results = evals.map(list(range(P)), g, np.arange(P), "training",
                             context=SampleContext(samples, seeds, True, norm, count))
     else:
@@ -191,7 +193,7 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
                         f"or fitness ({some}); fitness set to -inf")
 
     t_val = time.perf_counter()
-    validation = validate(cfg, g, strategy, fitness, evals, agent, norm)
+    validation = validate(cfg, g, strategy, fitness, evals, agent, norm, samples)
     t_val = time.perf_counter() - t_val
 
     arrays = {k: np.array(v) for k, v in strategy.record_arrays().items()}
@@ -201,7 +203,7 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]),
                       np.array([int(r.steps.sum()) for r in results], dtype=np.int64), connections, nonfinite,
                       failed, list(results), validation, results.stats,
-                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays)
+                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays, samples)
 
 
 def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
@@ -237,11 +239,16 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
     }
 
 
-def rows(gen: Generation) -> dict[str, np.ndarray]:
-    """The per-generation datasets of the run file."""
+def rows(gen: Generation, compact: bool = False) -> dict[str, np.ndarray]:
+    """The per-generation datasets of the run file; ``compact``: the genomes as their
+    samples (``/samples``), else as the population."""
     v = gen.validation
+    if compact and gen.samples is None:
+        raise RuntimeError(f"generation {gen.index} has no noise keys for a run file that stores samples")
+    genomes = ({f"samples/{k}": a for k, a in gen.samples.arrays().items()} if compact
+               else {"population": gen.genomes})
     return {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
-            "population": gen.genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
+            **genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
             "failed": gen.failed, "validation/individual": v.candidates.individual,
             "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,
             "validation/seeds": v.seeds}

@@ -63,6 +63,9 @@ class RunOptions:
     #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
     #: agent support it (synapto.evolution.batched); "off": one environment at a time
     batch: str = "auto"
+    #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
+    #: goes to each worker once; "genomes": every task carries its genome
+    wire: str = "keys"
 
 
 class RunStopped(Exception):
@@ -169,7 +172,11 @@ class EvolutionRun:
         the observation size."""
         figures = {k: () for k in self.strategy.record() if k not in STATS}
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
-        return Extras(self.agent.space.obs_dim, {**figures, **arrays})
+        samples = self.strategy.samples()
+        if samples is None or "centre" not in arrays:  # populations are stored
+            return Extras(self.agent.space.obs_dim, {**figures, **arrays})
+        return Extras(self.agent.space.obs_dim, {**figures, **arrays}, samples.kind,
+                      {k: np.shape(v) for k, v in samples.arrays().items()})
 
     def save(self) -> None:
         """Checkpoint the state the next generation reads (once per generation)."""
@@ -195,7 +202,7 @@ class EvolutionRun:
 
     def record(self, gen: Generation, checkpoint_every: int, t_start: float, norm) -> dict[str, float]:
         """Count, append generation ``gen`` to the run file, checkpoint on schedule."""
-        data = rows(gen)
+        data = rows(gen, self.writer.compact)
         if self.obs is not None:
             self.norms.append(norm)
             data["obs_norm/mean"], data["obs_norm/std"] = norm
@@ -278,7 +285,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     t_start, cpu_start = time.perf_counter(), time.process_time()
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     farm = batching_farm(farm, spec_of(cfg), run.agent, "off" if cfg.obs_norm else options.batch)
-    evals = Evaluations(farm, options.schedule, options.on_error, stop, Progress())
+    evals = Evaluations(farm, options.schedule, options.on_error, stop, Progress(), keys=options.wire == "keys")
     log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
         f"{cfg.generations} generations, {cfg.episodes} episodes, seed {cfg.seed}, "
         f"{farm.n_workers} worker(s) -> {out}")

@@ -20,7 +20,13 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
     /returns            (G, P, E) float64  return of each episode
     /steps              (G, P) int64    env steps of each evaluation
     /seeds              (G, P, E) int64  env.reset seeds of each episode
-    /population         (G, P, n) float64  the genomes evaluated (0 = pruned)
+    /population         (G, P, n) float64  the genomes evaluated (0 = pruned); absent where
+                                        /samples describes them
+    /samples/...        a centre strategy's generations (openai-es, pgpe, separable cmaes):
+                        keys (G, R, 6) uint64, sigma (G,) or (G, n), scale (G, n) for "scaled";
+                        with /strategy/centre and the root attribute ``samples`` (the kind)
+                        they rebuild every genome exactly (:class:`synapto.noise.Samples`,
+                        :meth:`synapto.store.RunData.population`) in O(n) per generation
     /connections        (G, P) int64    surviving connections
     /nonfinite          (G, P) bool     non-finite action or return
     /failed             (G, P) bool     evaluation raised (``--on-error skip``)
@@ -53,7 +59,7 @@ of the optional datasets in a :class:`Extras`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -80,7 +86,7 @@ PER_GENERATION = ("fitness", "returns", "steps", "seeds", "population", "connect
 
 
 #: groups whose datasets hold one row per generation, besides PER_GENERATION
-PER_GENERATION_GROUPS = ("strategy", "obs_norm")
+PER_GENERATION_GROUPS = ("strategy", "obs_norm", "samples")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,10 @@ class Extras:
     obs_dim: int = 0  #: observation size (the obs_norm datasets; 0: none)
     #: ``/strategy/<name>``: the shape of one generation's row (``()`` for a figure)
     strategy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the kind of :class:`synapto.noise.Samples` the generations are stored as ("": populations)
+    samples: str = ""
+    #: ``/samples/<name>``: the shape of one generation's row (``keys`` is uint64, the rest float64)
+    sample_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 class EvolveRunWriter:
@@ -103,6 +113,11 @@ class EvolveRunWriter:
         return str(self.f.attrs.get("run_id", ""))
 
     @property
+    def compact(self) -> bool:
+        """Generations are stored as samples (``/samples``) rather than populations."""
+        return "samples" in self.f
+
+    @property
     def capacity(self) -> int:
         """Generations this file has rows for (see :func:`grow`)."""
         return int(self.f["fitness"].shape[0])
@@ -114,8 +129,11 @@ class EvolveRunWriter:
         G = first_rows(config) if rows is None else rows
         P, E, T = config.population, config.episodes, config.test_episodes
         K, V, S = config.validation_count, config.validate_episodes, config.select_episodes
+        genomes = ([(f"samples/{name}", tuple(shape), "u8" if name == "keys" else "f8")
+                    for name, shape in extras.sample_shapes.items()] if extras.samples else
+                   [("population", (P, n_params), "f8")])
         rows = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),
-                ("population", (P, n_params), "f8"), ("connections", (P,), "i8"), ("nonfinite", (P,), "?"),
+                *genomes, ("connections", (P,), "i8"), ("nonfinite", (P,), "?"),
                 ("failed", (P,), "?"), ("validation/individual", (K,), "i8"), ("validation/fitness", (K,), "f8"),
                 ("validation/returns", (K, V), "f8"), ("validation/steps", (K,), "i8"),
                 ("validation/seeds", (V,), "i8"),
@@ -155,7 +173,8 @@ class EvolveRunWriter:
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
         rows, fixed = cls.layout(config, n_params, extras, rows)
-        f = new_file(path, "evolve", config.to_json(), {"n_params": n_params, "agent_name": agent_name},
+        attrs = {"n_params": n_params, "agent_name": agent_name, **({"samples": extras.samples} if extras.samples else {})}
+        f = new_file(path, "evolve", config.to_json(), attrs,
                      run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
         try:
             for name, n, tail, dtype in rows:
@@ -354,6 +373,8 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
             data = {name: old[name][:generations] for name in names if name in old}
         except Exception as exc:
             raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
+        if "population" in old:  # a file of populations stays one (its generations have no noise keys)
+            extras = replace(extras, samples="", sample_shapes={})
         run_id = str(old.attrs.get("run_id", "")) or run_id or ""
         capacity = rows if rows is not None else rows_for(config, generations)
         created = old.attrs.get("created", "")

@@ -45,11 +45,13 @@ import numpy as np
 from synapto.errors import DiskFullError, RunFileError, UsageError
 
 FORMAT = "synapto-run"
-#: the format written: 3 is preallocated and checksummed, with a run id; versions 1 and 2
-#: (SWMR files; version 1 before strategies, observation normalisation and the final
-#: selection, read as runs of the ga strategy) are read, and resumed into version 3
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: the format written: 4 stores a centre strategy's generations as centre, step sizes and
+#: noise keys (``/samples``) instead of its population; 3 is preallocated and checksummed,
+#: with a run id; versions 1 and 2 (SWMR files; version 1 before strategies, observation
+#: normalisation and the final selection, read as runs of the ga strategy) are read, and
+#: resumed into the current version with the layout they have
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 #: library-version bounds of new files: the lower bound picks superblock version 2 (see above)
 LIBVER = ("v108", "latest")
 #: alignment of every allocation in a new file (an 8- or 12-byte write never straddles a page)

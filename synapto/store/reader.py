@@ -211,9 +211,37 @@ class RunData:
         """``(G, P)`` non-finite flags, as :meth:`fitness`."""
         return self._rows("nonfinite", generation, individual)
 
+    @property
+    def compact(self) -> bool:
+        """The generations are stored as samples (``/samples``: centre, step sizes, noise
+        keys) rather than populations; :meth:`population` rebuilds them either way."""
+        self._need("evolve")
+        return "samples" in self._f
+
+    def samples(self, generation: int):
+        """Generation ``generation`` as a :class:`synapto.noise.Samples` (compact files only)."""
+        from synapto.noise import Samples
+
+        if not self.compact:
+            raise RunFileError(f"{str(self.path)!r} stores populations, not samples")
+        generation = generation + self.completed if generation < 0 else generation
+        if not 0 <= generation < self.completed:
+            raise RunFileError(f"{str(self.path)!r} has no completed generation {generation}")
+        g = self._f["samples"]
+        kind = self._f.attrs["samples"]
+        return Samples.from_arrays(kind.decode() if isinstance(kind, bytes) else str(kind),
+                                   self._f["strategy/centre"][generation], {k: g[k][generation] for k in g})
+
     def population(self, generation: int | None = None, individual: int | None = None):
-        """``(G, P, n)`` genomes: the population of a generation, or one genome."""
-        return self._rows("population", generation, individual)
+        """``(G, P, n)`` genomes: the population of a generation, or one genome (rebuilt
+        from the noise keys in a compact file, bit for bit)."""
+        if not self.compact:
+            return self._rows("population", generation, individual)
+        if generation is None:
+            return np.stack([self.samples(g).genomes() for g in range(self.completed)])
+        if individual is None:
+            return self.samples(generation).genomes()
+        return self.samples(generation).genome(int(individual))
 
     @property
     def has_validation(self) -> bool:
