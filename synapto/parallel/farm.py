@@ -179,8 +179,10 @@ def make_farm(task_timeout: float | None = None):
     the coordinator stops them and then get ``(None, False)``.  ``task_timeout``
     (seconds, None for none) bounds every task; see the module docstring.
     """
+    from synapto.blas import limit_blas_threads
     from synapto.parallel.launch import world
 
+    limit_blas_threads(1)  # every rank evaluates small matrices, one rank per core
     comm, rank, size = world()
     if size <= 1:
         return SerialFarm(task_timeout), True

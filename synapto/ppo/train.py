@@ -44,7 +44,8 @@ from synapto.ppo.buffer import EpochBuffer
 from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.policy import Policy, ValueFunction
-from synapto.ppo.threads import limit_blas_threads, update_threads
+from synapto.blas import limit_blas_threads
+from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator, int_seed
 
 clock = time.perf_counter
