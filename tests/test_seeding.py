@@ -54,3 +54,15 @@ def test_generators_are_reproducible_and_stream_separated():
 def test_bad_run_seed_is_rejected(bad):
     with pytest.raises(ValueError):
         seeding.int_seed(bad, Stream.TRAIN)
+
+
+@pytest.mark.parametrize("run_seed", [0, 13, 2**32 - 1, 2**32, 2**64 + 3, 2**100])
+def test_many_seeds_at_once_are_those_of_seedsequence(run_seed):
+    """int_seeds (SeedSequence vectorised over spawn keys) equals int_seed, which asks
+    numpy's SeedSequence, key by key: keys of 1 to 5 words, edge values included."""
+    rng = np.random.default_rng(run_seed % 1000)
+    for k in range(1, 6):
+        keys = rng.integers(0, 2**32, size=(50, k))
+        keys[:4] = [[0] * k, [2**32 - 1] * k, [2**31] * k, [1] * k]
+        want = [seeding.int_seed(run_seed, *map(int, row)) for row in keys]
+        assert seeding.int_seeds(run_seed, keys).tolist() == want
