@@ -316,9 +316,10 @@ def replay(
 
 
 def _register_optional() -> None:
-    """Commands of the other packages: bench (learn, envs, nn, evolve, ppo), ppo, and the
+    """Commands of the other packages: bench (learn, envs, nn, evolve, farm, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.envs import register as envs_register
+    from synapto.bench.farm import register as farm_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
@@ -330,6 +331,7 @@ def _register_optional() -> None:
     nn_register(bench_app)
     learn_register(bench_app)
     bench_evolve_register(bench_app)
+    farm_register(bench_app)
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)

@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 from synapto.parallel import farm as _farm
 from synapto.parallel.deadline import grace
 from synapto.parallel.farm import Failure, FarmInterrupted, MapStats, Results, TaskFailed
-from synapto.parallel.wire import Backoff, Outbox, Tag, dumps
+from synapto.parallel.wire import Backoff, Frame, Outbox, Tag
 
 
 class State(Enum):
@@ -94,7 +94,7 @@ class _Map:
         self.failures: dict[int, Failure] = {}
         self.failure: Failure | None = None  #: the failure that stops the map (on_error="raise")
         self.interrupted = False
-        self.context: tuple[int, bytes] | None = None  #: (id, pickled) of the map's shared context
+        self.context: tuple[int, Frame] | None = None  #: (id, pickled) of the map's shared context
         self.stats = MapStats(tasks=n)
         self.busy = 0.0  #: worker-seconds holding a task (from idle to holding, until idle again)
 
@@ -156,7 +156,7 @@ class MPIFarm:
     def setup(self, spec) -> None:
         for w in self.pool:
             if not w.retired:
-                self.outbox.send(spec, w.rank, Tag.SETUP)
+                self.outbox.send_frame(Frame(spec), w.rank, Tag.SETUP)
 
     # -- sending ---------------------------------------------------------------
     def _send(self, m: _Map, w: Worker) -> None:
@@ -170,9 +170,9 @@ class MPIFarm:
         if m.context is not None:
             ctx, data = m.context
             if w.context != ctx:
-                self.outbox.send_bytes(data, w.rank, Tag.CONTEXT)
+                self.outbox.send_frame(data, w.rank, Tag.CONTEXT)
                 w.context = ctx
-        self.outbox.send((i, ctx, m.payloads[i]), w.rank, Tag.TASK)
+        self.outbox.send_frame(Frame((i, ctx, m.payloads[i])), w.rank, Tag.TASK)
 
     def _feed(self, m: _Map, w: Worker) -> None:
         """Give worker ``w`` a task if it holds none, and its next one while more tasks are
@@ -296,7 +296,7 @@ class MPIFarm:
         m = _Map(payloads, stop, progress, on_error, schedule == "waves")
         if context is not None:
             self._contexts += 1
-            m.context = (self._contexts, dumps((self._contexts, context)))
+            m.context = (self._contexts, Frame((self._contexts, context)))
         timeout = self.task_timeout
         hard = timeout + grace(timeout) if timeout else None
         wait = Backoff(self.max_sleep)
@@ -337,6 +337,7 @@ class MPIFarm:
         self._closed = True
         if self.retired:
             return  # the job ends with MPI_Abort (abort_if_abandoned): STOP could block on a hung rank
+        stop = Frame(None)
         for w in self.pool:
-            self.outbox.send(None, w.rank, Tag.STOP)
+            self.outbox.send_frame(stop, w.rank, Tag.STOP)
         self.outbox.drain(self.max_sleep, until=time.perf_counter() + 60.0)

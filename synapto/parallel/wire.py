@@ -8,12 +8,19 @@ Messages (tag, content), coordinator -> worker:
 ``CONTEXT`` ``(id, object)``: data shared by the tasks of one map (an ES
             generation's centre, sigma and noise keys); sent once per worker
             and map, before the worker's first task of that map
+``BUFFER``  raw bytes of an array of the frame sent just before
 ``TASK``    ``(index, context id or None, payload)``
 ``STOP``    ``None``: leave the worker loop
 ==========  ============================================================
 
 worker -> coordinator: ``RESULT (index, value, compute seconds, idle seconds)`` or
 ``ERROR (index, rank, host, traceback, timed_out)``.
+
+The coordinator's messages go as :class:`Frame` s: pickled once (protocol 5), with the
+numpy arrays they hold sent out of band from their own memory (``BUFFER`` messages
+right after their frame), so a large genome costs the coordinator no copy before MPI's
+own, and a map's context is pickled once for all workers.  Results are mpi4py's
+pickled objects, matched with ``improbe`` and received with ``irecv``.
 
 Why non-blocking.  MPI sends small messages eagerly and larger ones by rendezvous: a
 blocking ``send`` of more than a few KB returns only once the receiver has posted its
@@ -23,8 +30,7 @@ after the receiver's 300 ms of work, with the sender spinning on a core meanwhil
 every send here is an ``isend`` kept in an :class:`Outbox` until MPI completes it, and
 every receive on the coordinator is matched (``improbe``) and then posted as an
 ``irecv``: nothing waits for a busy peer, whatever the message size or the MPI
-build's eager limit.  A context is pickled once and sent as raw bytes to every
-worker (``Isend`` of the buffer), so its cost does not grow with its copies.
+build's eager limit.
 
 Neither side spins in MPI while it waits: :class:`Backoff` sleeps between polls, from
 10 µs doubling to ``max_sleep`` (1 ms), and starts again at 10 µs after any event.
@@ -44,6 +50,7 @@ class Tag(IntEnum):
     ERROR = 14
     STOP = 15
     CONTEXT = 16
+    BUFFER = 17  #: an out-of-band buffer of the Frame just sent (see :class:`Frame`)
 
 
 class Backoff:
@@ -63,12 +70,27 @@ class Backoff:
         self.delay = min(self.delay * 2.0, self.max_sleep)
 
 
+class Frame:
+    """A message pickled once (protocol 5): ``head`` is a 4-byte count of out-of-band buffers
+    followed by the pickle, ``buffers`` are the contiguous numpy arrays it refers to,
+    sent from their own memory -- so a 1 MB genome costs the sender no copy of its own,
+    and a context sent to every worker is pickled once."""
+
+    __slots__ = ("head", "buffers")
+
+    def __init__(self, obj):
+        buffers: list = []
+        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        self.buffers = [b.raw() for b in buffers]
+        self.head = len(self.buffers).to_bytes(4, "little") + data
+
+
 class Outbox:
     """Sends that MPI has not completed yet, with the buffers they read from.
 
-    :meth:`send` never waits for the receiver; :meth:`progress` completes what MPI can
-    (it also drives MPI's progress engine, which moves rendezvous data).  A buffer is
-    released only once its send completed."""
+    :meth:`send` and :meth:`send_frame` never wait for the receiver; :meth:`progress`
+    completes what MPI can (it also drives MPI's progress engine, which moves rendezvous
+    data).  A buffer is released only once its send completed."""
 
     def __init__(self, comm):
         from mpi4py import MPI
@@ -76,17 +98,21 @@ class Outbox:
         self.comm = comm
         self._MPI = MPI
         self.requests: list = []
-        self.buffers: list = []  #: kept alive while their send is pending (None for pickled sends)
+        self.buffers: list = []  #: kept alive while their send is pending (None for mpi4py's own)
 
     def send(self, obj, dest: int, tag: int) -> None:
-        """Pickle ``obj`` (once) and start sending it to ``dest``."""
+        """Start sending ``obj`` pickled by mpi4py (read with a plain ``recv``): results."""
         self.requests.append(self.comm.isend(obj, dest=dest, tag=tag))
         self.buffers.append(None)
 
-    def send_bytes(self, data: bytes, dest: int, tag: int) -> None:
-        """Start sending already pickled ``data`` (:func:`dumps`) as raw bytes."""
-        self.requests.append(self.comm.Isend([data, self._MPI.BYTE], dest=dest, tag=tag))
-        self.buffers.append(data)
+    def send_frame(self, frame: Frame, dest: int, tag: int) -> None:
+        """Start sending a :class:`Frame` (read with :func:`receive`): the coordinator's messages."""
+        MPI = self._MPI
+        self.requests.append(self.comm.Isend([frame.head, MPI.BYTE], dest=dest, tag=tag))
+        self.buffers.append(frame)
+        for b in frame.buffers:
+            self.requests.append(self.comm.Isend([b, MPI.BYTE], dest=dest, tag=Tag.BUFFER))
+            self.buffers.append(frame)
 
     def progress(self) -> bool:
         """Drop the completed sends; True if any completed."""
@@ -115,16 +141,9 @@ class Outbox:
         return len(self.requests)
 
 
-def dumps(obj) -> bytes:
-    """``obj`` pickled for :meth:`Outbox.send_bytes` (read back by :func:`receive`)."""
-    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 def receive(comm, status, source: int, wait: Backoff):
-    """The next message from ``source``: ``(object, tag, source)``; polls without spinning.
-
-    ``CONTEXT`` messages arrive as raw pickled bytes (:meth:`Outbox.send_bytes`), all
-    others as mpi4py's pickled objects."""
+    """The next :class:`Frame` from ``source``, unpickled: ``(object, tag, source)``; polls
+    without spinning."""
     from mpi4py import MPI
 
     while True:
@@ -134,8 +153,12 @@ def receive(comm, status, source: int, wait: Backoff):
         wait.sleep()
     wait.reset()
     src, tag = status.Get_source(), status.Get_tag()
-    if tag == Tag.CONTEXT:
+    head = bytearray(status.Get_count(MPI.BYTE))
+    msg.Recv([head, MPI.BYTE])
+    buffers = []
+    for _ in range(int.from_bytes(head[:4], "little")):  # its buffers follow it, in order
+        part = comm.mprobe(source=src, tag=Tag.BUFFER, status=status)
         buf = bytearray(status.Get_count(MPI.BYTE))
-        msg.Recv([buf, MPI.BYTE])
-        return pickle.loads(buf), tag, src
-    return msg.recv(), tag, src
+        part.Recv([buf, MPI.BYTE])
+        buffers.append(buf)
+    return pickle.loads(memoryview(head)[4:], buffers=buffers), tag, src
