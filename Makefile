@@ -25,6 +25,16 @@ test: install
 test-fast: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"
 
+# Checks past one machine (root needed; not part of `make test`; README "More than one
+# machine"): three hosts as network namespaces under mpiexec over TCP, and
+# scripts/slurm_evolve.sh through sbatch on a one-node Slurm (installs slurm-wlm and munge).
+.PHONY: test-multinode test-slurm
+test-multinode: install
+	$(PY) -m pytest -q -ra tests/cluster/test_multinode.py
+
+test-slurm: install
+	$(PY) -m pytest -q -ra tests/cluster/test_slurm.py
+
 evolve: install
 	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS)
 

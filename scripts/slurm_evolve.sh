@@ -7,9 +7,19 @@
 #   CONFIG=experiments/quickstart.toml sbatch scripts/slurm_evolve.sh
 #
 # Arguments after the script name are passed to `synapto evolve` (they override CONFIG).
+# Submit from the checkout (the job runs in the folder sbatch was called from).
+# Environment variables (sbatch passes them on):
+#   CONFIG    the config file (default experiments/bipedal_hebbian_dag.toml)
+#   PY        the Python with synapto (default .venv/bin/python)
+#   LAUNCHER  mpirun (default): the MPI's own launcher, which reads the allocation; the
+#             one used is $SYNAPTO_MPIEXEC, else the mpiexec beside $PY (the mpich wheel's
+#             Hydra, which starts its proxies with srun), else mpirun on $PATH;
+#             srun: Slurm starts the ranks, with SRUN_MPI (default pmi2, which the mpich
+#             wheel speaks; pmix needs a Slurm and an MPI built with PMIx)
 # Needs: the checkout and its .venv on a file system every node sees, and mpi4py built
 # against the MPI that launches it (see docs/bench_evolve.md).  Results do not depend on
-# the number of ranks; only /timing in the run file does.
+# the number of ranks; only /timing in the run file does.  `make test-slurm` runs this
+# script through sbatch on a one-node Slurm, both ways.
 #SBATCH --job-name=synapto-evolve
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=32
@@ -30,9 +40,11 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 echo "synapto evolve on ${SLURM_JOB_NUM_NODES:-?} node(s), $RANKS ranks: $(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null | paste -sd ' ')"
 if [ "$LAUNCHER" = srun ]; then
-    # Slurm's own launcher; SRUN_MPI must match how the MPI was built (pmix, pmi2, ...).
-    exec srun --mpi="${SRUN_MPI:-pmix}" "$PY" -m synapto evolve --config "$CONFIG" "$@"
+    # Slurm's own launcher; SRUN_MPI must be a PMI that the MPI speaks (pmi2, pmix, ...).
+    exec srun --mpi="${SRUN_MPI:-pmi2}" "$PY" -m synapto evolve --config "$CONFIG" "$@"
 else
     # The MPI's own launcher reads the Slurm allocation itself (MPICH/Hydra, Open MPI, Intel MPI).
-    exec mpirun -n "$RANKS" "$PY" -m synapto evolve --config "$CONFIG" "$@"
+    MPIEXEC=${SYNAPTO_MPIEXEC:-$(dirname "$PY")/mpiexec}
+    [ -x "$MPIEXEC" ] || MPIEXEC=mpirun
+    exec "$MPIEXEC" -n "$RANKS" "$PY" -m synapto evolve --config "$CONFIG" "$@"
 fi

@@ -13,6 +13,10 @@ import pytest
 from synapto.store import compare
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# tests/cluster/ sets up hosts (network namespaces) or a Slurm on this machine and needs root:
+# it runs only when named (make test-multinode, make test-slurm), never within `pytest tests`.
+collect_ignore = ["cluster"]
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
