@@ -71,6 +71,13 @@ BENCH_ARGS    ?=
 bench-evolve: install
 	$(PY) -m synapto bench evolve --agent $(BENCH_AGENT) --workers-list $(BENCH_WORKERS) --seed $(BENCH_SEEDS) $(BENCH_ARGS)
 
+# Farm benchmark (docs/bench_farm.md): the coordinator's CPU per task and tasks/s at
+# 1-64 worker ranks (oversubscribed on a small machine), then bipedal_solve and
+# lunarlander_learn at 1 and 2 workers.  About 10 minutes on 2 idle cores.
+.PHONY: bench-farm
+bench-farm: install
+	$(PY) -m synapto bench farm
+
 # Throughput benchmarks (docs/throughput.md): CartPole-v1 steps/s against the number of
 # environments per backend, and small-network timing (numpy, PyTorch when installed).
 .PHONY: bench-envs bench-nn
