@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from synapto.errors import DiskFullError, UsageError
-from synapto.parallel.launch import env_rank
+from synapto.parallel.launch import env_rank, record_run
 
 
 def _log(msg: str) -> None:
@@ -44,6 +44,7 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
         for cfg, o, resuming in jobs:
             if not resuming:
                 check_output_path(o, force)
+            record_run(o)
             workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
                 run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,

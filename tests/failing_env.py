@@ -80,3 +80,22 @@ class StallCartPole(CartPoleEnv):
 
 if "StallCartPole-v0" not in gym.registry:
     gym.register("StallCartPole-v0", entry_point=StallCartPole, max_episode_steps=500)
+
+
+class DyingCartPole(CartPoleEnv):
+    """CartPole whose first episode in a worker rank (not rank 0) kills that process with
+    SIGSEGV -- a rank that dies outright -- once per marker file ``$SYNAPTO_TEST_DIE``
+    (created then: a rerun or ``--resume`` of the same command does not die)."""
+
+    def reset(self, *, seed=None, options=None):
+        marker = os.environ.get("SYNAPTO_TEST_DIE")
+        rank = os.environ.get("PMI_RANK", "0")
+        if marker and rank != "0" and not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write(f"{rank} {os.getpid()}\n")
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().reset(seed=seed, options=options)
+
+
+if "DyingCartPole-v0" not in gym.registry:
+    gym.register("DyingCartPole-v0", entry_point=DyingCartPole, max_episode_steps=200)

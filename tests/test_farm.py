@@ -247,5 +247,31 @@ def test_a_format_3_run_file_still_reads_replays_and_resumes(tmp_path):
         assert a.champion().test_returns.tobytes() == b.champion().test_returns.tobytes()
 
 
+# -- a rank that dies outright ------------------------------------------------------------
+@pytest.mark.mpi
+def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_path):
+    """A worker rank killed by a segfault ends the MPI job (MPI's semantics): the command
+    says in one line which rank died, where and of what, exits 139 (128 + SIGSEGV), and
+    its resume command finishes the run as if nothing had happened."""
+    import re
+
+    args = ["evolve", "--env", "failing_env:DyingCartPole-v0", "--agent", "pruned-mlp", "--hidden", "4",
+            "--population", "8", "--generations", "3", "--episodes", "2", "--batch", "off", "--workers", "2"]
+    marker = tmp_path / "died"
+    out = tmp_path / "run.h5"
+    res = run_cli(*args, "--out", out, extra_env={"SYNAPTO_TEST_DIE": marker})
+    assert marker.exists(), res.stderr  # the case is what it claims to be
+    rank = int(marker.read_text().split()[0])
+    assert res.returncode == 139, (res.returncode, res.stderr)
+    last = res.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error: worker rank {rank} on \S+ died \(Fatal Python error: Segmentation fault\), "
+                        rf"which ended the MPI job \(exit 139\); .*--resume {re.escape(str(out))}", last), last
+    res = run_cli(*last.split("python -m synapto ")[1].split(), extra_env={"SYNAPTO_TEST_DIE": marker})
+    assert res.returncode == 0, res.stderr
+    ref = tmp_path / "ref.h5"
+    assert run_cli(*args, "--out", ref, extra_env={"SYNAPTO_TEST_DIE": marker}).returncode == 0
+    assert_same_run(ref, out)
+
+
 if __name__ == "__main__":
     {"busy": _busy_worker}[sys.argv[1]](sys.argv[2])

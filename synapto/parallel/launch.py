@@ -106,10 +106,38 @@ def _job_status(line: str) -> None:
         os.close(fd)
 
 
+#: the open file a rank's fatal-signal report goes to (kept open for the process's life)
+_fault_file = None
+
+
 def announce() -> None:
-    """In a relaunched job: tell the parent this rank's pid, so that it forwards signals here."""
-    if os.environ.get(JOB_STATUS):
-        _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
+    """In a relaunched job: tell the parent this rank's pid, so that it forwards signals here,
+    and have a fatal signal of this rank (a segfault in an env's C code, say) reported to
+    the parent (Python's faulthandler writes into
+    :func:`synapto.parallel.supervise.fault_path`), which names the rank
+    that died when the job ends without the coordinator's exit code."""
+    global _fault_file
+    status = os.environ.get(JOB_STATUS)
+    if not status:
+        return
+    _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
+    import faulthandler
+
+    try:
+        from synapto.parallel.supervise import fault_path
+
+        _fault_file = open(fault_path(status, env_rank()), "w")
+        _fault_file.write(f"{env_rank()} {socket.gethostname()} {os.getpid()}\n")
+        _fault_file.flush()
+        faulthandler.enable(file=_fault_file, all_threads=False)
+    except OSError:
+        _fault_file = None
+
+
+def record_run(path) -> None:
+    """In a relaunched job: the run file rank 0 works on (the parent names it in a report)."""
+    if env_rank() == 0:
+        _job_status(f"run {os.fspath(path)}")
 
 
 def record_signal(signum: int) -> None:

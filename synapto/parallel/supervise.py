@@ -21,7 +21,13 @@ holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-
   makes of the job's end; without one (rank 0 died), 128 + the first signal if a signal
   arrived, else ``mpiexec``'s own;
 * if this process dies (``kill -9``), the kernel kills ``mpiexec`` (``PR_SET_PDEATHSIG``
-  on Linux), which takes its ranks with it.
+  on Linux), which takes its ranks with it;
+* a rank that dies outright (a segfault in an env's C code, an abort) ends the whole MPI
+  job -- MPI's semantics.  Each rank reports its own fatal signal into a file of its own
+  (:func:`fault_path`, written by Python's faulthandler), so when the job ends without
+  rank 0's exit code this process says in one line which rank died, on which host, of
+  what, and the resume command of the run rank 0 was writing; it exits 128 + that
+  signal (139 for a segfault).
 
 This module imports nothing of synapto beyond the package itself: the parent stays small.
 """
@@ -42,6 +48,62 @@ STATUS = "SYNAPTO_JOB_STATUS"
 GRACE = 3.0
 #: seconds between two looks at the child and the status file
 POLL = 0.05
+
+
+#: fatal signals faulthandler names, by the name it prints
+FATAL = {"Segmentation fault": signal.SIGSEGV, "Floating-point exception": signal.SIGFPE,
+         "Floating point exception": signal.SIGFPE, "Aborted": signal.SIGABRT, "Bus error": signal.SIGBUS,
+         "Illegal instruction": signal.SIGILL}
+
+
+def fault_path(status: str, rank: int) -> str:
+    """Where rank ``rank`` of the job whose status file is ``status`` reports its own death
+    (a first line ``rank host pid``; faulthandler's report after it, if the rank died)."""
+    return f"{status}.rank{rank}"
+
+
+def read_faults(status: str) -> list[tuple[int, str, int, str]]:
+    """``(rank, host, signal, faulthandler's first line)`` of every rank that reported a fatal
+    signal, by rank."""
+    import glob
+
+    out = []
+    for path in glob.glob(glob.escape(status) + ".rank*"):
+        try:
+            with open(path, errors="replace") as f:
+                head, *rest = f.read().splitlines() or [""]
+            rank, host, _ = head.split()
+        except (OSError, ValueError):
+            continue
+        report = next((line.strip() for line in rest if line.strip()), "")
+        if report:
+            what = report.removeprefix("Fatal Python error:").strip()
+            out.append((int(rank), host, int(FATAL.get(what, 0)), report))
+    return sorted(out)
+
+
+def death_report(status: str, rc: int) -> tuple[str, int] | None:
+    """The one-line report and exit code of a job whose rank died (None: none reported)."""
+    faults = read_faults(status)
+    if not faults:
+        return None
+    rank, host, sig, report = faults[0]
+    role = "the coordinator (rank 0)" if rank == 0 else f"worker rank {rank}"
+    code = 128 + sig if sig else (rc if rc > 0 else 1)
+    run = read_run(status)
+    then = (f"; the checkpoint of its last completed generation is on disk: python -m synapto evolve --resume "
+            f"{run}" if run else "")
+    return f"error: {role} on {host} died ({report}), which ended the MPI job (exit {code}){then}", code
+
+
+def read_run(path: str) -> str | None:
+    """The run file rank 0 said it was writing last (None: none)."""
+    try:
+        with open(path) as f:
+            runs = [line[4:] for line in f.read().splitlines() if line.startswith("run ")]
+    except OSError:
+        return None
+    return runs[-1] if runs else None
 
 
 def read_status(path: str) -> tuple[dict[int, int], list[int], int | None]:
@@ -146,12 +208,22 @@ def supervise(cmd: list[str]) -> int:
                     return 130
             time.sleep(POLL)
         _, recorded, rank0 = read_status(status)
+        if rank0 is None and not received:
+            died = death_report(status, rc)
+            if died is not None:
+                sys.stdout.flush()
+                sys.stderr.write(died[0] + "\n")
+                sys.stderr.flush()
+                return died[1]
         return exit_code(rc, received, recorded, rank0)
     finally:
-        try:
-            os.unlink(status)
-        except OSError:
-            pass
+        import glob
+
+        for path in [status, *glob.glob(glob.escape(status) + ".rank*")]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
