@@ -39,6 +39,8 @@ def reference(request, tmp_path_factory):
     out = d / "ref.h5"
     r = run_cli(*RUN, *_flags(strategy), "--out", out, timeout=300)
     assert r.returncode == 0, r.stderr
+    with RunData(out) as run:  # the tests below cover compact files (noise keys) and files of populations
+        assert run.compact == (strategy in ("openai-es", "pgpe"))  # cmaes: full covariance at this size
     return strategy, out
 
 
