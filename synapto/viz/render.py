@@ -15,7 +15,7 @@ second with the final return.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +38,7 @@ class Player:
     limit: int | None  #: step cap besides the env's own time limit
     expected: list[float]  #: the run file's returns of these episodes, when it has them
     discrete: bool
+    env_options: dict = field(default_factory=dict)  #: keyword arguments of the env's constructor
 
 
 def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
@@ -50,7 +51,7 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
     return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
-                  expected, agent.space.discrete), pick.what
+                  expected, agent.space.discrete, dict(cfg.env_options)), pick.what
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
@@ -150,7 +151,7 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
-        env = make_env(player.env_id, render_mode="rgb_array")
+        env = make_env(player.env_id, render_mode="rgb_array", **player.env_options)
         render_fps = render_fps or (env.metadata or {}).get("render_fps")
         obs, _ = env.reset(seed=seed)
         player.reset()
