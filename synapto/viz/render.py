@@ -7,8 +7,8 @@ test did, so the champion's rendered returns equal the stored test returns (the
 command prints both).  PPO runs play the deterministic policy (mean action, most
 likely choice) of ``--params`` on the ``PPO_TEST`` stream, as ``synapto ppo-eval``
 does.  Frames come from the env's ``rgb_array`` rendering (headless: SDL's dummy
-drivers), every ``--every``-th step, scaled by ``--scale``; each frame shows the
-episode and its return so far, and the last frame of an episode is held for a
+drivers), every ``--every``-th step, scaled by ``--scale``; a white band above each
+frame (never over the env's pixels) names the episode and its return so far, and the last frame of an episode is held for a
 second with the final return.
 """
 
@@ -146,8 +146,7 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
         size = max(9, im.height // 18)
         if size not in fonts:
             fonts[size] = _font(ImageFont, size)
-        _caption(ImageDraw.Draw(im), im, lines, fonts[size])
-        return np.asarray(im)
+        return np.asarray(_captioned(Image, ImageDraw, im, lines, fonts[size]))
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
@@ -198,16 +197,23 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
     return {"returns": returns, "lengths": lengths, "frames": len(frames), "width": w, "height": h, "fps": fps}
 
 
-def _caption(draw, im, lines, font) -> None:
+def _captioned(Image, ImageDraw, frame, lines, font):
+    """``frame`` below a white band holding ``lines``: the caption never hides the env's
+    pixels.  The band's height depends on the font only, so every frame has one size."""
     pad = 3
-    boxes = [draw.textbbox((0, 0), line, font=font) for line in lines]
-    height = sum(b[3] - b[1] + pad for b in boxes) + pad
-    width = max(b[2] - b[0] for b in boxes) + 2 * pad
-    draw.rectangle((0, 0, min(im.width, width), height), fill=(255, 255, 255))
+    top, bottom = ImageDraw.Draw(frame).textbbox((0, 0), "Ag", font=font)[1::2]
+    line_height = bottom - top
+    band = len(lines) * (line_height + pad) + pad
+    band += band % 2  # even sizes for video
+    out = Image.new("RGB", (frame.width, frame.height + band), (255, 255, 255))
+    out.paste(frame.convert("RGB"), (0, band))
+    draw = ImageDraw.Draw(out)
     y = pad
-    for line, b in zip(lines, boxes):
+    for line in lines:
+        b = draw.textbbox((0, 0), line, font=font)
         draw.text((pad, y - b[1]), line, fill=(0, 0, 0), font=font)
-        y += b[3] - b[1] + pad
+        y += line_height + pad
+    return out
 
 
 def _writer(suffix: str):
