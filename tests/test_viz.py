@@ -441,6 +441,6 @@ def test_missing_plot_extra_says_what_to_install(runs, tmp_path):
     codes = [line for line in proc.stdout.splitlines() if not line.startswith("export:")]
     assert codes == ["plot 2", "draw 2", "render 2", "export 0"], proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
-        f"error: {c} needs {m}: pip install -e .[plot]  (or `make install`)"
+        f"error: {c} needs {m}: pip install 'synapto-evo[plot]' (in a checkout: make install)"
         for c, m in (("plot", "matplotlib"), ("draw", "matplotlib"), ("render", "imageio"))]
     assert not (tmp_path / "x.png").exists() and (tmp_path / "c" / "dag_s1.csv").exists()

@@ -68,12 +68,18 @@ def h5py():
 def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for pkg in ("synapto", "numpy", "gymnasium", "h5py", "mpi4py", "box2d"):
+    from synapto import __version__
+    from synapto.provenance import git_commit
+
+    out = {"python": platform.python_version(), "synapto": __version__}
+    for pkg in ("numpy", "gymnasium", "h5py", "mpi4py", "box2d"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
+    commit = git_commit()
+    if commit:
+        out["git_commit"] = commit
     return out
 
 

@@ -33,7 +33,8 @@ def require(module: str, command: str, package: str | None = None):
         return importlib.import_module(module)
     except ImportError:
         package = package or module.split(".")[0]
-        raise UsageError(f"{command} needs {package}: pip install -e .[plot]  (or `make install`)") from None
+        raise UsageError(f"{command} needs {package}: pip install 'synapto-evo[plot]' "
+                         f"(in a checkout: make install)") from None
 
 
 def matplotlib_figure(command: str):
