@@ -408,10 +408,13 @@ def check_task_timeout(value) -> float | None:
 @app.command()
 def replay(
     run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay.")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.")] = None,
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay (with "
+                                                           "--individual).", show_default="none: --sample")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.",
+                                                      show_default="none: --sample")] = None,
     sample: Annotated[Optional[int], typer.Option(
-        help="Replay K evaluations drawn at random across generations and individuals.")] = None,
+        help="Replay K evaluations drawn at random across generations and individuals.",
+        show_default="the one of --generation and --individual")] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
     validation: Annotated[bool, typer.Option(
         help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
