@@ -206,3 +206,30 @@ def user_unbounded_env(tmp_path):
     from conftest import _env
 
     return os.pathsep.join([str(tmp_path), _env()["PYTHONPATH"]])
+
+
+def test_a_full_disk_while_the_run_file_grows_says_so(tmp_path, monkeypatch):
+    import errno
+
+    import synapto
+    import synapto.store.evolve as store_evolve
+    import synapto.store.files as files
+    from synapto.errors import DiskFullError
+
+    monkeypatch.setattr(store_evolve, "FIRST_ROWS", 2)  # the file outgrows its rows at generation 2
+    reserve = files.reserve_space
+    calls = []
+
+    def full_after_creation(path, nbytes):
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return reserve(path, nbytes)
+
+    monkeypatch.setattr(files, "reserve_space", full_after_creation)
+    cfg = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(3,), population=8, generations=4,
+                               episodes=1, validate_episodes=0, test_episodes=0)
+    with pytest.raises(DiskFullError, match=r"no space left on device \(growing it\)"):
+        synapto.evolve(cfg, tmp_path / "g.h5", log=lambda m: None)
+    with h5py.File(tmp_path / "g.h5", "r") as f:  # the file before the growth, whole
+        assert int(f["completed"][0]) == 2

@@ -381,4 +381,4 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 
     with writing(path, what):
-        return EvolveRunWriter(rewrite(path, write))
+        return EvolveRunWriter(rewrite(path, write, what))

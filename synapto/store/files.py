@@ -452,10 +452,10 @@ def replace_file(path: Path, build: Callable[[Path], None], tmp_suffix: str, wha
     fsync_dir(path.parent if str(path.parent) else Path("."))
 
 
-def rewrite(path: Path, write: Callable[[Path], None]):
+def rewrite(path: Path, write: Callable[[Path], None], what: str = "rebuilding it to resume"):
     """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it
     (:func:`replace_file`), and return it reopened for appending (:func:`open_append`).
     Both resumes (evolution and PPO) rebuild their run file this way, from its first
-    completed rows."""
-    replace_file(path, write, ".resume.tmp", "rebuilding it to resume")
+    completed rows, and so does a run that outgrows its rows (``what`` says which)."""
+    replace_file(path, write, ".resume.tmp", what)
     return open_append(path)
