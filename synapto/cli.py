@@ -16,7 +16,8 @@ import typer
 
 from synapto.config import EvolveConfig
 from synapto.errors import DiskFullError, UsageError
-from synapto.logs import debug as say_debug, say
+from synapto.evolve_command import check_task_timeout  # noqa: F401  (part of this module's interface)
+from synapto.logs import say
 from synapto.parallel.launch import env_rank
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
@@ -290,7 +291,8 @@ def evolve(
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import load_toml
-    from synapto.evolve_command import check_evolve_memory, resume_evolution, run_on_farm
+    from synapto.evolve_command import (check_evolve_memory, check_run_files, resume_evolution, run_on_farm,
+                                        tracking_callbacks)
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.store import check_output_path
 
@@ -371,37 +373,6 @@ def evolve(
 
     run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout,
                 callbacks=callbacks)
-
-
-def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
-    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now)."""
-    from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
-
-    found = [timing_debug(say_debug)]
-    if tensorboard is not None:
-        found.append(TensorBoardWriter.checked(tensorboard))
-    if live_log is not None:
-        found.append(LiveLog.checked(live_log))
-    return found
-
-
-def check_run_files(configs, outs, n_params: int) -> None:
-    """Refuse run files that cannot be written: over HDF5's limits or the free disk space."""
-    from synapto.resources import check_run_file
-
-    for cfg, o in zip(configs, outs):
-        check_run_file(cfg, n_params, o)
-
-
-def check_task_timeout(value) -> float | None:
-    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
-    import math
-
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
-        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
-    return float(value)
 
 
 # --------------------------------------------------------------------------- replay

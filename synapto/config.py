@@ -79,7 +79,8 @@ class EvolveConfig:
              f"--population must be an integer >= 2, got {self.population!r}")
         need(integer(self.generations) and self.generations >= 1,
              f"--generations must be an integer >= 1, got {self.generations!r}")
-        need(integer(self.max_env_steps) and self.max_env_steps >= 0, f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
+        need(integer(self.max_env_steps) and self.max_env_steps >= 0,
+             f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
         need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
              and all(integer(h) and h > 0 for h in self.hidden),
              f"--hidden must be one or more positive integers, got {_show(self.hidden)!r}")

@@ -18,6 +18,38 @@ from synapto.parallel.launch import env_rank
 from synapto.shell import synapto_command
 
 
+def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
+    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now)."""
+    from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
+    from synapto.logs import debug
+
+    found = [timing_debug(debug)]
+    if tensorboard is not None:
+        found.append(TensorBoardWriter.checked(tensorboard))
+    if live_log is not None:
+        found.append(LiveLog.checked(live_log))
+    return found
+
+
+def check_run_files(configs, outs, n_params: int) -> None:
+    """Refuse run files that cannot be written: over HDF5's limits or the free disk space."""
+    from synapto.resources import check_run_file
+
+    for cfg, o in zip(configs, outs):
+        check_run_file(cfg, n_params, o)
+
+
+def check_task_timeout(value) -> float | None:
+    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
+    import math
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
 def check_evolve_memory(configs, n_params: int) -> None:
     """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
     from synapto.resources import check_memory, evolve_memory
@@ -136,7 +168,7 @@ def resume_state(path, values: dict):
     from synapto.store import RunData, read_checkpoint
 
     if not Path(path).exists():
-        raise UsageError(f"--resume {str(path)!r}: no such run file")
+        raise UsageError(f"--resume {str(path)!r}: no such file")
     with RunData(path, kind="evolve") as run:
         run.verify()  # damaged data is refused here, before anything is rewritten
         stored = EvolveConfig.from_json(run.config_json)

@@ -48,7 +48,7 @@ def test_evolve_with_workers_returns_the_summary_and_logs_through_log(tmp_path, 
 
 
 def test_resume_refuses_a_missing_file_and_a_changed_config(tmp_path):
-    with pytest.raises(UsageError, match="no such run file"):
+    with pytest.raises(UsageError, match="no such file"):
         synapto.evolve(CFG, tmp_path / "missing.h5", resume=True)
     assert not (tmp_path / "missing.h5").exists()
     synapto.evolve(CFG, tmp_path / "r.h5", log=lambda m: None)

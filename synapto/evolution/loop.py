@@ -252,6 +252,16 @@ def action_range(agent) -> str:
     return "tanh in [-1, 1]: the action space is unbounded, actions are not scaled"
 
 
+def announce(cfg: EvolveConfig, agent, budget: Budget, workers: int, out, log) -> None:
+    """The run's first line (and a warning for an action space that is not bounded)."""
+    log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
+        f"{budget.describe()}, {plural(cfg.episodes, 'episode')} per fitness, seed {cfg.seed}, "
+        f"{plural(workers, 'worker')} -> {out}")
+    if action_range(agent).startswith("tanh in [-1, 1]: "):
+        log(f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
+            f"(the run file's attribute action_range says so)")
+
+
 def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
@@ -280,12 +290,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress)
-    log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
-        f"{budget.describe()}, {plural(cfg.episodes, 'episode')} per fitness, seed {cfg.seed}, "
-        f"{plural(farm.n_workers, 'worker')} -> {out}")
-    if action_range(run.agent).startswith("tanh in [-1, 1]: "):
-        log(f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
-            f"(the run file's attribute action_range says so)")
+    announce(cfg, run.agent, budget, farm.n_workers, out, log)
     start_fraction = budget.fraction(run.generation, run.env_steps + run.validation_steps)
     progress.start(run.generation, run.env_steps + run.validation_steps)
     try:
@@ -301,9 +306,8 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             progress.advance(run.generation, steps)
             log(progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed,
                                                                          start_fraction)))
-            report = GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg)
             for callback in callbacks:
-                callback(report)
+                callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
         progress.stop()
         test = run.finish(evals)
     except FarmInterrupted:

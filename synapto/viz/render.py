@@ -8,8 +8,8 @@ command prints both).  PPO runs play the deterministic policy (mean action, most
 likely choice) of ``--params`` on the ``PPO_TEST`` stream, as ``synapto ppo-eval``
 does.  Frames come from the env's ``rgb_array`` rendering (headless: SDL's dummy
 drivers), every ``--every``-th step, scaled by ``--scale``; a white band above each
-frame (never over the env's pixels) names the episode and its return so far, and the last frame of an episode is held for a
-second with the final return.
+frame (never over the env's pixels) names the episode and its return so far, and the
+last frame of an episode is held for a second with the final return.
 """
 
 from __future__ import annotations
