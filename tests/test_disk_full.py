@@ -3,7 +3,8 @@ temporary files left; ``--resume`` while still full fails the same way and chang
 space is freed the run resumes bit-identically to an uninterrupted one.
 
 The disk is a real tmpfs of 600 KB in a private mount namespace (:mod:`private_fs`), filled to
-levels measured from a reference run: the run file does not fit, its first checkpoint does not,
+levels measured from a reference run: the run file does not fit (refused before the run, exit 2:
+its size is estimated first), its first checkpoint does not,
 its second one does not (1 and 3 ranks), the final selection's rewrite does not.
 """
 
@@ -88,8 +89,10 @@ def test_disk_full(tmp_path, reference, level, ranks):
     mnt, results = on_tmpfs(tmp_path, SIZE, steps)
     path = str(mnt / "r.h5")
     first, files = results[1], results[2]["files"]
-    if level == "run file":
-        check_full(first, path, resume=False)
+    if level == "run file":  # refused before anything is written: the run file's size is estimated first
+        err = first["stderr"].strip().splitlines()
+        assert first["returncode"] == 2 and len(err) == 1, first
+        assert err[0].startswith(f"error: --out {path!r}: the run file of ") and "free" in err[0], err
         assert set(files) == {"filler"}, files  # nothing of the run was kept
         return
     check_full(first, path, resume=True)

@@ -68,13 +68,13 @@ def h5py():
 def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    from synapto import __version__
-    from synapto.provenance import git_commit
+    from synapto.store.provenance import git_commit
 
-    out = {"python": platform.python_version(), "synapto": __version__}
-    for pkg in ("numpy", "gymnasium", "h5py", "mpi4py", "box2d"):
+    out = {"python": platform.python_version()}
+    for key, pkg in (("synapto", "synapto-evo"), ("numpy", "numpy"), ("gymnasium", "gymnasium"), ("h5py", "h5py"),
+                     ("mpi4py", "mpi4py"), ("box2d", "box2d")):
         try:
-            out[pkg] = version(pkg)
+            out[key] = version(pkg)
         except PackageNotFoundError:
             pass
     commit = git_commit()

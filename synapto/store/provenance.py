@@ -15,7 +15,7 @@ from pathlib import Path
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """``<40 hex digits>[+dirty]`` of the checkout holding this synapto, or None."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
 
