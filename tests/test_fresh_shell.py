@@ -62,6 +62,17 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_a_shipped_config_outside_the_ch
                             "-w", str(dist), str(src)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
     (wheel,) = dist.glob("synapto_evo-*.whl")
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+        meta = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "synapto/experiments/quickstart.toml" in names  # the shipped configs travel with the package
+    assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+    for line in ("Name: synapto-evo", "License: MIT", "Requires-Python: >=3.10", "Provides-Extra: mpich",
+                 "Classifier: Programming Language :: Python :: 3.10", "Provides-Extra: tensorboard",
+                 "Classifier: Programming Language :: Python :: 3.13", "Project-URL: "):
+        assert line in meta, line
 
     fresh = tmp_path / "venv"
     venv.create(fresh, with_pip=False)

@@ -92,3 +92,32 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0 and capsys.readouterr().out.startswith(f"synapto {__version__} (Python ")
+
+
+def test_ppo_check_says_what_would_run_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "p.h5"
+    with pytest.raises(SystemExit) as exc:
+        main(["ppo", "--env", "CartPole-v1", "--epochs", "3", "--out", str(out), "--check"])
+    assert exc.value.code == 0
+    said = capsys.readouterr().out
+    assert said.startswith("ok: 1 PPO run(s) would run: CartPole-v1") and str(out) in said
+    assert list(tmp_path.iterdir()) == []
+    out.write_text("x")
+    with pytest.raises(SystemExit) as exc:  # what the run refuses, --check refuses
+        main(["ppo", "--env", "CartPole-v1", "--out", str(out), "--check"])
+    assert exc.value.code == 2 and "exists; pass --force" in capsys.readouterr().err
+
+
+def test_make_evolve_can_be_run_again():
+    import shutil
+    import subprocess
+
+    from conftest import ROOT
+
+    make = shutil.which("make")
+    assert make, "make is needed for `make test` anyway"
+    dry = subprocess.run([make, "-n", "-W", "setup.cfg", "evolve"], cwd=ROOT, capture_output=True, text=True)
+    line = [ln for ln in dry.stdout.splitlines() if "synapto evolve" in ln]
+    assert line and "--config quickstart" in line[-1] and "--force" in line[-1], dry.stdout
+    dry = subprocess.run([make, "-n", "evolve", "FORCE="], cwd=ROOT, capture_output=True, text=True)
+    assert "--force" not in [ln for ln in dry.stdout.splitlines() if "synapto evolve" in ln][-1]

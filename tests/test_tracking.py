@@ -9,6 +9,7 @@ import json
 
 import h5py
 import numpy as np
+import pytest
 
 from conftest import ROOT, run_cli
 
@@ -75,3 +76,25 @@ def test_verbose_run_counts_generations_as_its_file_and_records_the_commit(tmp_p
 def test_quiet_prints_nothing_but_warnings(tmp_path):
     quiet = run_cli("evolve", *RUN, "--out", tmp_path / "q.h5", "-q", timeout=120)
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout
+
+
+def test_budget_progress_and_time_left():
+    from synapto.evolution.progress import Budget
+
+    gens = Budget(generations=100)
+    assert gens.fraction(25, 10**9) == 0.25 and gens.eta(25, 0, elapsed=50.0) == pytest.approx(150.0)
+    steps = Budget(generations=100_000, max_env_steps=3_000_000)  # a step budget ends the run, not 100000 gens
+    assert steps.unit == "env steps" and steps.total == 3_000_000
+    assert steps.fraction(121, 2_999_000) == pytest.approx(2_999_000 / 3_000_000)
+    assert steps.eta(60, 1_500_000, elapsed=30.0) == pytest.approx(30.0)
+    assert steps.eta(10, 1_500_000, elapsed=30.0, start_fraction=0.25) == pytest.approx(60.0)  # resumed at 25 %
+    assert gens.eta(0, 0, elapsed=1.0) is None
+
+
+def test_a_step_budget_is_the_progress_of_the_run(tmp_path):
+    proc = run_cli("evolve", *RUN, "--generations", "100000", "--max-env-steps", "300", "--out", tmp_path / "s.h5",
+                   timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("gen ")]
+    assert "up to 300 env steps (at most 100,000 generations)" in proc.stdout
+    assert lines and lines[-1].split()[2] == "100.0%" and "/100000" not in proc.stdout and " eta " in lines[0]
