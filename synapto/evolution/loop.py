@@ -94,6 +94,7 @@ class EvolutionRun:
     def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None],
                  overwrite: bool = True):
         self.cfg, self.out, self.log = cfg, out, log
+        self.t_written = time.perf_counter()  #: when the last row was written (first: the run's start)
         self.agent = build_agent(cfg)
         self.cfg_json = cfg.to_json()
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
@@ -163,12 +164,13 @@ class EvolutionRun:
             return None
         return self.norms[generation] if generation < len(self.norms) else self.obs.frozen()
 
-    def record(self, gen: Generation, checkpoint_every: int, t_start: float, norm) -> dict[str, float]:
+    def record(self, gen: Generation, checkpoint_every: int, norm) -> dict[str, float]:
         """Count, append generation ``gen`` to the run file, checkpoint on schedule.
 
         ``/timing/wall`` of a generation is the time from the previous generation's row
-        (or from the start of this process's run, ``t_start``) to this one's: it covers
-        the previous write and checkpoint too, so the walls add up to the run's wall time."""
+        (or from the start of this process's run: creating or rebuilding the file) to this
+        one's: it covers the previous write and checkpoint too, so the walls add up to the
+        run's wall time."""
         data = rows(gen)
         if self.obs is not None:
             self.norms.append(norm)
@@ -182,8 +184,7 @@ class EvolutionRun:
         data.update({f"strategy/{k}": v for k, v in gen.strategy_arrays.items()})
         t = time.perf_counter()
         ms = gen.map_stats
-        t_prev = getattr(self, "t_written", t_start)
-        self.t_written = t
+        t_prev, self.t_written = self.t_written, t
         timing = {"wall": t - t_prev, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
                   "worker_env": float(sum(r.env_seconds for r in gen.results)),
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
@@ -295,12 +296,11 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     progress.start(run.generation, run.env_steps + run.validation_steps)
     try:
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
-            t0 = time.perf_counter()
             norm = run.norm()
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
             for line in gen.warnings:
                 log(line)
-            stats = run.record(gen, options.checkpoint_every, t0, norm)
+            stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
             progress.advance(run.generation, steps)
