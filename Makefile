@@ -4,9 +4,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-# Options for `make evolve` and the benchmarks (override on the command line).
+# Options for `make evolve` and the benchmarks (override on the command line).  `make evolve`
+# reruns replace its run file (the same config and seed write the same file); FORCE= keeps it.
 WORKERS ?= 2
-CONFIG  ?= experiments/quickstart.toml
+CONFIG  ?= quickstart
+FORCE   ?= --force
 
 .PHONY: install test test-fast evolve clean
 
@@ -15,7 +17,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[plot,dev]"
+	$(PIP) install -e ".[mpich,plot,tensorboard,dev]"
 	touch $@
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot extra (installed above) fails the tests instead of skipping them
@@ -36,7 +38,7 @@ test-slurm: install
 	$(PY) -m pytest -q -ra tests/cluster/test_slurm.py
 
 evolve: install
-	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS)
+	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS) $(FORCE)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -29,7 +29,7 @@ The package layout mirrors the architecture (each seam has one owner):
 __version__ = "0.1.0"
 
 #: names of :mod:`synapto.api` available as ``synapto.<name>`` (imported on first use)
-_API = ("AskTell", "EvolveConfig", "RunOptions", "RunSummary", "build_agent", "evolve", "rollout")
+_API = ("AskTell", "EvolveConfig", "RunOptions", "RunSummary", "build_agent", "evolve", "load_policy", "rollout")
 
 
 def __getattr__(name: str):

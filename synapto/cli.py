@@ -7,17 +7,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from synapto.config import EvolveConfig
 from synapto.errors import DiskFullError, UsageError
+from synapto.evolve_command import check_task_timeout  # noqa: F401  (part of this module's interface)
+from synapto.logs import say
 from synapto.parallel.launch import env_rank
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
 app.add_typer(bench_app, name="bench")
 
@@ -53,35 +56,79 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def _log(msg: str) -> None:
-    print(msg, flush=True)
+_log = say  # the commands' log lines (synapto.logs)
+
+#: global options that may also stand after the command (``synapto evolve ... -q``)
+GLOBAL_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from synapto import __version__
+
+        typer.echo(f"synapto {__version__} (Python {sys.version.split()[0]})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print synapto's version and exit.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print debug lines (timings, the full "
+                                                                  "configuration).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print warnings and errors only.")] = False,
+):
+    """Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).
+    -v / -q may also follow the command."""
+    from synapto.logs import setup
+
+    setup(1 if verbose else -1 if quiet else 0)
+
+
+def hoist_global_flags(argv: list[str]) -> list[str]:
+    """Move -v/-q from after the command to before it, where the app's callback reads them."""
+    flags = [a for a in argv if a in GLOBAL_FLAGS]
+    return [*flags, *(a for a in argv if a not in GLOBAL_FLAGS)] if flags else argv
 
 
 # --------------------------------------------------------------------------- evolve
 #: strategy options that have a command-line flag (and a top-level TOML key) of their own
 STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
-EVOLVE_KEYS = {"env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
-               "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
+EVOLVE_KEYS = {"env", "env_options", "agent", "population", "generations", "max_env_steps", "hidden", "episodes",
+               "seed", "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
                "task_timeout",
                *STRATEGY_SHORTHANDS}
 
 
+def key_values(option: str, items: list[str] | None) -> dict:
+    """``--OPTION KEY=VALUE`` (repeatable) -> ``{key: value}``; values are TOML literals
+    (``3``, ``0.5``, ``true``, ``"text"``), else text."""
+    out = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{option} expects KEY=VALUE, got {item!r}")
+        out[key.strip().replace("-", "_")] = _literal(text.strip())
+    return out
+
+
+def table(values: dict, key: str) -> dict:
+    """A TOML table of ``key`` (``[agent_options]``...), checked."""
+    opts = values.pop(key, {})
+    if not isinstance(opts, dict):
+        raise UsageError(f"{key} must be a table of option = value, got {opts!r}")
+    return dict(opts)
+
+
 def strategy_options(values: dict, extra: list[str] | None) -> dict:
     """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
     then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
-    opts = values.pop("strategy_options", {})
-    if not isinstance(opts, dict):
-        raise UsageError(f"strategy_options must be a table of option = value, got {opts!r}")
-    opts = dict(opts)
+    opts = table(values, "strategy_options")
     for key in STRATEGY_SHORTHANDS:
         if key in values:
             opts[key] = values.pop(key)
-    for item in extra or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--strategy-option expects KEY=VALUE, got {item!r}")
-        opts[key.strip().replace("-", "_")] = _literal(text.strip())
+    opts.update(key_values("--strategy-option", extra))
     if "prune" in opts and isinstance(opts["prune"], str):
         word = opts["prune"].lower()
         if word not in ("on", "off"):
@@ -107,92 +154,149 @@ def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
     return out.with_name(f"{out.stem}_s{seed}{suffix}")
 
 
+def given_on_command_line(ctx: typer.Context, names) -> set[str]:
+    """The parameters of ``names`` that the command line (or the environment) set: the
+    others keep their shown default, and a ``--config`` file's value wins over it."""
+    out = set()
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            out.add(name)
+    return out
+
+
+def _seeds(value) -> list[int]:
+    seeds = value if isinstance(value, (list, tuple)) else [value]
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise UsageError(f"--seed must be one or more integers >= 0, got {value!r}")
+    return list(seeds)
+
+
+_E = {f.name: f.default for f in dataclasses.fields(EvolveConfig)}
+HELP_SECTIONS = {"run": "The run", "search": "Strategy", "choose": "Validation, selection, test",
+                 "exec": "Execution", "track": "Tracking"}
+
+
 @app.command(no_args_is_help=False)
 def evolve(
-    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. [default: BipedalWalker-v3]")] = None,
-    agent: Annotated[Optional[str], typer.Option(
-        help="pruned-mlp, hebbian-dag, or package.module:Class. [default: hebbian-dag]")] = None,
-    population: Annotated[Optional[int], typer.Option(help="Individuals per generation. [default: 64]")] = None,
-    generations: Annotated[Optional[int], typer.Option(help="Generations to run. [default: 100]")] = None,
-    max_env_steps: Annotated[Optional[int], typer.Option(
+    ctx: typer.Context,
+    env: Annotated[str, typer.Option(help="Gymnasium environment id; module:Env-v0 imports module first.",
+                                     rich_help_panel=HELP_SECTIONS["run"])] = _E["env"],
+    env_option: Annotated[Optional[list[str]], typer.Option(
+        help="A keyword argument of the env's constructor, KEY=VALUE (repeatable), e.g. continuous=true.",
+        rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
+    agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag, or package.module:Class.",
+                                       rich_help_panel=HELP_SECTIONS["run"])] = _E["agent"],
+    agent_option: Annotated[Optional[list[str]], typer.Option(
+        help="An agent option, KEY=VALUE (repeatable), e.g. neuromodulate=true (hebbian-dag).",
+        rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
+    hidden: Annotated[list[int], typer.Option(help="Hidden layer sizes, e.g. --hidden 8 8.",
+                                              rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),
+    population: Annotated[int, typer.Option(help="Individuals per generation.",
+                                            rich_help_panel=HELP_SECTIONS["run"])] = _E["population"],
+    generations: Annotated[int, typer.Option(help="Generations to run (at most, with --max-env-steps).",
+                                             rich_help_panel=HELP_SECTIONS["run"])] = _E["generations"],
+    max_env_steps: Annotated[int, typer.Option(
         help="Env-step budget of training and validation episodes: the run ends after the generation that "
-             "reaches it; 0 for none. [default: 0]")] = None,
-    hidden: Annotated[Optional[list[int]], typer.Option(
-        help="Hidden layer sizes, e.g. --hidden 8 8. [default: 8 8]")] = None,
-    episodes: Annotated[Optional[int], typer.Option(help="Episodes averaged per fitness. [default: 4]")] = None,
-    seed: Annotated[Optional[list[int]], typer.Option(
-        help="Run seed(s); several run one after another. [default: 0]")] = None,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Worker processes: relaunch under `mpiexec -n N+1` (ignored when already under MPI). "
-             "0 runs in this process. [default: 0]")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="TOML file of options (see experiments/); "
-                                                      "command-line options override it.")] = None,
-    test_episodes: Annotated[Optional[int], typer.Option(
-        help="Episodes of the final champion test; 0 skips it. [default: 100]")] = None,
+             "reaches it; 0 for none.", rich_help_panel=HELP_SECTIONS["run"])] = _E["max_env_steps"],
+    episodes: Annotated[int, typer.Option(help="Episodes averaged per fitness.",
+                                          rich_help_panel=HELP_SECTIONS["run"])] = _E["episodes"],
+    seed: Annotated[list[int], typer.Option(help="Run seed(s); several run one after another.",
+                                            rich_help_panel=HELP_SECTIONS["run"])] = [_E["seed"]],  # noqa: B006
+    config: Annotated[Optional[Path], typer.Option(
+        help="TOML file of options, or the name of a shipped one (quickstart, lunarlander_learn, bipedal_solve, "
+             "bipedal_hebbian_dag, bipedal_learn); command-line options override it.",
+        rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option(
-        help="Run file (.h5); with several seeds _s<seed> is inserted before .h5. "
-             "[default: runs/<env>_<agent>_s<seed>.h5]")] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite an existing run file.")] = False,
-    crn: Annotated[Optional[bool], typer.Option(
-        "--crn/--no-crn", help="Common random numbers: every individual of a generation gets the same "
-                               "training episodes. [default: --crn]")] = None,
-    validate_top: Annotated[Optional[int], typer.Option(
-        help="Candidates (top by training fitness) re-evaluated each generation on validation episodes; "
-             "0 means the elite count, ceil(population/8). [default: 0]")] = None,
-    validate_episodes: Annotated[Optional[int], typer.Option(
-        help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
-             "on them. 0 chooses on training fitness, as the reference does. [default: 16]")] = None,
-    strategy: Annotated[Optional[str], typer.Option(
-        help="How the next generation is made: ga, openai-es, pgpe or cmaes (docs/strategies.md). "
-             "[default: ga]")] = None,
-    sigma: Annotated[Optional[float], typer.Option(
-        help="openai-es, pgpe, cmaes: (initial) std of the search distribution.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="openai-es: Adam's step size on the centre.")]
-        = None,
-    prune: Annotated[Optional[str], typer.Option(
-        help="on: the agent prunes connections between generations (synaptolysis); off: dense. "
-             "[default: on]")] = None,
-    mutation_std: Annotated[Optional[float], typer.Option(
-        help="ga: std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning. [default: 0.5]")]
-        = None,
-    strategy_option: Annotated[Optional[list[str]], typer.Option(
-        help="Any other strategy option, KEY=VALUE (repeatable); see docs/strategies.md.")] = None,
-    obs_norm: Annotated[Optional[bool], typer.Option(
-        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics of the training "
-                                         "episodes, frozen per generation. [default: --no-obs-norm]")] = None,
-    select_episodes: Annotated[Optional[int], typer.Option(
-        help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
-             "episodes and make the best the champion; 0 keeps the strategy's champion. [default: 0]")] = None,
+        help="Run file (.h5); with several seeds _s<seed> is inserted before .h5.",
+        show_default="runs/<env>_<agent>_s<seed>.h5", rich_help_panel=HELP_SECTIONS["run"])] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing run file.",
+                                        rich_help_panel=HELP_SECTIONS["run"])] = False,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
-             "the run are refused; --generations may be raised to extend a finished run.")] = None,
+             "the run are refused; --generations and --max-env-steps may be raised to extend a finished run.",
+        rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
+    strategy: Annotated[str, typer.Option(
+        help="How the next generation is made: ga, openai-es, pgpe or cmaes (docs/strategies.md).",
+        rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
+    sigma: Annotated[Optional[float], typer.Option(
+        help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
+        show_default="the strategy's: 0.1 for openai-es, pgpe", rich_help_panel=HELP_SECTIONS["search"])] = None,
+    lr: Annotated[Optional[float], typer.Option(
+        help="openai-es: Adam's step size on the centre.", show_default="0.03",
+        rich_help_panel=HELP_SECTIONS["search"])] = None,
+    prune: Annotated[Optional[str], typer.Option(
+        help="on: the agent prunes connections between generations (synaptolysis); off: dense.",
+        show_default="on", rich_help_panel=HELP_SECTIONS["search"])] = None,
+    mutation_std: Annotated[Optional[float], typer.Option(
+        help="ga: std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning.",
+        show_default="0.5", rich_help_panel=HELP_SECTIONS["search"])] = None,
+    strategy_option: Annotated[Optional[list[str]], typer.Option(
+        help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
+        rich_help_panel=HELP_SECTIONS["search"], show_default=False)] = None,
+    obs_norm: Annotated[bool, typer.Option(
+        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics of the training "
+                                         "episodes, frozen per generation.",
+        rich_help_panel=HELP_SECTIONS["search"])] = _E["obs_norm"],
+    crn: Annotated[bool, typer.Option(
+        "--crn/--no-crn", help="Common random numbers: every individual of a generation gets the same "
+                               "training episodes.", rich_help_panel=HELP_SECTIONS["search"])] = _E["crn"],
+    validate_top: Annotated[int, typer.Option(
+        help="Candidates (top by training fitness) re-evaluated each generation on validation episodes; "
+             "0 means the elite count, ceil(population/8).",
+        rich_help_panel=HELP_SECTIONS["choose"])] = _E["validate_top"],
+    validate_episodes: Annotated[int, typer.Option(
+        help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
+             "on them. 0 chooses on training fitness, as the reference does.",
+        rich_help_panel=HELP_SECTIONS["choose"])] = _E["validate_episodes"],
+    select_episodes: Annotated[int, typer.Option(
+        help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
+             "episodes and make the best the champion; 0 keeps the strategy's champion.",
+        rich_help_panel=HELP_SECTIONS["choose"])] = _E["select_episodes"],
+    test_episodes: Annotated[int, typer.Option(
+        help="Episodes of the final champion test; 0 skips it.",
+        rich_help_panel=HELP_SECTIONS["choose"])] = _E["test_episodes"],
+    workers: Annotated[int, typer.Option(
+        help="Worker processes: relaunch under `mpiexec -n N+1` (ignored when already under MPI). "
+             "0 runs in this process.", rich_help_panel=HELP_SECTIONS["exec"])] = 0,
     on_error: Annotated[str, typer.Option(
         help="abort: an evaluation that raises stops the run (checkpoint kept, replay command printed); "
-             "skip: that individual gets fitness -inf and the run goes on.")] = "abort",
-    checkpoint_every: Annotated[int, typer.Option(help="Generations between checkpoints.")] = 1,
+             "skip: that individual gets fitness -inf and the run goes on.",
+        rich_help_panel=HELP_SECTIONS["exec"])] = "abort",
+    checkpoint_every: Annotated[int, typer.Option(help="Generations between checkpoints.",
+                                                  rich_help_panel=HELP_SECTIONS["exec"])] = 1,
     schedule: Annotated[str, typer.Option(
         help="dynamic: a worker gets its next individual as soon as it is free; waves: the reference's "
-             "blocking waves (one individual per worker, all wait for the slowest). Results are identical.")]
-        = "dynamic",
+             "blocking waves (one individual per worker, all wait for the slowest). Results are identical.",
+        rich_help_panel=HELP_SECTIONS["exec"])] = "dynamic",
     batch: Annotated[str, typer.Option(
         help="auto: where the env has a numpy-batched implementation (e.g. CartPole-v1) and the agent a "
-             "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.")]
-        = "auto",
+             "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.",
+        rich_help_panel=HELP_SECTIONS["exec"])] = "auto",
     wire: Annotated[str, typer.Option(
         help="keys: for openai-es, pgpe and separable cmaes, workers get each generation's centre once and "
              "a task carries only its sample's noise key; genomes: every task carries its genome. Results "
-             "are identical.")] = "keys",
+             "are identical.", rich_help_panel=HELP_SECTIONS["exec"])] = "keys",
     task_timeout: Annotated[Optional[float], typer.Option(
         help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
              "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
-             "answering gets no more tasks; the MPI job then ends with MPI_Abort. [default: off]")] = None,
+             "answering gets no more tasks; the MPI job then ends with MPI_Abort.", show_default="off",
+        rich_help_panel=HELP_SECTIONS["exec"])] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Check the options, the config and the output path, print what would run, and exit "
-                        "without running or writing anything.")] = False,
+                        "without running or writing anything.", rich_help_panel=HELP_SECTIONS["exec"])] = False,
+    tensorboard: Annotated[Optional[Path], typer.Option(
+        help="Write every generation's statistics as TensorBoard scalars into this folder "
+             "(needs the tensorboard extra).", show_default="off", rich_help_panel=HELP_SECTIONS["track"])] = None,
+    live_log: Annotated[Optional[Path], typer.Option(
+        help="Append every generation's statistics to this file as it runs: .csv (a header, one row per "
+             "generation) or .jsonl (one JSON object per generation).", show_default="off",
+        rich_help_panel=HELP_SECTIONS["track"])] = None,
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
-    from synapto.config import EvolveConfig, load_toml
-    from synapto.evolve_command import check_evolve_memory, resume_evolution, run_on_farm
+    from synapto.config import load_toml
+    from synapto.evolve_command import (check_evolve_memory, check_run_files, resume_evolution, run_on_farm,
+                                        tracking_callbacks)
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.store import check_output_path
 
@@ -200,44 +304,49 @@ def evolve(
 
     values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
     file_values = dict(values)
-    given = dict(env=env, agent=agent, population=population, generations=generations,
-                 max_env_steps=max_env_steps, hidden=hidden,
-                 episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
-                 crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
-                 strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std,
-                 obs_norm=obs_norm, select_episodes=select_episodes)
-    values.update({k: v for k, v in given.items() if v is not None})
+    params = dict(env=env, agent=agent, population=population, generations=generations,
+                  max_env_steps=max_env_steps, hidden=hidden, episodes=episodes, seed=seed,
+                  test_episodes=test_episodes, workers=workers, out=out, crn=crn, validate_top=validate_top,
+                  validate_episodes=validate_episodes, strategy=strategy, sigma=sigma, lr=lr, prune=prune,
+                  mutation_std=mutation_std, obs_norm=obs_norm, select_episodes=select_episodes,
+                  task_timeout=task_timeout)
+    given = {k: params[k] for k in given_on_command_line(ctx, params)}
+    values.update(given)
     opts = strategy_options(values, strategy_option)
     if opts:
         values["strategy_options"] = opts
-    seeds = values.pop("seed", [0])
-    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    for key, option, items in (("agent_options", "--agent-option", agent_option),
+                               ("env_options", "--env-option", env_option)):
+        found = {**table(values, key), **key_values(option, items)}
+        if found:
+            values[key] = found
+    seeds = _seeds(values.pop("seed", [0]))
     n_workers = values.pop("workers", 0)
     out_path = values.pop("out", None)
-    file_timeout = values.pop("task_timeout", None)
-    task_timeout = check_task_timeout(task_timeout if task_timeout is not None else file_timeout)
-    if not seeds:
-        raise UsageError("--seed needs at least one value")
+    if out_path is not None and not isinstance(out_path, (str, Path)):
+        raise UsageError(f"--out must be a file path, got {out_path!r}")
+    task_timeout = check_task_timeout(values.pop("task_timeout", None))
     if schedule not in ("dynamic", "waves"):
         raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {schedule!r}")
     if on_error not in ("abort", "skip"):
         raise UsageError(f"--on-error must be 'abort' or 'skip', got {on_error!r}")
     if checkpoint_every < 1:
         raise UsageError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
-    if not isinstance(n_workers, int) or n_workers < 0:
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     if batch not in ("auto", "off"):
         raise UsageError(f"--batch must be 'auto' or 'off', got {batch!r}")
     if wire not in ("keys", "genomes"):
         raise UsageError(f"--wire must be 'keys' or 'genomes', got {wire!r}")
+    callbacks = tracking_callbacks(tensorboard, live_log)
     options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch,
                          wire=wire)
     if resume is not None:
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
-        resume_evolution(resume, values, given_seeds=None if seed is None and "seed" not in file_values
+        resume_evolution(resume, values, given_seeds=None if "seed" not in given and "seed" not in file_values
                          else seeds, n_workers=n_workers, options=options, task_timeout=task_timeout,
-                         check=check)
+                         check=check, callbacks=callbacks)
         return
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
@@ -260,36 +369,30 @@ def evolve(
     if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
+        check_run_files(configs, outs, agent.n_params)
     if check:
-        _log(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-             f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
+        say(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
+            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
         return
 
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
 
-    run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout)
-
-
-def check_task_timeout(value) -> float | None:
-    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
-    import math
-
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
-        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
-    return float(value)
+    run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout,
+                callbacks=callbacks)
 
 
 # --------------------------------------------------------------------------- replay
 @app.command()
 def replay(
     run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay.")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.")] = None,
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay (with "
+                                                           "--individual).", show_default="none: --sample")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.",
+                                                      show_default="none: --sample")] = None,
     sample: Annotated[Optional[int], typer.Option(
-        help="Replay K evaluations drawn at random across generations and individuals.")] = None,
+        help="Replay K evaluations drawn at random across generations and individuals.",
+        show_default="the one of --generation and --individual")] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
     validation: Annotated[bool, typer.Option(
         help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
@@ -366,7 +469,7 @@ def _finish(code) -> None:
 
 def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    argv = expand_multi(list(argv), MULTI_VALUE_OPTIONS)
+    argv = hoist_global_flags(expand_multi(list(argv), MULTI_VALUE_OPTIONS))
     try:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:

@@ -37,6 +37,8 @@ class EvolveConfig:
     seed: int = 0  #: run seed; every random number of the run derives from it
     test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
     agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
+    #: keyword arguments of the environment's constructor (``gymnasium.make(env, **env_options)``)
+    env_options: Mapping[str, Any] = field(default_factory=dict)
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
     validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
     validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
@@ -51,14 +53,18 @@ class EvolveConfig:
     select_episodes: int = 0
 
     # Fields that change what a run computes; --resume refuses to change them.
-    IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",
+    IDENTITY = ("env", "env_options", "agent", "population", "hidden", "episodes", "seed", "agent_options",
                 "crn", "validate_top", "validate_episodes", "strategy", "strategy_options", "obs_norm",
                 "select_episodes")
 
     def __post_init__(self):
-        object.__setattr__(self, "hidden", tuple(self.hidden))
-        object.__setattr__(self, "agent_options", dict(self.agent_options))
-        object.__setattr__(self, "strategy_options", dict(self.strategy_options))
+        if isinstance(self.hidden, (list, tuple)):
+            object.__setattr__(self, "hidden", tuple(self.hidden))
+        for name in ("agent_options", "env_options", "strategy_options"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise UsageError(f"{name} must be a table of option = value, got {value!r}")
+            object.__setattr__(self, name, dict(value))
         self.validate()
 
     def validate(self) -> None:
@@ -66,31 +72,35 @@ class EvolveConfig:
             if not ok:
                 raise UsageError(msg)
 
-        need(isinstance(self.population, int) and self.population >= 2,
+        def integer(v) -> bool:  # true and false are not numbers here
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        need(integer(self.population) and self.population >= 2,
              f"--population must be an integer >= 2, got {self.population!r}")
-        need(isinstance(self.generations, int) and self.generations >= 1,
+        need(integer(self.generations) and self.generations >= 1,
              f"--generations must be an integer >= 1, got {self.generations!r}")
-        need(isinstance(self.max_env_steps, int) and not isinstance(self.max_env_steps, bool)
-             and self.max_env_steps >= 0, f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
-        need(len(self.hidden) >= 1 and all(isinstance(h, int) and h > 0 for h in self.hidden),
-             f"--hidden must be one or more positive integers, got {list(self.hidden)!r}")
-        need(isinstance(self.episodes, int) and self.episodes >= 1,
+        need(integer(self.max_env_steps) and self.max_env_steps >= 0,
+             f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
+        need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
+             and all(integer(h) and h > 0 for h in self.hidden),
+             f"--hidden must be one or more positive integers, got {_show(self.hidden)!r}")
+        need(integer(self.episodes) and self.episodes >= 1,
              f"--episodes must be a positive integer, got {self.episodes!r}")
-        need(isinstance(self.seed, int) and self.seed >= 0,
+        need(integer(self.seed) and self.seed >= 0,
              f"--seed must be a non-negative integer, got {self.seed!r}")
-        need(isinstance(self.test_episodes, int) and self.test_episodes >= 0,
+        need(integer(self.test_episodes) and self.test_episodes >= 0,
              f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
         need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
         need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
-        need(isinstance(self.validate_top, int) and 0 <= self.validate_top <= self.population,
+        need(integer(self.validate_top) and 0 <= self.validate_top <= self.population,
              f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
-        need(isinstance(self.validate_episodes, int) and self.validate_episodes >= 0,
+        need(integer(self.validate_episodes) and self.validate_episodes >= 0,
              f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}")
         need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
-        need(isinstance(self.select_episodes, int) and not isinstance(self.select_episodes, bool)
-             and self.select_episodes >= 0,
+        need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
+        need(isinstance(self.agent, str) and bool(self.agent), f"--agent must be a name, got {self.agent!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
@@ -147,13 +157,33 @@ def _show(v):
     return list(v) if isinstance(v, tuple) else v
 
 
-def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
-    """Read a TOML config; keys may use dashes or underscores; unknown keys are errors."""
+def shipped_configs() -> dict[str, Path]:
+    """The configs shipped with synapto (``experiments/*.toml``, package data), by name."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("synapto") / "experiments"))
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))} if folder.is_dir() else {}
+
+
+def find_config(path: str | Path) -> Path:
+    """``--config``: a TOML file, or the name of a shipped config (``quickstart``,
+    ``lunarlander_learn``, ...: see :func:`shipped_configs`) when no such file exists."""
     p = Path(path)
+    if p.exists() or len(p.parts) != 1:
+        return p
+    return shipped_configs().get(p.stem if p.suffix == ".toml" else p.name, p)
+
+
+def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
+    """Read a TOML config (a file, or a shipped config's name); keys may use dashes or
+    underscores; unknown keys are errors."""
+    p = find_config(path)
     try:
         text = p.read_text()
     except OSError as exc:
-        raise UsageError(f"--config {str(p)!r} cannot be read ({exc.strerror})") from None
+        names = ", ".join(shipped_configs())
+        raise UsageError(f"--config {str(p)!r} cannot be read ({exc.strerror}); "
+                         f"shipped configs by name: {names or 'none'}") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

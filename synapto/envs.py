@@ -37,6 +37,7 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
     ``render_mode`` (gymnasium does not require one) is made all the same."""
     gym = _gym()
     import_env_module(env_id)
+    options = dict(kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     try:
@@ -44,6 +45,8 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
     except TypeError as exc:
         if render_mode is not None and "render_mode" in str(exc):
             raise UsageError(f"--env {env_id!r} cannot render: its constructor takes no render_mode") from None
+        if options:
+            raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
         raise
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
@@ -80,8 +83,8 @@ class SpaceInfo:
         raise UsageError(f"action space must be Box or Discrete, got {act}")
 
 
-def space_info(env_id: str) -> SpaceInfo:
-    env = make_env(env_id)
+def space_info(env_id: str, env_options=None) -> SpaceInfo:
+    env = make_env(env_id, **dict(env_options or {}))
     try:
         return SpaceInfo.of(env)
     finally:

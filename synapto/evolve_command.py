@@ -13,11 +13,41 @@ from pathlib import Path
 import typer
 
 from synapto.errors import DiskFullError, UsageError
+from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run
+from synapto.shell import synapto_command
 
 
-def _log(msg: str) -> None:
-    print(msg, flush=True)
+def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
+    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now)."""
+    from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
+    from synapto.logs import debug
+
+    found = [timing_debug(debug)]
+    if tensorboard is not None:
+        found.append(TensorBoardWriter.checked(tensorboard))
+    if live_log is not None:
+        found.append(LiveLog.checked(live_log))
+    return found
+
+
+def check_run_files(configs, outs, n_params: int) -> None:
+    """Refuse run files that cannot be written: over HDF5's limits or the free disk space."""
+    from synapto.resources import check_run_file
+
+    for cfg, o in zip(configs, outs):
+        check_run_file(cfg, n_params, o)
+
+
+def check_task_timeout(value) -> float | None:
+    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
+    import math
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def check_evolve_memory(configs, n_params: int) -> None:
@@ -29,7 +59,18 @@ def check_evolve_memory(configs, n_params: int) -> None:
                      f"a population of {c.population:,} genomes of {n_params:,} parameters")
 
 
-def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None) -> None:
+def next_steps(out) -> str:
+    """The commands that look at a finished run, as they run from a fresh shell."""
+    stem = Path(out).with_suffix("")
+    return (f"learning curves:  {synapto_command('plot', out, '--out', f'{stem}_curves.png')}\n"
+            f"the champion:     {synapto_command('render', out, '--out', f'{stem}_champion.gif')}")
+
+
+def resume_command(out, workers: int = 0) -> str:
+    return synapto_command("evolve", "--resume", out, *(["--workers", workers] if workers else []))
+
+
+def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
@@ -48,10 +89,8 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
             workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
                 run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,
-                              overwrite=force or resuming)
-                stem = Path(o).with_suffix("")
-                _log(f"learning curves:  python -m synapto plot {o} --out {stem}_curves.png\n"
-                     f"the champion:     python -m synapto render {o} --out {stem}_champion.gif")
+                              overwrite=force or resuming, callbacks=callbacks)
+                _log(next_steps(o))
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)
@@ -59,7 +98,7 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
                 # the run file and checkpoint on disk are the last whole ones: say how to go on
                 if (resuming or exc.resumable) and Path(o).exists():
                     n = workers()
-                    exc.resume = f"python -m synapto evolve --resume {o}" + (f" --workers {n}" if n else "")
+                    exc.resume = resume_command(o, n)
                 raise
     finally:
         farm.close()
@@ -72,15 +111,16 @@ def _rank_count() -> int:
 
 
 def _report_stop(exc, workers: int, stop) -> None:
-    resume_cmd = f"python -m synapto evolve --resume {exc.out}" + (f" --workers {workers}" if workers else "")
+    resume_cmd = resume_command(exc.out, workers)
     if exc.failure is not None:
         ev, f = exc.failure, exc.failure.failure
         seeds = " ".join(str(int(s)) for s in ev.seeds)
         what = {"training": "individual", "validation": "validation of individual",
                 "selection": "selection of candidate", "test": "champion test episode"}[ev.phase]
         reproduce = "" if ev.phase in ("selection", "test") else (
-            f"reproduce: python -m synapto replay {exc.out} --generation {ev.generation} "
-            f"--individual {ev.individual}{' --validation' if ev.phase == 'validation' else ''}\n")
+            f"reproduce: " + synapto_command("replay", exc.out, "--generation", ev.generation, "--individual",
+                                             ev.individual, *(["--validation"] if ev.phase == "validation" else []))
+            + "\n")
         sys.stderr.write(
             f"error: generation {ev.generation} {what} {ev.individual} failed on rank {f.rank} "
             f"({f.host}), episode seeds [{seeds}]\n{f.traceback}"
@@ -93,29 +133,23 @@ def _report_stop(exc, workers: int, stop) -> None:
     raise typer.Exit(stop.exit_code)
 
 
-def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
-                     task_timeout: float | None = None, check: bool = False) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
+#: what --resume may change: how far the run goes
+EXTENDABLE = ("generations", "max_env_steps")
+
+
+def resumed_config(stored, values: dict, path):
+    """The config a resumed run continues with: ``stored`` (the run file's) with only the
+    :data:`EXTENDABLE` fields taken from ``values``.  Any option in ``values`` that would
+    change the run is refused, naming each difference; options that equal the run's
+    (defaults spelled out included) are accepted and change nothing in the file."""
     import dataclasses
 
-    from synapto.config import EvolveConfig
-    from synapto.evolution.loop import run_status
-    from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.store import RunData, read_checkpoint
-
-    with RunData(path, kind="evolve") as run:
-        run.verify()  # damaged data is refused here, before anything is rewritten
-        stored = EvolveConfig.from_json(run.config_json)
-    completed, finished = run_status(path)
-    checkpoint = read_checkpoint(path)
-    if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {str(path)}.ckpt is missing")
-    if given_seeds is not None:
-        if len(given_seeds) != 1:
-            raise UsageError("--resume continues one run: give at most one --seed")
-        values = {**values, "seed": given_seeds[0]}
+    values = dict(values)
+    if values.get("strategy", stored.strategy) != stored.strategy:
+        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: strategy: "
+                         f"{stored.strategy} (run file) vs {values['strategy']} (command line)")
     if "strategy_options" in values:  # options given again: on top of the run's own
-        values = {**values, "strategy_options": {**stored.strategy_options, **values["strategy_options"]}}
+        values["strategy_options"] = {**stored.strategy_options, **values["strategy_options"]}
     try:
         wanted = dataclasses.replace(stored, **values)
     except TypeError as exc:
@@ -123,12 +157,46 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     diffs = stored.differences(wanted)
     if diffs:
         raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
+    return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
+
+
+def resume_state(path, values: dict):
+    """``(config, generations done, env steps done, finished)`` of resuming ``path`` with
+    ``values``; one-line errors for a file that cannot be resumed or options that would
+    change the run."""
+    from synapto.config import EvolveConfig
+    from synapto.evolution.loop import run_status
+    from synapto.store import RunData, read_checkpoint
+
+    if not Path(path).exists():
+        raise UsageError(f"--resume {str(path)!r}: no such file")
+    with RunData(path, kind="evolve") as run:
+        run.verify()  # damaged data is refused here, before anything is rewritten
+        stored = EvolveConfig.from_json(run.config_json)
+    completed, finished = run_status(path)
+    checkpoint = read_checkpoint(path)
+    if checkpoint is None and completed > 0:
+        raise UsageError(f"--resume {str(path)!r}: its checkpoint {str(path)}.ckpt is missing")
+    wanted = resumed_config(stored, values, path)
     done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:
         raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
                          f"{str(path)!r} already holds")
     steps_done = 0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(
         checkpoint.scalars["validation_steps"])
+    return wanted, done_generations, steps_done, finished
+
+
+def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
+                     task_timeout: float | None = None, check: bool = False, callbacks=()) -> None:
+    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
+    from synapto.parallel.launch import relaunch, under_mpi
+
+    if given_seeds is not None:
+        if len(given_seeds) != 1:
+            raise UsageError("--resume continues one run: give at most one --seed")
+        values = {**values, "seed": given_seeds[0]}
+    wanted, done_generations, steps_done, finished = resume_state(path, values)
     if finished and not wanted.goes_on(done_generations, steps_done):
         if env_rank() == 0:
             _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
@@ -145,4 +213,4 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
         return
     if n_workers > 0 and not under_mpi():
         relaunch(n_workers + 1)
-    run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout)
+    run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)

@@ -147,3 +147,40 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
         raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
                          f"{'on a read-only file system' if read_only else 'not writable'}")
     return p
+
+
+def episode_memory(cfg) -> int:
+    """Lower bound of the memory of a run's per-episode arrays: seeds, returns and steps of
+    a generation's training and validation episodes, of the final selection and of the test."""
+    per_generation = cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes
+    selection = max(1, cfg.elite_count) * cfg.select_episodes
+    return 3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+
+
+def free_disk(path: str | Path) -> int | None:
+    """Bytes free for this user in the file system of ``path`` (or of its nearest existing folder)."""
+    p = Path(path).absolute()
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_run_file(cfg, n_params: int, out: str | Path) -> None:
+    """Refuse (one line, exit code 2, nothing written) a run whose episode counts cannot
+    work: per-episode arrays beyond this machine's memory, or a run file beyond the free
+    disk space of its folder (its rows for the first generations are allocated at once)."""
+    from synapto.store import EvolveRunWriter
+
+    counts = (f"population {cfg.population:,} x {cfg.episodes:,} episodes, validation "
+              f"{cfg.validation_count:,} x {cfg.validate_episodes:,}, selection {cfg.select_episodes:,}, "
+              f"test {cfg.test_episodes:,} episodes")
+    check_memory(episode_memory(cfg), f"a run of {counts}")
+    need = EvolveRunWriter.estimated_size(cfg, n_params)
+    have = free_disk(out)
+    if have is not None and need > have:
+        raise UsageError(f"--out {str(out)!r}: the run file of {counts} takes at least {fmt_bytes(need)}; "
+                         f"its file system has {fmt_bytes(have)} free")

@@ -99,3 +99,27 @@ class DyingCartPole(CartPoleEnv):
 
 if "DyingCartPole-v0" not in gym.registry:
     gym.register("DyingCartPole-v0", entry_point=DyingCartPole, max_episode_steps=200)
+
+
+class NaNObsCartPole(CartPoleEnv):
+    """CartPole whose episodes with a reset seed divisible by ``NAN_EVERY`` observe NaN in
+    their 3rd step's observation (a sensor that fails)."""
+
+    def reset(self, *, seed=None, options=None):
+        self._doomed = seed is not None and seed % NAN_EVERY == 0
+        self._t = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self._t += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self._doomed and self._t == 3:
+            obs = obs.copy()
+            obs[1] = float("nan")
+        return obs, reward, terminated, truncated, info
+
+
+NAN_EVERY = 3
+
+if "NaNObsCartPole-v0" not in gym.registry:
+    gym.register("NaNObsCartPole-v0", entry_point=NaNObsCartPole, max_episode_steps=200)

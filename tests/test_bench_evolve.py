@@ -110,10 +110,10 @@ def test_ceiling_model():
 
 def test_loop_times_from_log_lines():
     lines = [(0.5, "warning: something"), (2.0, "synapto evolve: CartPole-v1, ..."),
-             (3.5, "gen    1/2  best 1"), (4.0, "testing the champion"), (5.25, "gen    2/2  best 2"),
+             (3.5, "gen    0  50.0%  best 1"), (4.0, "testing the champion"), (5.25, "gen    1 100.0%  best 2"),
              (6.0, "done in 0:00:04")]
     assert loop_times(lines) == (2.0, [3.5, 5.25])
-    assert loop_times([(1.0, "gen    1/2")]) == (None, [])
+    assert loop_times([(1.0, "gen    0  50.0%  best 1")]) == (None, [])
 
 
 def test_farm_simulation_dynamic_and_waves():

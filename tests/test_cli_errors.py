@@ -196,7 +196,7 @@ def test_synapto_mpiexec_is_used_and_a_wrong_one_is_one_line(tmp_path):
     proc = run_cli("evolve", *SMALL, "--workers", "1", "--out", out, timeout=180,
                    extra_env={"SYNAPTO_MPIEXEC": wrapper})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 worker(s)" in proc.stdout and used.read_text().startswith("-n 2 ")
+    assert "1 worker ->" in proc.stdout and used.read_text().startswith("-n 2 ")
     for wrong in (tmp_path / "no-such-mpiexec", tmp_path):  # missing; not an executable file
         proc = run_cli("evolve", *SMALL, "--workers", "1", "--out", tmp_path / "s.h5", timeout=180,
                        extra_env={"SYNAPTO_MPIEXEC": wrong})

@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
+from synapto.shell import synapto_command
 from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
 RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "10", "--generations", "6",
@@ -138,7 +139,7 @@ def assert_stopped_and_resumable(proc, out, code, reference, resume_hint=True, q
     if quiet:
         assert "HYD" not in stderr, stderr  # none of mpiexec's complaints of a job torn down
     if resume_hint:
-        assert f"resume with: python -m synapto evolve --resume {out}" in stderr
+        assert f"resume with: {synapto_command('evolve', '--resume', out)}" in stderr
     with h5py.File(out, "r", swmr=True) as f:
         done = int(f["completed"][0])
     with h5py.File(str(out) + ".ckpt", "r") as f:
@@ -154,7 +155,7 @@ def assert_stopped_and_resumable(proc, out, code, reference, resume_hint=True, q
 def test_signal_checkpoints_and_prints_resume_command(tmp_path, sig, code, ranks, signal_reference):
     out = tmp_path / "r.h5"
     proc = start_cli("evolve", *SIGNAL_RUN, "--out", out, ranks=ranks)
-    wait_for_line(proc, "gen    2/")
+    wait_for_line(proc, "gen    1 ")
     if ranks is None:
         proc.send_signal(sig)
     else:
@@ -169,7 +170,7 @@ def test_signal_under_workers_gives_the_documented_exit_code(tmp_path, sig, code
     of the command the user started, not ``mpiexec``: 130 / 143 hold all the same."""
     out = tmp_path / "r.h5"
     proc = start_cli("evolve", *SIGNAL_RUN, "--workers", "2", "--out", out)
-    wait_for_line(proc, "gen    2/")
+    wait_for_line(proc, "gen    1 ")
     kill_group(proc, sig)
     stderr = assert_stopped_and_resumable(proc, out, code, signal_reference)
     assert "--resume" in stderr and "--workers 2" in stderr
@@ -182,7 +183,7 @@ def test_second_ctrl_c_exits_at_once_with_130(tmp_path, workers, signal_referenc
     out, hold = tmp_path / "r.h5", tmp_path / "hold"
     extra = ["--workers", str(workers)] if workers else []
     proc = start_cli("evolve", *HOLD_RUN, *extra, "--out", out, extra_env={"SYNAPTO_TEST_HOLD": hold})
-    wait_for_line(proc, "gen    2/")
+    wait_for_line(proc, "gen    1 ")
     hold.touch()  # the evaluations in flight stall until the file goes
     held = tmp_path / "hold.held"
     for _ in range(6000):  # an evaluation is stalled (bounded: 60 s)
@@ -218,12 +219,12 @@ def test_on_error_abort_reports_where_and_how_to_replay(tmp_path):
     err = proc.stderr
     assert "simulated environment failure" in err and "Traceback" in err
     assert "generation 0 individual" in err and "on rank" in err and "episode seeds [" in err
-    assert f"python -m synapto replay {out} --generation 0 --individual" in err
-    assert f"python -m synapto evolve --resume {out}" in err
+    assert f"{synapto_command('replay', out)} --generation 0 --individual" in err
+    assert synapto_command("evolve", "--resume", out) in err
     with h5py.File(str(out) + ".ckpt", "r") as f:
         assert int(f.attrs["generation"]) == 0
     # the printed replay command reproduces the failure
-    replay = err.split("python -m synapto replay ", 1)[1].split("\n")[0].split()
+    replay = err.split(f"{synapto_command('replay')} ", 1)[1].split("\n")[0].split()
     proc = run_cli("replay", *replay)
     assert proc.returncode == 1 and "simulated environment failure" in proc.stdout + proc.stderr
 
@@ -267,7 +268,7 @@ def test_task_timeout_fails_the_evaluation_that_overruns(tmp_path, how, on_error
     if on_error == "abort":
         assert proc.returncode == 1, stdout + stderr
         assert "error: generation 0 individual" in stderr and f"failed on rank {rank} " in stderr
-        assert "TaskTimeout" in stderr and f"python -m synapto evolve --resume {out}" in stderr
+        assert "TaskTimeout" in stderr and synapto_command("evolve", "--resume", out) in stderr
         with h5py.File(str(out) + ".ckpt", "r") as f:
             assert int(f.attrs["generation"]) == 0
     else:

@@ -69,7 +69,7 @@ def test_a_second_run_on_a_file_in_use_is_refused_and_touches_nothing(tmp_path):
     out = tmp_path / "r.h5"
     first = start_cli("evolve", *evolve_args(1, generations=8), "--out", out)
     try:
-        wait_for_line(first, "gen    2/")
+        wait_for_line(first, "gen    1 ")
         os.killpg(first.pid, signal.SIGSTOP)  # it holds the file now, paused mid-run
         before = snapshot(tmp_path)
         for cmd in (["evolve", *evolve_args(2, generations=8), "--out", out, "--force"],

@@ -34,7 +34,7 @@ def test_workers_option_relaunches_under_mpiexec(tmp_path):
     serial, farm = tmp_path / "serial.h5", tmp_path / "farm.h5"
     evolve(serial, *CARTPOLE, "--agent", "pruned-mlp")
     proc = evolve(farm, *CARTPOLE, "--agent", "pruned-mlp", "--workers", "3")
-    assert "3 worker(s)" in proc.stdout
+    assert "3 workers ->" in proc.stdout
     assert_same_run(serial, farm)
 
 
@@ -56,5 +56,5 @@ def test_64_ranks_on_two_cores_equal_one_process(tmp_path):
     serial, wide = tmp_path / "serial.h5", tmp_path / "wide.h5"
     evolve(serial, *args)
     proc = evolve(wide, *args, ranks=64, timeout=600)
-    assert "63 worker(s)" in proc.stdout
+    assert "63 workers ->" in proc.stdout
     assert_same_run(serial, wide)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from synapto.cli import main
+from synapto.shell import synapto_command
 from synapto.store import compare
 
 RUN = ["evolve", "--env", "CartPole-v1", "--population", "6", "--generations", "9", "--episodes", "1",
@@ -34,8 +35,9 @@ def test_a_run_that_grows_equals_one_that_did_not(tmp_path, monkeypatch, capsys)
 
     run(tmp_path / "whole.h5")
     last = capsys.readouterr().out.strip().splitlines()[-2:]  # a finished run says how to look at it
-    assert last == [f"learning curves:  python -m synapto plot {tmp_path / 'whole.h5'} --out {tmp_path / 'whole'}_curves.png",
-                    f"the champion:     python -m synapto render {tmp_path / 'whole.h5'} --out {tmp_path / 'whole'}_champion.gif"]
+    whole = tmp_path / "whole.h5"
+    assert last == [f"learning curves:  {synapto_command('plot', whole, '--out', tmp_path / 'whole_curves.png')}",
+                    f"the champion:     {synapto_command('render', whole, '--out', tmp_path / 'whole_champion.gif')}"]
     monkeypatch.setattr(store_evolve, "FIRST_ROWS", 2)
     run(tmp_path / "grown.h5")
     whole, whole_rows = completed_rows(tmp_path / "whole.h5")

@@ -24,6 +24,8 @@ else:
     pytest.importorskip("imageio")
     Image = pytest.importorskip("PIL.Image")
 
+import matplotlib  # noqa: E402
+
 from synapto.errors import UsageError  # noqa: E402
 
 TINY = ["--env", "CartPole-v1", "--population", "6", "--episodes", "1", "--test-episodes", "2", "--hidden", "3"]
@@ -38,13 +40,16 @@ def runs(tmp_path_factory):
         ["evolve", *TINY, "--agent", "pruned-mlp", "--generations", "2", "--seed", "3", "--out", d / "mlp.h5"],
         ["ppo", "--env", "CartPole-v1", "--epochs", "2", "--steps-per-epoch", "200", "--hid", "4",
          "--out", d / "ppo.h5"],
+        ["evolve", *TINY, "--agent", "pruned-mlp", "--strategy", "openai-es", "--prune", "off", "--generations",
+         "2", "--seed", "4", "--out", d / "es.h5"],
     ]
     procs = [subprocess.Popen([sys.executable, "-m", "synapto", *map(str, c)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT) for c in cmds]
     for p, c in zip(procs, cmds):
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, f"{c}\n{out}\n{err}"
-    return {"dag1": d / "dag_s1.h5", "dag2": d / "dag_s2.h5", "mlp": d / "mlp.h5", "ppo": d / "ppo.h5", "dir": d}
+    return {"dag1": d / "dag_s1.h5", "dag2": d / "dag_s2.h5", "mlp": d / "mlp.h5", "ppo": d / "ppo.h5",
+            "es": d / "es.h5", "dir": d}
 
 
 def assert_png(path: Path, width: int, height: int) -> np.ndarray:
@@ -76,6 +81,50 @@ def test_plot_evolution_and_ppo_on_two_axes(runs, tmp_path):
     # the colours of the three groups (C0 blue, C1 orange, C2 green) all appear
     for rgb in ((31, 119, 180), (255, 127, 14), (44, 160, 44)):
         assert np.any(np.all(np.abs(pixels - rgb) < 8, axis=-1)), rgb
+
+
+@pytest.mark.parametrize("width", [420, 900])
+def test_plot_legend_stays_inside_the_figure_with_a_colour_per_line(runs, width):
+    from synapto.viz import read_run
+    from synapto.viz.plot import curves_figure
+
+    fig, _ = curves_figure([read_run(runs[k]) for k in ("dag1", "dag2", "mlp", "ppo")], ["generation"],
+                           width=width, height=520)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    box, frame = legend.get_window_extent(), fig.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, (box, frame)
+    for ax in fig.axes:  # and it covers no panel
+        assert not box.overlaps(ax.get_window_extent())
+    colours = [tuple(np.round(matplotlib.colors.to_rgba(h.get_color()), 3)) for h in legend.legend_handles]
+    assert len(colours) == len(set(colours)) == 9  # 2 groups x 4 curves + PPO: every line its own colour
+
+
+def test_plot_panels_only_for_what_the_runs_have(runs):
+    from synapto.viz import read_run
+    from synapto.viz.plot import curves_figure
+
+    fig, _ = curves_figure([read_run(runs["es"])], ["generation"])  # openai-es, --prune off: nothing pruned
+    assert len(fig.axes) == 1
+    fig, _ = curves_figure([read_run(runs["dag1"])], ["generation"])  # the GA prunes: connections panel
+    assert len(fig.axes) == 2
+    fig, _ = curves_figure([read_run(runs["ppo"])], ["generation"])
+    (ax,) = fig.axes
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks  # whole epochs
+
+
+def test_plot_of_two_envs_gives_each_its_own_y_axis(runs, tmp_path):
+    from synapto.viz import read_run
+    from synapto.viz.plot import curves_figure
+
+    other = read_run(runs["mlp"])
+    other.config = {**other.config, "env": "Acrobot-v1"}  # the same data, said to be of another env
+    fig, _ = curves_figure([read_run(runs["dag1"]), other], ["generation"], connections=False)
+    titles = sorted(ax.get_title() for ax in fig.axes)
+    assert titles == ["Acrobot-v1", "CartPole-v1"]
+    a, b = fig.axes
+    assert a.get_shared_y_axes().get_siblings(a) == [a]  # y axes not shared
 
 
 def test_plot_svg_and_generation_axis(runs, tmp_path):
@@ -161,7 +210,8 @@ def test_render_champion_gif_reproduces_test_returns(runs, tmp_path):
     info = render_run(runs["dag1"], tmp_path / "champion.gif", episodes=2, every=3, scale=0.25,
                       log=lines.append)
     frames = np.asarray(__import__("imageio.v3", fromlist=["imread"]).imread(tmp_path / "champion.gif", index=None))
-    assert frames.ndim == 4 and frames.shape[1:3] == (100, 150) and frames.shape[0] > 2
+    # a 600x400 CartPole frame at a quarter, below a caption band
+    assert frames.ndim == 4 and frames.shape[2] == 150 and frames.shape[1] > 100 and frames.shape[0] > 2
     assert_not_blank(frames[0][..., :3].astype(int))
     assert np.any(frames[0] != frames[-1])  # it moves
     with h5py.File(runs["dag1"], "r") as f:
@@ -171,12 +221,42 @@ def test_render_champion_gif_reproduces_test_returns(runs, tmp_path):
     assert not any("DIFFERS" in line for line in lines)
 
 
+def test_gif_caption_is_outside_the_env_pixels_and_the_first_frame_shows_the_lander(tmp_path):
+    """The caption band sits above the env's frame: the first frame's lower part is the env's own
+    picture at reset (the lander at the top of the screen included), up to the GIF's palette."""
+    from synapto.envs import make_env
+    from synapto.seeding import test_seeds
+    from synapto.viz.render import render_run
+
+    run = tmp_path / "lunar.h5"
+    proc = run_cli("evolve", "--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
+                   "--generations", "1", "--episodes", "1", "--validate-episodes", "0", "--test-episodes", "1",
+                   "--seed", "5", "--out", run, "-q", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    render_run(run, tmp_path / "l.gif", max_steps=2, scale=0.5, log=quiet)
+    first = np.asarray(__import__("imageio.v3", fromlist=["imread"]).imread(tmp_path / "l.gif", index=0))[..., :3]
+    env = make_env("LunarLander-v3", render_mode="rgb_array")
+    env.reset(seed=int(test_seeds(5, 1)[0]))
+    im = Image.fromarray(env.render())
+    env.close()
+    im = im.resize((round(im.width * 0.5), round(im.height * 0.5)), Image.Resampling.BILINEAR)
+    expected = np.asarray(im)[: im.height - im.height % 2, : im.width - im.width % 2].astype(int)
+    h = expected.shape[0]
+    assert first.shape[0] > h and first.shape[1] == expected.shape[1]
+    below = first[-h:].astype(int)
+    assert np.abs(below - expected).mean() < 4  # the env's pixels, untouched by the caption
+    lander = (expected[..., 2] > 180) & (expected[..., 0] < 180) & (expected[..., 1] < 160)  # its purple body
+    top = slice(0, h // 3)
+    assert lander[top].sum() > 20 and ((below[..., 2] > 180) & (below[..., 0] < 180))[top].sum() > 20
+    assert np.all(first[: first.shape[0] - h].mean(axis=(1, 2)) > 150)  # the band: white with black text
+
+
 def test_render_individual_and_ppo(runs, tmp_path):
     from synapto.viz.render import render_run
 
     a = render_run(runs["mlp"], tmp_path / "i.gif", generation=1, individual=4, max_steps=20, scale=0.2,
                    log=quiet)
-    assert max(a["lengths"]) <= 20 and (a["width"], a["height"]) == (120, 80)
+    assert max(a["lengths"]) <= 20 and a["width"] == 120 and a["height"] > 80
     render_run(runs["mlp"], tmp_path / "j.gif", generation=1, individual=4, max_steps=20, scale=0.2, log=quiet)
     assert (tmp_path / "i.gif").read_bytes() == (tmp_path / "j.gif").read_bytes()  # reproducible
     b = render_run(runs["ppo"], tmp_path / "p.gif", max_steps=15, scale=0.2, log=quiet)
@@ -361,6 +441,6 @@ def test_missing_plot_extra_says_what_to_install(runs, tmp_path):
     codes = [line for line in proc.stdout.splitlines() if not line.startswith("export:")]
     assert codes == ["plot 2", "draw 2", "render 2", "export 0"], proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
-        f"error: {c} needs {m}: pip install -e .[plot]  (or `make install`)"
+        f"error: {c} needs {m}: pip install 'synapto-evo[plot]' (in a checkout: make install)"
         for c, m in (("plot", "matplotlib"), ("draw", "matplotlib"), ("render", "imageio"))]
     assert not (tmp_path / "x.png").exists() and (tmp_path / "c" / "dag_s1.csv").exists()

@@ -260,7 +260,7 @@ def register(bench_app: typer.Typer) -> None:
         max_serial: Annotated[int, typer.Option(help="Largest SyncVectorEnv / MPI farm (envs stepped one by one).")]
             = 1024,
         backend: Annotated[Optional[list[str]], typer.Option(
-            help="Backends to run: sync async vector mpi. [default: all]")] = None,
+            help="Backends to run: sync async vector mpi.", show_default="all")] = None,
         out_dir: Annotated[Path, typer.Option(help="Where envs.md, envs.json and envs.png go.")] = Path("bench"),
     ):
         """CartPole-v1 steps/s against the number of environments, per backend."""

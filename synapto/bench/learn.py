@@ -187,15 +187,16 @@ def register(bench_app: typer.Typer) -> None:
         long: Annotated[bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget "
                                                           "(hours per seed).")] = False,
         mode: Annotated[Optional[list[str]], typer.Option(
-            help="Modes to run. [default: all of the budget's: reference ga openai-es pgpe cmaes]")] = None,
-        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds. [default: 1 2 3 4 5]")] = None,
-        env: Annotated[Optional[str], typer.Option(help="Override the budget's environment.")] = None,
+            help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes")] = None,
+        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
+        env: Annotated[Optional[str], typer.Option(help="Override the budget's environment.",
+                                                   show_default="the budget's")] = None,
         max_env_steps: Annotated[Optional[int], typer.Option(
-            help="Override the budget's training + validation env steps per run.")] = None,
+            help="Override the budget's training + validation env steps per run.", show_default="the budget's")] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
         extra: Annotated[str, typer.Option(help="Extra evolve options for every mode but reference, e.g. "
-                                                "'--obs-norm'.")] = "",
+                                                "'--obs-norm'.", show_default="none")] = "",
         out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
     ):
         """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""

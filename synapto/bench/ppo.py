@@ -168,10 +168,11 @@ MULTI_VALUE_OPTIONS = ("--procs",)
 def bench_ppo(
     epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
     steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
-    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run. [default: 1 2]")] = None,
-    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another. [default: 13 42 1337]")] = None,
+    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run.", show_default="1 2")] = None,
+    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another.",
+                                                      show_default="13 42 1337")] = None,
     env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
-    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes. [default: 32 32]")] = None,
+    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes.", show_default="32 32")] = None,
     gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
     max_ep_len: Annotated[int, typer.Option(
         "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,

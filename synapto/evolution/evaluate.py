@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,10 +62,12 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     coordinator can merge them (:mod:`synapto.evolution.obs_norm`).  Observations of
     more than one dimension (images) reach the policy flattened.
 
-    Non-finite results: an action that is not finite (a Box action with an inf or NaN
-    component, a Discrete action that is not a finite number), a non-finite return, or
-    a non-finite fitness (returns that overflow their mean, a NaN penalty) end the
-    evaluation with fitness -inf and ``nonfinite`` set, whatever the action space.
+    Non-finite results: an observation that is not finite (checked before the policy
+    sees it, so it never reaches the policy's action nor the observation statistics), an
+    action that is not finite (a Box action with an inf or NaN component, a Discrete
+    action that is not a finite number), a non-finite return, or a non-finite fitness
+    (returns that overflow their mean, a NaN penalty) end the evaluation with fitness
+    -inf and ``nonfinite`` set, whatever the action space.
     """
     clock = time.perf_counter
     t0 = clock()
@@ -77,6 +79,8 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     check = not discrete
     isfinite = math.isfinite
     zeros = np.zeros(agent.space.act_dim)
+    obs_zeros = np.zeros(agent.space.obs_dim)
+    flat_obs = len(agent.space.obs_shape) <= 1
     n = len(seeds)
     returns = np.zeros(n)
     steps = np.zeros(n, dtype=np.int64)
@@ -96,6 +100,15 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
         total, count = 0.0, 0
         t_step = 0.0  # this episode's time in env.step; the rest of the loop is the agent's
         while True:
+            # obs . 0 is NaN iff a component is inf or NaN (an image is checked whole)
+            try:
+                obs_ok = isfinite(obs.dot(obs_zeros)) if flat_obs else bool(np.isfinite(obs).all())
+            except (AttributeError, TypeError, ValueError):  # not a float array
+                obs_ok = bool(np.isfinite(np.asarray(obs, dtype=np.float64)).all())
+            if not obs_ok:
+                nonfinite = True
+                t2 = clock()
+                break
             action = act(obs)
             if check:
                 # action . 0 is NaN iff a component is inf or NaN, and cannot overflow
@@ -242,6 +255,7 @@ class EvolveSpec:
     agent: str
     hidden: tuple
     agent_options: dict
+    env_options: dict = field(default_factory=dict)  #: keyword arguments of the env's constructor
 
     def build(self) -> "Evaluator":
         return Evaluator(self)
@@ -256,7 +270,7 @@ class Evaluator:
         from synapto.agents import build_agent
         from synapto.envs import SpaceInfo, make_env
 
-        self.make_env = partial(make_env, spec.env)
+        self.make_env = partial(make_env, spec.env, **spec.env_options)
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()

@@ -183,7 +183,11 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
         warnings.append(f"warning: generation {g} individual {i} failed on rank {fail.rank} ({fail.host}): "
                         f"{fail.message}; fitness set to -inf")
     fitness = np.array([r.fitness for r in results])
-    nonfinite = np.array([r.nonfinite for r in results])
+    # non-finite is counted whatever found it: the rollout, a batched evaluation's -inf or NaN,
+    # or a genome that is not finite (a Discrete policy's argmax would act on it silently)
+    bad = ~failed & (~np.isfinite(fitness) | ~np.isfinite(genomes).all(axis=1))
+    fitness[bad] = -np.inf
+    nonfinite = np.array([r.nonfinite for r in results]) | bad
     stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params) for r in results])
     connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
     bad = np.flatnonzero(nonfinite)

@@ -19,7 +19,6 @@ observation statistics (:mod:`synapto.evolution.obs_norm`).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,9 @@ from synapto.evolution import champion as final
 from synapto.evolution.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
                                           rows, run_generation, statistics)
+from synapto.evolution.callbacks import GenerationReport, close_all
 from synapto.evolution.obs_norm import ObsStats
+from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
@@ -77,7 +78,7 @@ class RunStopped(Exception):
 
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
-    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options))
+    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), dict(cfg.env_options))
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:
@@ -85,37 +86,6 @@ def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> S
     strategy = make_strategy(cfg, agent or build_agent(cfg), checkpoint.rng)
     strategy.restore(checkpoint.arrays, checkpoint.scalars)
     return strategy
-
-
-def _fmt_time(s: float) -> str:
-    s = int(s)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-class Progress:
-    """A live progress bar on a terminal; silent otherwise."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stdout
-        self.enabled = self.stream.isatty()
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        width = 30
-        fill = int(width * done / max(total, 1))
-        self.stream.write(f"\r  [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        if self.enabled:
-            self.stream.write("\r" + " " * 60 + "\r")
-            self.stream.flush()
 
 
 class EvolutionRun:
@@ -127,6 +97,7 @@ class EvolutionRun:
     def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None],
                  overwrite: bool = True):
         self.cfg, self.out, self.log = cfg, out, log
+        self.t_written = time.perf_counter()  #: when the last row was written (first: the run's start)
         self.agent = build_agent(cfg)
         self.cfg_json = cfg.to_json()
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
@@ -172,11 +143,12 @@ class EvolutionRun:
         the observation size."""
         figures = {k: () for k in self.strategy.record() if k not in STATS}
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
+        attrs = {"action_range": action_range(self.agent)}
         samples = self.strategy.samples()
         if samples is None or "centre" not in arrays:  # populations are stored
-            return Extras(self.agent.space.obs_dim, {**figures, **arrays})
+            return Extras(self.agent.space.obs_dim, {**figures, **arrays}, attrs=attrs)
         return Extras(self.agent.space.obs_dim, {**figures, **arrays}, samples.kind,
-                      {k: np.shape(v) for k, v in samples.arrays().items()})
+                      {k: np.shape(v) for k, v in samples.arrays().items()}, attrs)
 
     def save(self) -> None:
         """Checkpoint the state the next generation reads (once per generation)."""
@@ -200,8 +172,13 @@ class EvolutionRun:
             return None
         return self.norms[generation] if generation < len(self.norms) else self.obs.frozen()
 
-    def record(self, gen: Generation, checkpoint_every: int, t_start: float, norm) -> dict[str, float]:
-        """Count, append generation ``gen`` to the run file, checkpoint on schedule."""
+    def record(self, gen: Generation, checkpoint_every: int, norm) -> dict[str, float]:
+        """Count, append generation ``gen`` to the run file, checkpoint on schedule.
+
+        ``/timing/wall`` of a generation is the time from the previous generation's row
+        (or from the start of this process's run: creating or rebuilding the file) to this
+        one's: it covers the previous write and checkpoint too, so the walls add up to the
+        run's wall time."""
         data = rows(gen, self.writer.compact)
         if self.obs is not None:
             self.norms.append(norm)
@@ -215,12 +192,14 @@ class EvolutionRun:
         data.update({f"strategy/{k}": v for k, v in gen.strategy_arrays.items()})
         t = time.perf_counter()
         ms = gen.map_stats
-        timing = {"wall": t - t_start, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
+        t_prev, self.t_written = self.t_written, t
+        timing = {"wall": t - t_prev, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
                   "worker_env": float(sum(r.env_seconds for r in gen.results)),
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
         if gen.index >= self.writer.capacity:
             self.writer = grow(self.writer, self.out, self.cfg, self.agent.n_params, self.agent.name, self.extras())
         self.writer.append(gen.index, data, stats, {**timing, "write": time.perf_counter() - t})
+        self.timing = {**timing, "write": time.perf_counter() - t}
         last = not self.cfg.goes_on(self.generation, self.env_steps + self.validation_steps)
         if self.generation % checkpoint_every == 0 or last:
             self.save()
@@ -257,19 +236,49 @@ class EvolutionRun:
         self.lock.release()
 
 
-def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float) -> str:
+def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float,
+                  eta: float | None = None) -> str:
+    """One generation's log line; ``gen`` counts from 0, as the run file, the CSV export and
+    ``replay --generation`` do, and the percentage is of the run's budget."""
     val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
     t_eval = gen.timing["eval_wall"]
-    return (f"gen {gen.index + 1:>4}/{cfg.generations}  best {num(stats['best_fitness'])}  {val}"
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    pct = 100 * budget.fraction(run.generation, run.env_steps + run.validation_steps)
+    return (f"gen {gen.index:>4} {pct:5.1f}%  best {num(stats['best_fitness'])}  {val}"
             f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
             f"steps {run.env_steps + run.validation_steps:>10,}  "
             f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-            f"elapsed {_fmt_time(elapsed)}")
+            f"elapsed {_fmt_time(elapsed)}" + (f"  eta {_fmt_time(eta)}" if eta is not None else ""))
+
+
+def action_range(agent) -> str:
+    """What the agent's actions span, in words (the run file's ``action_range`` attribute)."""
+    space = agent.space
+    if space.discrete:
+        return f"one of {space.act_dim} choices (argmax)"
+    if space.low is not None and np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)):
+        return "tanh scaled to the action space's bounds"
+    return "tanh in [-1, 1]: the action space is unbounded, actions are not scaled"
+
+
+def announce(cfg: EvolveConfig, agent, budget: Budget, workers: int, out, log) -> None:
+    """The run's first line (and a warning for an action space that is not bounded)."""
+    log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
+        f"{budget.describe()}, {plural(cfg.episodes, 'episode')} per fitness, seed {cfg.seed}, "
+        f"{plural(workers, 'worker')} -> {out}")
+    if action_range(agent).startswith("tanh in [-1, 1]: "):
+        log(f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
+            f"(the run file's attribute action_range says so)")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
                   options: RunOptions = RunOptions(), resume: bool = False,
-                  stop: Callable[[], bool] | None = None, overwrite: bool = True) -> RunSummary:
+                  stop: Callable[[], bool] | None = None, overwrite: bool = True,
+                  callbacks=()) -> RunSummary:
     """Run ``cfg`` to completion on ``farm``, writing the run file ``out``.
 
     With ``resume`` the run continues from ``out``'s checkpoint (rows after it are
@@ -278,26 +287,36 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     :class:`RunStopped` is raised, as it is when an evaluation fails under
     ``on_error="abort"``.  The run holds ``out``'s lock (:class:`synapto.store.RunLock`) from
     before it reads or creates anything until it returns; ``overwrite=False`` refuses an
-    existing ``out`` (checked under the lock).
+    existing ``out`` (checked under the lock).  ``callbacks`` are called with a
+    :class:`~synapto.evolution.callbacks.GenerationReport` after each generation's rows
+    are written (:mod:`synapto.evolution.callbacks`).
     """
     from synapto.evolution.batched import batching_farm
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     farm = batching_farm(farm, spec_of(cfg), run.agent, "off" if cfg.obs_norm else options.batch)
-    evals = Evaluations(farm, options.schedule, options.on_error, stop, Progress(), keys=options.wire == "keys")
-    log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
-        f"{cfg.generations} generations, {cfg.episodes} episodes, seed {cfg.seed}, "
-        f"{farm.n_workers} worker(s) -> {out}")
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    progress = RunProgress(budget)
+    evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=options.wire == "keys")
+    announce(cfg, run.agent, budget, farm.n_workers, out, log)
+    start_fraction = budget.fraction(run.generation, run.env_steps + run.validation_steps)
+    progress.start(run.generation, run.env_steps + run.validation_steps)
     try:
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
-            t0 = time.perf_counter()
             norm = run.norm()
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
             for line in gen.warnings:
                 log(line)
-            stats = run.record(gen, options.checkpoint_every, t0, norm)
-            log(progress_line(cfg, run, gen, stats, time.perf_counter() - t_start))
+            stats = run.record(gen, options.checkpoint_every, norm)
+            elapsed = time.perf_counter() - t_start
+            steps = run.env_steps + run.validation_steps
+            progress.advance(run.generation, steps)
+            log(progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed,
+                                                                         start_fraction)))
+            for callback in callbacks:
+                callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
+        progress.stop()
         test = run.finish(evals)
     except FarmInterrupted:
         run.save()
@@ -306,6 +325,8 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         run.save()
         raise RunStopped(str(exc), out, run.generation, failure=exc.failure) from None
     finally:
+        progress.stop()
+        close_all(callbacks)
         run.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     sel, tst = run.selection_steps, int(test.steps.sum())

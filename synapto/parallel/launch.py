@@ -71,7 +71,8 @@ def find_mpiexec() -> str:
         return beside
     found = shutil.which("mpiexec") or shutil.which("mpirun")
     if not found:
-        raise UsageError("no mpiexec found: install the 'mpich' wheel or set SYNAPTO_MPIEXEC")
+        raise UsageError("no mpiexec found: pip install 'synapto-evo[mpich]' (or mpich), load your cluster's MPI, "
+                         "or set SYNAPTO_MPIEXEC")
     return found
 
 

@@ -4,6 +4,12 @@
     p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 
 The state (m, v, t) is all a checkpoint needs to continue bit-identically.
+
+``openai-es`` keeps an Adam of its own (:mod:`synapto.evolution.strategies.openai_es`):
+it adds epsilon to ``sqrt(v)`` before the bias correction (the ES paper's code, Kingma &
+Ba's "epsilon hat") where this one adds it after (PyTorch's), squares the gradient in
+another order, and steps only the surviving coordinates.  One class holding both would
+keep two code paths to leave the run files of both bit-identical, so there are two.
 """
 
 from __future__ import annotations

@@ -18,13 +18,13 @@ from typing import Annotated, Optional
 import typer
 
 from synapto.errors import UsageError
+from synapto.logs import say as _log
+from synapto.ppo.config import PPOConfig
 
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
 MULTI_VALUE_OPTIONS = ("--hid", "--seed")
 
-def _log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 def _agree(comm, rank: int, check) -> None:
@@ -86,50 +86,59 @@ def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
                        f"hidden sizes {hid}")
 
 
+_P = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+
+
 def ppo(
-    env: Annotated[Optional[str], typer.Option(help="Gymnasium environment id. [default: BipedalWalker-v3]")] = None,
-    hid: Annotated[Optional[list[str]], typer.Option(
-        help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\". [default: 64 64]")] = None,
-    gamma: Annotated[Optional[float], typer.Option(help="Discount factor. [default: 0.99]")] = None,
-    lam: Annotated[Optional[float], typer.Option(help="GAE lambda. [default: 0.97]")] = None,
-    epochs: Annotated[Optional[int], typer.Option(help="Epochs to run (with --resume: the new total). [default: 50]")] = None,
-    steps_per_epoch: Annotated[Optional[int], typer.Option(
+    ctx: typer.Context,
+    env: Annotated[str, typer.Option(help="Gymnasium environment id.")] = _P["env"],
+    hid: Annotated[list[str], typer.Option(
+        help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\".")] = \
+        [str(h) for h in _P["hid"]],  # noqa: B006
+    gamma: Annotated[float, typer.Option(help="Discount factor.")] = _P["gamma"],
+    lam: Annotated[float, typer.Option(help="GAE lambda.")] = _P["lam"],
+    epochs: Annotated[int, typer.Option(help="Epochs to run (with --resume: the new total).")] = _P["epochs"],
+    steps_per_epoch: Annotated[int, typer.Option(
         "--steps-per-epoch", "--steps_per_epoch",
-        help="Env steps per epoch over all ranks; each rank runs steps // ranks. [default: 4000]")] = None,
-    seed: Annotated[Optional[list[int]], typer.Option(
-        help="Run seed(s); several run one after another. [default: 0]")] = None,
-    cpu: Annotated[Optional[int], typer.Option(
-        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match). "
-             "[default: 1]")] = None,
-    pi_lr: Annotated[Optional[float], typer.Option("--pi-lr", "--pi_lr", help="Policy learning rate (Adam). [default: 0.0003]")] = None,
-    vf_lr: Annotated[Optional[float], typer.Option("--vf-lr", "--vf_lr", help="Value learning rate (Adam). [default: 0.001]")] = None,
-    train_pi_iters: Annotated[Optional[int], typer.Option(
-        "--train-pi-iters", "--train_pi_iters", help="Maximum policy steps per epoch. [default: 80]")] = None,
-    train_v_iters: Annotated[Optional[int], typer.Option(
-        "--train-v-iters", "--train_v_iters", help="Value steps per epoch. [default: 80]")] = None,
-    clip_ratio: Annotated[Optional[float], typer.Option(
-        "--clip-ratio", "--clip_ratio", help="PPO clip epsilon. [default: 0.2]")] = None,
-    target_kl: Annotated[Optional[float], typer.Option(
-        "--target-kl", "--target_kl", help="Stop policy steps when the KL exceeds 1.5 x this. [default: 0.01]")] = None,
+        help="Env steps per epoch over all ranks; each rank runs steps // ranks.")] = _P["steps_per_epoch"],
+    seed: Annotated[list[int], typer.Option(help="Run seed(s); several run one after another.")] = \
+        [_P["seed"]],  # noqa: B006
+    cpu: Annotated[int, typer.Option(
+        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).")] = 1,
+    pi_lr: Annotated[float, typer.Option("--pi-lr", "--pi_lr", help="Policy learning rate (Adam).")] = _P["pi_lr"],
+    vf_lr: Annotated[float, typer.Option("--vf-lr", "--vf_lr", help="Value learning rate (Adam).")] = _P["vf_lr"],
+    train_pi_iters: Annotated[int, typer.Option(
+        "--train-pi-iters", "--train_pi_iters", help="Maximum policy steps per epoch.")] = _P["train_pi_iters"],
+    train_v_iters: Annotated[int, typer.Option(
+        "--train-v-iters", "--train_v_iters", help="Value steps per epoch.")] = _P["train_v_iters"],
+    clip_ratio: Annotated[float, typer.Option(
+        "--clip-ratio", "--clip_ratio", help="PPO clip epsilon.")] = _P["clip_ratio"],
+    target_kl: Annotated[float, typer.Option(
+        "--target-kl", "--target_kl", help="Stop policy steps when the KL exceeds 1.5 x this.")] = _P["target_kl"],
     max_ep_len: Annotated[Optional[int], typer.Option(
         "--max-ep-len", "--max_ep_len",
-        help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up. "
-             "[default: the env's time limit, 1600 for BipedalWalker-v3]")] = None,
-    save_freq: Annotated[Optional[int], typer.Option(
-        "--save-freq", "--save_freq", help="Keep the parameters after epochs 0, N, 2N, ... [default: 10]")] = None,
+        help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
+        show_default="the env's time limit, 1600 for BipedalWalker-v3")] = None,
+    save_freq: Annotated[int, typer.Option(
+        "--save-freq", "--save_freq", help="Keep the parameters after epochs 0, N, 2N, ...")] = _P["save_freq"],
     exp_name: Annotated[Optional[str], typer.Option(
-        "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it). "
-                                         "[default: ppo_<env>]")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="Network arithmetic: float32 or float64. [default: float32]")] = None,
+        "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it).",
+        show_default="ppo_<env>")] = None,
+    dtype: Annotated[str, typer.Option(help="Network arithmetic: float32 or float64.")] = _P["dtype"],
     out: Annotated[Optional[Path], typer.Option(
         help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
-             "With several seeds _s<seed> is inserted before .h5. [default: runs/ppo_<env>_s<seed>.h5]")] = None,
+             "With several seeds _s<seed> is inserted before .h5.",
+        show_default="runs/ppo_<env>_s<seed>.h5")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        help="TOML file of options (see experiments/ppo_bipedal.toml); command-line options override it.")] = None,
+        help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
+        show_default=False)] = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue a stopped PPO run file bit-identically (same number of processes; "
-             "only --epochs and --cpu may be given).")] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite existing output files.")] = False,
+             "only --epochs and --cpu may be given).", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Check the options, the config and the output paths, print what would run, and exit "
+                        "without running or writing anything.")] = False,
 ):
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
     from synapto.envs import space_info
@@ -138,12 +147,17 @@ def ppo(
     from synapto.ppo.train import train
     from synapto.store import PPORun
 
-    given = dict(env=env, hid=parse_hid(hid), gamma=gamma, lam=lam, epochs=epochs,
-                 steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
-                 train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
-                 target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
-                 dtype=dtype, out=out)
-    given = {k: v for k, v in given.items() if v is not None}
+    from synapto.cli import given_on_command_line
+
+    params = dict(env=env, hid=hid, gamma=gamma, lam=lam, epochs=epochs,
+                  steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
+                  train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
+                  target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
+                  dtype=dtype, out=out)
+    given = {k: params[k] for k in given_on_command_line(ctx, params)}
+    if "hid" in given:
+        given["hid"] = parse_hid(given["hid"])
+    cpu = cpu if "cpu" in given_on_command_line(ctx, ["cpu"]) else None
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
     from synapto.ppo.threads import update_threads
@@ -204,6 +218,13 @@ def ppo(
 
         _agree(comm, rank, lambda: check_writable(resume))
 
+    if check:
+        if rank == 0:
+            what = "resumes" if resume is not None else "would run"
+            _log(f"ok: {len(configs)} PPO run(s) {what}: {configs[0].env}, hid {list(configs[0].hid)}, "
+                 f"{configs[0].epochs} epochs of {configs[0].steps_per_epoch:,} steps on {size} process(es) -> "
+                 f"{', '.join(map(str, outs))}")
+        return
     if size > 1 and comm is None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         relaunch(size)
@@ -219,7 +240,7 @@ def ppo_eval(
         help="Which parameters: latest (final, else the last checkpoint), final, or an epoch number "
              "kept by --save-freq.")] = "latest",
     max_ep_len: Annotated[Optional[int], typer.Option(
-        "--max-ep-len", "--max_ep_len", help="Episode cap. [default: the run's]")] = None,
+        "--max-ep-len", "--max_ep_len", help="Episode cap.", show_default="the run's")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
     from synapto.ppo.evaluate import evaluate_run

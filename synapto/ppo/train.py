@@ -427,4 +427,6 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
 
 
 def _resume_command(out: Path, size: int) -> str:
-    return f"python -m synapto ppo --resume {out}" + (f" --cpu {size}" if size > 1 else "")
+    from synapto.shell import synapto_command
+
+    return synapto_command("ppo", "--resume", out, *(["--cpu", size] if size > 1 else []))

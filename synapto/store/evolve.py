@@ -14,7 +14,7 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
 
     /                   attrs: format="synapto-run", format_version, kind="evolve",
                         config (JSON), versions (JSON), created (ISO time), run_id (random hex,
-                        also in the checkpoint), n_params, agent_name
+                        also in the checkpoint), n_params, agent_name, action_range
     /completed          (1,)  int64   generations fully written
     /fitness            (G, P) float64  fitness (mean return - penalty; -inf if non-finite)
     /returns            (G, P, E) float64  return of each episode
@@ -100,6 +100,8 @@ class Extras:
     samples: str = ""
     #: ``/samples/<name>``: the shape of one generation's row (``keys`` is uint64, the rest float64)
     sample_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: text attributes of ``/`` besides the layout's (``action_range``: what the agent's actions span)
+    attrs: Mapping[str, str] = field(default_factory=dict)
 
 
 class EvolveRunWriter:
@@ -173,7 +175,8 @@ class EvolveRunWriter:
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
         rows, fixed = cls.layout(config, n_params, extras, rows)
-        attrs = {"n_params": n_params, "agent_name": agent_name, **({"samples": extras.samples} if extras.samples else {})}
+        attrs = {"n_params": n_params, "agent_name": agent_name, **extras.attrs,
+                 **({"samples": extras.samples} if extras.samples else {})}
         f = new_file(path, "evolve", config.to_json(), attrs,
                      run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
         try:
@@ -399,4 +402,4 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 
     with writing(path, what):
-        return EvolveRunWriter(rewrite(path, write))
+        return EvolveRunWriter(rewrite(path, write, what))

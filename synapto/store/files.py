@@ -70,12 +70,18 @@ def h5py():
 def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
+    from synapto.store.provenance import git_commit
+
     out = {"python": platform.python_version()}
-    for pkg in ("synapto", "numpy", "gymnasium", "h5py", "mpi4py", "box2d"):
+    for key, pkg in (("synapto", "synapto-evo"), ("numpy", "numpy"), ("gymnasium", "gymnasium"), ("h5py", "h5py"),
+                     ("mpi4py", "mpi4py"), ("box2d", "box2d")):
         try:
-            out[pkg] = version(pkg)
+            out[key] = version(pkg)
         except PackageNotFoundError:
             pass
+    commit = git_commit()
+    if commit:
+        out["git_commit"] = commit
     return out
 
 
@@ -448,10 +454,10 @@ def replace_file(path: Path, build: Callable[[Path], None], tmp_suffix: str, wha
     fsync_dir(path.parent if str(path.parent) else Path("."))
 
 
-def rewrite(path: Path, write: Callable[[Path], None]):
+def rewrite(path: Path, write: Callable[[Path], None], what: str = "rebuilding it to resume"):
     """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it
     (:func:`replace_file`), and return it reopened for appending (:func:`open_append`).
     Both resumes (evolution and PPO) rebuild their run file this way, from its first
-    completed rows."""
-    replace_file(path, write, ".resume.tmp", "rebuilding it to resume")
+    completed rows, and so does a run that outgrows its rows (``what`` says which)."""
+    replace_file(path, write, ".resume.tmp", what)
     return open_append(path)

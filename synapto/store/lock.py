@@ -141,10 +141,12 @@ def check_output_path(path: str | Path, force: bool) -> Path:
     """Refuse to overwrite without ``force`` or a file a run is writing; check the directory
     is writable."""
     p = Path(path)
-    if p.exists() and not force:
-        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
     if p.exists() and p.is_dir():
         raise UsageError(f"--out {str(p)!r} is a directory, expected a .h5 file path")
+    if p.exists() and not p.is_file():  # a device, a pipe, a socket: never replaced, --force or not
+        raise UsageError(f"--out {str(p)!r} is not a regular file")
+    if p.exists() and not force:
+        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
     parent = p.parent if str(p.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,8 @@ def require(module: str, command: str, package: str | None = None):
         return importlib.import_module(module)
     except ImportError:
         package = package or module.split(".")[0]
-        raise UsageError(f"{command} needs {package}: pip install -e .[plot]  (or `make install`)") from None
+        raise UsageError(f"{command} needs {package}: pip install 'synapto-evo[plot]' "
+                         f"(in a checkout: make install)") from None
 
 
 def matplotlib_figure(command: str):
@@ -224,6 +225,13 @@ class Pick:
         return acting(self.agent, policy, self.obs_norm)
 
 
+def fitness_words(fitness: float) -> str:
+    """``fitness 12.30``, or what a NaN fitness means (a strategy's final centre, never evaluated)."""
+    if np.isnan(fitness):
+        return "not evaluated: a final centre"
+    return f"fitness {fitness:.2f}"
+
+
 def pick_genome(path: str | Path, generation: int | None = None, individual: int | None = None) -> Pick:
     """The champion of a finished run (else the best individual so far), or ``--generation G
     --individual I``; with the agent built from the run's config."""
@@ -249,13 +257,13 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             genome = run.population(generation, individual)
             fitness = float(run.fitness(generation, individual))
             norm = run.obs_norm(generation)
-            what = f"generation {generation} individual {individual} (fitness {fitness:.2f})"
+            what = f"generation {generation} individual {individual} ({fitness_words(fitness)})"
             label = f"gen {generation} individual {individual}"
         elif tested:
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
             test_returns, norm = champion.test_returns, champion.obs_norm
-            what = f"champion of generation {generation} (fitness {fitness:.2f})"
+            what = f"champion of generation {generation} ({fitness_words(fitness)})"
             label = f"champion of gen {generation}"
         else:
             label = "best so far"
@@ -266,7 +274,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 best = None
             if best is not None:  # the run's own best-ever agent (chosen as the run chooses it)
                 genome, fitness, generation = best
-                what = (f"best so far: from generation {generation} (fitness {fitness:.2f}; "
+                what = (f"best so far: from generation {generation} ({fitness_words(fitness)}; "
                         f"the run is unfinished, no tested champion)")
                 norm = run.obs_norm(generation)
             else:
@@ -275,7 +283,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 generation, individual = (int(v) for v in np.unravel_index(int(np.argmax(fit)), fit.shape))
                 genome = run.population(generation, individual)
                 fitness = float(fit[generation, individual])
-                what = (f"best so far: generation {generation} individual {individual} (fitness {fitness:.2f}; "
+                what = (f"best so far: generation {generation} individual {individual} ({fitness_words(fitness)}; "
                         f"the run is unfinished, no tested champion)")
                 norm = run.obs_norm(generation)
     agent = build_agent(cfg)

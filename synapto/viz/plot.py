@@ -30,7 +30,6 @@ from synapto.viz import AXES, RunSeries, check_image_out, matplotlib_figure, rea
 
 BANDS = ("minmax", "std", "none")
 EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")
-STYLES = {"best": "-", "elite-mean": "--", "pop-mean": ":", "validation": "-.", "return": "-"}
 CURVE_LABELS = {"best": "best fitness", "elite-mean": "elite-mean fitness", "pop-mean": "pop-mean fitness",
                 "validation": "best validation fitness"}
 AXIS_LABELS = {"generation": "generation", "env-steps": "environment steps", "wall-time": "wall-clock time"}
@@ -173,43 +172,61 @@ def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "m
     if dpi < 10:
         raise UsageError(f"--dpi must be >= 10, got {dpi}")
     runs = [read_run(p) for p in paths]
-    Figure = matplotlib_figure("plot")
+    fig, groups = curves_figure(runs, axes, band, curves, connections, width, height, dpi, title)
+    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
+    log(f"plot: {len(runs)} run(s) in {len(groups)} group(s) -> {out}")
+    return out
 
+
+def curves_figure(runs: list[RunSeries], axes, band: str = "minmax", curves=EVOLVE_CURVES,
+                  connections: bool = True, width: int | None = None, height: int | None = None,
+                  dpi: int = 100, title: str | None = None):
+    """The figure of :func:`plot_runs` (a matplotlib ``Figure``, drawn) and the run groups."""
+    Figure = matplotlib_figure("plot")
+    axes, curves = parse_axes(axes), parse_curves(curves)
     groups = group_runs(runs)
-    has_evolve = any(g.kind == "evolve" and g.runs[0].connections for g in groups)
-    rows = 2 if (connections and has_evolve) else 1
+    envs = list(dict.fromkeys(g.runs[0].env for g in groups))  # one row of fitness panels per env
+    show_connections = connections and any(g.kind == "evolve" and _prunes(g) for g in groups)
+    rows = len(envs) + (1 if show_connections else 0)
     ncols = len(axes)
     width = width or 640 * ncols
-    height = height or (720 if rows == 2 else 480)
+    height = height or (480 + 240 * (rows - 1))
     if width < 100 or height < 100:
         raise UsageError(f"--width and --height must be >= 100 pixels, got {width}x{height}")
     fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
-    grid = fig.add_gridspec(rows, ncols, height_ratios=[2, 1] if rows == 2 else [1])
-    colors = [f"C{i % 10}" for i in range(len(groups))]
+    grid = fig.add_gridspec(rows, ncols, height_ratios=[2] * len(envs) + ([1] if show_connections else []))
+    lines = _line_styles(groups, curves)
     kinds = {g.kind for g in groups}
 
     for col, axis in enumerate(axes):
-        top = fig.add_subplot(grid[0, col])
-        bottom = fig.add_subplot(grid[1, col], sharex=top) if rows == 2 else None
+        tops = {env: fig.add_subplot(grid[r, col]) for r, env in enumerate(envs)}
+        first = tops[envs[0]]
+        for ax in tops.values():
+            if ax is not first:
+                ax.sharex(first)
+        bottom = fig.add_subplot(grid[len(envs), col], sharex=first) if show_connections else None
         scale, unit = 1.0, ""
         if axis == "wall-time":
             walls = [r.x["wall-time"] for r in runs if r.x["wall-time"] is not None and len(r.x["wall-time"])]
             scale, unit = _time_unit(max((float(np.nanmax(w)) for w in walls), default=0.0))
         drawn = 0
-        for g, color in zip(groups, colors):
+        for g in groups:
             members = [r for r in g.runs if r.x[axis] is not None]
             for r in g.runs:
                 if r.x[axis] is None:
                     sys.stderr.write(f"warning: {r.path} has no wall-clock timing; left out of the wall-time panel\n")
             if not members:
                 continue
+            top = tops[g.runs[0].env]
             names = curves if g.kind == "evolve" else ["return"]
             for name in names:
                 having = [r for r in members if name in r.curves]
                 if having:
+                    color, label = lines[(g.key, name)]
                     drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color,
-                                   STYLES[name], f"{g.label}: {name}")
+                                   "-", label)
             if bottom is not None and g.kind == "evolve":
+                color = lines[(g.key, curves[0])][0] if (g.key, curves[0]) in lines else "0.2"
                 for name, style in (("mean", "-"), ("champion", "--")):
                     if all(name in r.connections for r in members):
                         _line(bottom, members, axis, lambda r, n=name: r.connections[n], band, scale, color,
@@ -223,56 +240,112 @@ def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "m
             xlabel = "generation (PPO: epoch)"
         if unit:
             xlabel += f" ({unit})"
-        (bottom or top).set_xlabel(xlabel)
-        if col == 0:
-            top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(kinds) > 1 else
-                           ("fitness" if kinds == {"evolve"} else "average episode return"))
-            if bottom is not None:
-                bottom.set_ylabel("surviving connections")
-        for ax in (top, bottom):
+        lowest = bottom or tops[envs[-1]]
+        lowest.set_xlabel(xlabel)
+        for env, top in tops.items():
+            env_kinds = {g.kind for g in groups if g.runs[0].env == env}
+            if col == 0:
+                top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(env_kinds) > 1 else
+                               ("fitness" if env_kinds == {"evolve"} else "average episode return"))
+            if len(envs) > 1:
+                top.set_title(env, fontsize="small")  # each env has a y axis of its own
+            if top is not lowest:
+                top.tick_params(labelbottom=False)
+        if col == 0 and bottom is not None:
+            bottom.set_ylabel("surviving connections")
+        for ax in [*tops.values(), bottom]:
             if ax is not None:
                 ax.grid(True, alpha=0.3)
                 if axis == "env-steps":
                     ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-        if bottom is not None:
-            top.tick_params(labelbottom=False)
+                if axis == "generation":
+                    from matplotlib.ticker import MaxNLocator
+
+                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # generations and epochs are whole
         if col == ncols - 1 and bottom is not None and bottom.lines:
             from matplotlib.lines import Line2D
 
             bottom.legend(handles=[Line2D([], [], color="0.2", ls="-", label="population mean"),
                                    Line2D([], [], color="0.2", ls="--", label="champion")],
                           fontsize="x-small", loc="best", framealpha=0.8)
-    _legend(fig, groups, colors, curves)
-    envs = sorted({r.env for r in runs})
     band_note = {"minmax": "band: min-max over seeds", "std": "band: mean +- std over seeds", "none": ""}[band]
     multi = any(len(g.runs) > 1 for g in groups)
-    fig.suptitle(title or (", ".join(envs) + (f"  ({band_note})" if multi and band_note else "")),
+    fig.suptitle(title or (", ".join(sorted(envs)) + (f"  ({band_note})" if multi and band_note else "")),
                  fontsize="medium")
-    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
-    log(f"plot: {len(runs)} run(s) in {len(groups)} group(s) -> {out}")
+    _legend(fig, lines)
+    return fig, groups
+
+
+def _prunes(group) -> bool:
+    """Whether a group's connection counts change (a panel of flat lines says nothing)."""
+    for r in group.runs:
+        for y in r.connections.values():
+            y = np.asarray(y, dtype=np.float64)
+            y = y[np.isfinite(y)]
+            if y.size and np.ptp(y) > 0:
+                return True
+    return False
+
+
+def _line_styles(groups, curves) -> dict:
+    """``(group key, curve) -> (colour, legend label)``: one colour per curve drawn, a
+    curve family (best, elite mean, ...) of one group in shades of the group's hue when
+    there are several groups, in distinct colours when there is one."""
+    import matplotlib
+
+    drawn = []
+    for g in groups:
+        names = curves if g.kind == "evolve" else ["return"]
+        drawn += [(g, n) for n in names if any(n in r.curves for r in g.runs)]
+    out = {}
+    if len(groups) == 1:
+        for i, (g, n) in enumerate(drawn):
+            out[(g.key, n)] = (f"C{i % 10}", f"{g.label}: {_curve_label(g, n)}")
+        return out
+    cmap = matplotlib.colormaps["tab20"]  # pairs of a dark and a light shade per hue
+    hues = {g.key: i % 10 for i, g in enumerate(groups)}
+    for g in groups:
+        mine = [n for gg, n in drawn if gg is g]
+        for j, n in enumerate(mine):
+            base = np.array(cmap(2 * hues[g.key]))
+            shade = base if j == 0 else np.array(cmap(2 * hues[g.key] + 1)) if j == 1 else \
+                np.clip(base * (1 - 0.25 * (j - 1)), 0, 1)
+            shade[3] = 1.0
+            out[(g.key, n)] = (tuple(shade), f"{g.label}: {_curve_label(g, n)}")
     return out
 
 
-def _legend(fig, groups, colors, curves) -> None:
-    """One legend below the panels: a colour per group, a line style per curve."""
+def _curve_label(group, name: str) -> str:
+    return "average episode return" if name == "return" else CURVE_LABELS[name]
+
+
+def _legend(fig, lines) -> None:
+    """One legend below the panels, an entry per line, in as many columns as fit the
+    figure's width (the layout makes room for its height): it never leaves the image."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=c, lw=2.5, label=g.label) for g, c in zip(groups, colors)]
-    styles = [Line2D([], [], color="0.2", ls=STYLES[n], label=CURVE_LABELS[n]) for n in curves
-              if any(g.kind == "evolve" and n in g.runs[0].curves for g in groups)]
-    if any(g.kind == "ppo" for g in groups):
-        styles.append(Line2D([], [], color="0.2", ls=STYLES["return"], label="PPO: average episode return"))
-    if len(styles) == 1 and len(groups) == 1:
-        styles = []
-    m = max(len(handles), len(styles))
-    if styles and m <= 5:  # groups on the first row, line styles on the second
-        blank = Line2D([], [], alpha=0.0, label=" ")
-        pad = lambda xs: xs + [blank] * (m - len(xs))  # noqa: E731
-        entries = [h for pair in zip(pad(handles), pad(styles)) for h in pair]
-        ncol = m
-    else:
-        entries, ncol = handles + styles, min(4, len(handles) + len(styles))
-    fig.legend(handles=entries, loc="outside lower center", fontsize="small", frameon=False, ncol=ncol)
+    import textwrap
+
+    labels = [label for _, label in lines.values()]
+    if not labels:
+        return
+    FigureCanvasAgg(fig)
+    ncol, wrap = len(labels), max(len(t) for t in labels)
+    while True:
+        handles = [Line2D([], [], color=c, lw=2.0, label=textwrap.fill(label, wrap))
+                   for (c, _), label in zip(lines.values(), labels)]
+        legend = fig.legend(handles=handles, loc="outside lower center", fontsize="small", frameon=False,
+                            ncol=ncol)
+        fig.canvas.draw()
+        box, room = legend.get_window_extent(), fig.bbox.width * 0.98
+        if box.width <= room or wrap <= 12:
+            return
+        legend.remove()
+        if ncol > 1:
+            ncol -= 1
+        else:  # one column and still too wide: wrap the labels
+            wrap = max(12, int(wrap * room / box.width) - 1)
 
 
 def _line(ax, members, axis, get, band, scale, color, style, label) -> int:

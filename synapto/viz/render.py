@@ -7,15 +7,15 @@ test did, so the champion's rendered returns equal the stored test returns (the
 command prints both).  PPO runs play the deterministic policy (mean action, most
 likely choice) of ``--params`` on the ``PPO_TEST`` stream, as ``synapto ppo-eval``
 does.  Frames come from the env's ``rgb_array`` rendering (headless: SDL's dummy
-drivers), every ``--every``-th step, scaled by ``--scale``; each frame shows the
-episode and its return so far, and the last frame of an episode is held for a
-second with the final return.
+drivers), every ``--every``-th step, scaled by ``--scale``; a white band above each
+frame (never over the env's pixels) names the episode and its return so far, and the
+last frame of an episode is held for a second with the final return.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +38,7 @@ class Player:
     limit: int | None  #: step cap besides the env's own time limit
     expected: list[float]  #: the run file's returns of these episodes, when it has them
     discrete: bool
+    env_options: dict = field(default_factory=dict)  #: keyword arguments of the env's constructor
 
 
 def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
@@ -50,7 +51,7 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
     return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
-                  expected, agent.space.discrete), pick.what
+                  expected, agent.space.discrete, dict(cfg.env_options)), pick.what
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
@@ -145,12 +146,11 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
         size = max(9, im.height // 18)
         if size not in fonts:
             fonts[size] = _font(ImageFont, size)
-        _caption(ImageDraw.Draw(im), im, lines, fonts[size])
-        return np.asarray(im)
+        return np.asarray(_captioned(Image, ImageDraw, im, lines, fonts[size]))
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
-        env = make_env(player.env_id, render_mode="rgb_array")
+        env = make_env(player.env_id, render_mode="rgb_array", **player.env_options)
         render_fps = render_fps or (env.metadata or {}).get("render_fps")
         obs, _ = env.reset(seed=seed)
         player.reset()
@@ -197,16 +197,23 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
     return {"returns": returns, "lengths": lengths, "frames": len(frames), "width": w, "height": h, "fps": fps}
 
 
-def _caption(draw, im, lines, font) -> None:
+def _captioned(Image, ImageDraw, frame, lines, font):
+    """``frame`` below a white band holding ``lines``: the caption never hides the env's
+    pixels.  The band's height depends on the font only, so every frame has one size."""
     pad = 3
-    boxes = [draw.textbbox((0, 0), line, font=font) for line in lines]
-    height = sum(b[3] - b[1] + pad for b in boxes) + pad
-    width = max(b[2] - b[0] for b in boxes) + 2 * pad
-    draw.rectangle((0, 0, min(im.width, width), height), fill=(255, 255, 255))
+    top, bottom = ImageDraw.Draw(frame).textbbox((0, 0), "Ag", font=font)[1::2]
+    line_height = bottom - top
+    band = len(lines) * (line_height + pad) + pad
+    band += band % 2  # even sizes for video
+    out = Image.new("RGB", (frame.width, frame.height + band), (255, 255, 255))
+    out.paste(frame.convert("RGB"), (0, band))
+    draw = ImageDraw.Draw(out)
     y = pad
-    for line, b in zip(lines, boxes):
+    for line in lines:
+        b = draw.textbbox((0, 0), line, font=font)
         draw.text((pad, y - b[1]), line, fill=(0, 0, 0), font=font)
-        y += b[3] - b[1] + pad
+        y += line_height + pad
+    return out
 
 
 def _writer(suffix: str):

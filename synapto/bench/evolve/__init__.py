@@ -160,14 +160,14 @@ def register(bench_app) -> None:
         env: Annotated[str, typer.Option(help="Gymnasium environment id.")] = d.env,
         agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag or package.module:Class.")] = d.agent,
         hidden: Annotated[Optional[list[int]], typer.Option(
-            help="Hidden layer sizes (default 8 8).")] = None,
+            help="Hidden layer sizes.", show_default="8 8")] = None,
         population: Annotated[int, typer.Option(help="Individuals per generation.")] = d.population,
         generations: Annotated[int, typer.Option(help="Generations per run.")] = d.generations,
         episodes: Annotated[int, typer.Option(help="Episodes per fitness.")] = d.episodes,
         seed: Annotated[Optional[list[int]], typer.Option(
-            help="Run seeds, one run per seed and worker count (default 13 41337).")] = None,
+            help="Run seeds, one run per seed and worker count.", show_default="13 41337")] = None,
         workers_list: Annotated[Optional[list[int]], typer.Option(
-            help="Worker counts; 0 runs in one process without MPI (default 1 2).")] = None,
+            help="Worker counts; 0 runs in one process without MPI.", show_default="1 2")] = None,
         waves: Annotated[bool, typer.Option(
             help="Also run --schedule waves at every worker count above 1.")] = d.waves,
         raw_steps: Annotated[int, typer.Option(

@@ -35,7 +35,7 @@ PARTS = (
 
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
              "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
-_GEN_LINE = re.compile(r"^gen\s+(\d+)/(\d+)\s")
+_GEN_LINE = re.compile(r"^gen\s+(\d+)\s")  # the generation lines of `synapto evolve`
 
 
 @dataclass

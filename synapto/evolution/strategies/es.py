@@ -72,15 +72,20 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
+#: the largest step size, standard deviation or coefficient a strategy accepts: weights
+#: past it saturate every tanh, and a few steps more overflow float64 into inf and NaN
+MAX_SCALE = 1e6
+
+
 def need_positive(name: str, v) -> float:
-    if not _is_number(v) or not 0 < v < math.inf:
-        raise UsageError(f"strategy option {name} must be a number > 0, got {v!r}")
+    if not _is_number(v) or not 0 < v <= MAX_SCALE:
+        raise UsageError(f"strategy option {name} must be a number in (0, {MAX_SCALE:g}], got {v!r}")
     return float(v)
 
 
 def need_nonnegative(name: str, v) -> float:
-    if not _is_number(v) or not 0 <= v < math.inf:
-        raise UsageError(f"strategy option {name} must be a number >= 0, got {v!r}")
+    if not _is_number(v) or not 0 <= v <= MAX_SCALE:
+        raise UsageError(f"strategy option {name} must be a number in [0, {MAX_SCALE:g}], got {v!r}")
     return float(v)
 
 

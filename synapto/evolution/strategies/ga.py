@@ -190,8 +190,10 @@ class GA(Strategy):
     def check_options(cls, options):
         out = super().check_options(options)
         std = out["mutation_std"]
-        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std < float("inf"):
-            raise UsageError(f"--mutation-std must be a number >= 0, got {std!r}")
+        from synapto.evolution.strategies.es import MAX_SCALE
+
+        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std <= MAX_SCALE:
+            raise UsageError(f"--mutation-std must be a number in [0, {MAX_SCALE:g}], got {std!r}")
         if not isinstance(out["prune"], bool):
             raise UsageError(f"--prune must be on or off, got {out['prune']!r}")
         if not (out["prune"] or out["mutation_std"]):
