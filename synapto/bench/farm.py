@@ -207,7 +207,8 @@ def register(bench_app: typer.Typer) -> None:
     @bench_app.command("farm")
     def bench_farm(
         workers_list: Annotated[Optional[list[int]], typer.Option(
-            help="Worker ranks of the zero-cost probes (each one mpiexec job). [default: 1 2 8 32 64]")] = None,
+            help="Worker ranks of the zero-cost probes (each one mpiexec job).",
+            show_default="1 2 8 32 64")] = None,
         tasks_per_worker: Annotated[int, typer.Option(help="Zero-cost tasks per worker in a probe map.")] = 50,
         repeats: Annotated[int, typer.Option(help="Maps per probe (the lowest CPU per task is kept); runs "
                                                   "per config and worker count.")] = 3,
