@@ -63,7 +63,7 @@ STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
 EVOLVE_KEYS = {"env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
                "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
-               "task_timeout",
+               "task_timeout", "env_options",
                *STRATEGY_SHORTHANDS}
 
 
@@ -87,6 +87,19 @@ def strategy_options(values: dict, extra: list[str] | None) -> dict:
         if word not in ("on", "off"):
             raise UsageError(f"--prune must be 'on' or 'off', got {opts['prune']!r}")
         opts["prune"] = word == "on"
+    return opts
+
+
+def env_options(values: dict, extra: list[str] | None) -> dict | None:
+    """The run's env options: a TOML ``[env_options]`` table, then ``--env-option KEY=VALUE``."""
+    opts = values.pop("env_options", None)
+    if opts is not None and not isinstance(opts, dict):
+        raise UsageError(f"env_options must be a table of option = value, got {opts!r}")
+    for item in extra or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--env-option expects KEY=VALUE, got {item!r}")
+        opts = {**(opts or {}), key.strip().replace("-", "_"): _literal(text.strip())}
     return opts
 
 
@@ -118,7 +131,7 @@ def evolve(
         help="Env-step budget of training and validation episodes: the run ends after the generation that "
              "reaches it; 0 for none. [default: 0]")] = None,
     hidden: Annotated[Optional[list[int]], typer.Option(
-        help="Hidden layer sizes, e.g. --hidden 8 8. [default: 8 8]")] = None,
+        help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy). [default: 8 8]")] = None,
     episodes: Annotated[Optional[int], typer.Option(help="Episodes averaged per fitness. [default: 4]")] = None,
     seed: Annotated[Optional[list[int]], typer.Option(
         help="Run seed(s); several run one after another. [default: 0]")] = None,
@@ -143,11 +156,11 @@ def evolve(
         help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
              "on them. 0 chooses on training fitness, as the reference does. [default: 16]")] = None,
     strategy: Annotated[Optional[str], typer.Option(
-        help="How the next generation is made: ga, openai-es, pgpe or cmaes (docs/strategies.md). "
+        help="How the next generation is made: ga, openai-es, pgpe, cmaes or ars (docs/strategies.md). "
              "[default: ga]")] = None,
     sigma: Annotated[Optional[float], typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="openai-es: Adam's step size on the centre.")]
+    lr: Annotated[Optional[float], typer.Option(help="openai-es: Adam's step size; ars: the step size.")]
         = None,
     prune: Annotated[Optional[str], typer.Option(
         help="on: the agent prunes connections between generations (synaptolysis); off: dense. "
@@ -157,6 +170,8 @@ def evolve(
         = None,
     strategy_option: Annotated[Optional[list[str]], typer.Option(
         help="Any other strategy option, KEY=VALUE (repeatable); see docs/strategies.md.")] = None,
+    env_option: Annotated[Optional[list[str]], typer.Option(
+        help="An env option, KEY=VALUE (repeatable): max_episode_steps, reward_shift (README).")] = None,
     obs_norm: Annotated[Optional[bool], typer.Option(
         "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics of the training "
                                          "episodes, frozen per generation. [default: --no-obs-norm]")] = None,
@@ -203,9 +218,14 @@ def evolve(
                  strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std,
                  obs_norm=obs_norm, select_episodes=select_episodes)
     values.update({k: v for k, v in given.items() if v is not None})
+    if list(values.get("hidden", ())) == [0]:
+        values["hidden"] = ()  # --hidden 0: no hidden layer
     opts = strategy_options(values, strategy_option)
     if opts:
         values["strategy_options"] = opts
+    env_opts = env_options(values, env_option)
+    if env_opts is not None:
+        values["env_options"] = env_opts
     seeds = values.pop("seed", [0])
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     n_workers = values.pop("workers", 0)

@@ -49,16 +49,19 @@ class EvolveConfig:
     #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
     #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
     select_episodes: int = 0
+    #: how episodes are run: ``max_episode_steps``, ``reward_shift`` (:class:`synapto.envs.EnvOptions`)
+    env_options: Mapping[str, Any] = field(default_factory=dict)
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = ("env", "agent", "population", "hidden", "episodes", "seed", "agent_options",
                 "crn", "validate_top", "validate_episodes", "strategy", "strategy_options", "obs_norm",
-                "select_episodes")
+                "select_episodes", "env_options")
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(self.hidden))
         object.__setattr__(self, "agent_options", dict(self.agent_options))
         object.__setattr__(self, "strategy_options", dict(self.strategy_options))
+        object.__setattr__(self, "env_options", dict(self.env_options))
         self.validate()
 
     def validate(self) -> None:
@@ -72,8 +75,8 @@ class EvolveConfig:
              f"--generations must be an integer >= 1, got {self.generations!r}")
         need(isinstance(self.max_env_steps, int) and not isinstance(self.max_env_steps, bool)
              and self.max_env_steps >= 0, f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
-        need(len(self.hidden) >= 1 and all(isinstance(h, int) and h > 0 for h in self.hidden),
-             f"--hidden must be one or more positive integers, got {list(self.hidden)!r}")
+        need(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hidden),
+             f"--hidden must be positive integers (none: no hidden layer), got {list(self.hidden)!r}")
         need(isinstance(self.episodes, int) and self.episodes >= 1,
              f"--episodes must be a positive integer, got {self.episodes!r}")
         need(isinstance(self.seed, int) and self.seed >= 0,
@@ -90,11 +93,24 @@ class EvolveConfig:
         need(isinstance(self.select_episodes, int) and not isinstance(self.select_episodes, bool)
              and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
+        self.envs  # bad env_options are refused here, in one line
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
         cls.check_population(self.population, cls.check_options(self.strategy_options))
+
+    @property
+    def envs(self):
+        """The :class:`synapto.envs.EnvOptions` of ``env_options`` (validated)."""
+        from synapto.envs import EnvOptions
+
+        return EnvOptions.parse(self.env_options)
+
+    @property
+    def make_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make``'s keyword arguments for this run's episodes."""
+        return self.envs.make_kwargs()
 
     @property
     def elite_count(self) -> int:

@@ -349,6 +349,8 @@ def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
 
 def batch_unsupported(spec: EvolveSpec, agent) -> str | None:
     """None if runs of ``spec`` can be evaluated batched, else why not."""
+    if spec.make_kwargs:
+        return "env options (a batched env runs the env's own time limit)"
     reason = SeededVectorEnv.supported(spec.env)
     if reason is not None:
         return f"env {spec.env}: {reason}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -185,6 +185,7 @@ class EvolveSpec:
     agent: str
     hidden: tuple
     agent_options: dict
+    make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
 
     def build(self) -> "Evaluator":
         return Evaluator(self)
@@ -199,7 +200,7 @@ class Evaluator:
         from synapto.agents import build_agent
         from synapto.envs import SpaceInfo, make_env
 
-        self.make_env = partial(make_env, spec.env)
+        self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()

@@ -15,7 +15,7 @@ second with the final return.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +38,7 @@ class Player:
     limit: int | None  #: step cap besides the env's own time limit
     expected: list[float]  #: the run file's returns of these episodes, when it has them
     discrete: bool
+    make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
 
 
 def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
@@ -50,7 +51,7 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
     return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
-                  expected, agent.space.discrete), pick.what
+                  expected, agent.space.discrete, cfg.make_kwargs), pick.what
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
@@ -126,15 +127,19 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    from synapto.envs import make_env
+    from synapto.envs import make_env, prepare_headless_render, render_failed
 
+    prepare_headless_render(player.env_id)
     frames, returns, lengths, ends = [], [], [], []
     fonts: dict = {}
     render_fps = None
 
     def grab(env, lines: list[str]) -> np.ndarray:
         """The env's current frame, scaled, with ``lines`` written at its top."""
-        img = env.render()
+        try:
+            img = env.render()
+        except Exception as exc:  # no OpenGL context (MuJoCo without EGL/OSMesa), ...
+            raise render_failed(player.env_id, exc) from None
         if img is None:
             raise UsageError(f"{player.env_id} returned no rgb_array frame; it cannot be rendered")
         im = Image.fromarray(np.asarray(img, dtype=np.uint8))
@@ -150,7 +155,7 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
-        env = make_env(player.env_id, render_mode="rgb_array")
+        env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
         render_fps = render_fps or (env.metadata or {}).get("render_fps")
         obs, _ = env.reset(seed=seed)
         player.reset()
