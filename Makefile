@@ -15,10 +15,10 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[plot,dev]"
+	$(PIP) install -e ".[plot,mujoco,dev]"
 	touch $@
 
-# SYNAPTO_REQUIRE_EXTRAS: a missing plot extra (installed above) fails the tests instead of skipping them
+# SYNAPTO_REQUIRE_EXTRAS: a missing plot or mujoco extra (installed above) fails the tests instead of skipping them
 test: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20
 

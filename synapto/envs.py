@@ -125,6 +125,8 @@ def _quiet_mujoco(gym, env_id: str) -> None:
         import mujoco
     except ImportError:  # gym.make names the missing extra
         return
+    except Exception as exc:  # mujoco loads its OpenGL backend on import: a bad MUJOCO_GL fails here
+        raise _opengl_error(f"{env_id}: MuJoCo cannot start", exc) from None
     import sys
 
     def warn(message: str) -> None:
@@ -134,25 +136,27 @@ def _quiet_mujoco(gym, env_id: str) -> None:
     mujoco.set_mju_user_warning(warn)
 
 
-def prepare_headless_render(env_id: str) -> None:
+def prepare_headless_render() -> None:
     """Choose MuJoCo's headless OpenGL backend (EGL) unless ``MUJOCO_GL`` says otherwise;
-    call before the first MuJoCo env of the process is made."""
+    call before the process makes its first env (MuJoCo reads it on import)."""
     import os
 
-    if _is_mujoco(_gym(), env_id):
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def _opengl_error(what: str, exc: BaseException) -> UsageError:
+    import os
+
+    text = str(exc).splitlines()[0] if str(exc) else "no OpenGL context"
+    return UsageError(f"{what} with MUJOCO_GL={os.environ.get('MUJOCO_GL', '(unset)')} ({type(exc).__name__}: "
+                      f"{text}): headless MuJoCo needs libEGL (MUJOCO_GL=egl, Debian package libegl1) or "
+                      f"libOSMesa (MUJOCO_GL=osmesa, package libosmesa6)")
 
 
 def render_failed(env_id: str, exc: BaseException) -> UsageError:
     """The one-line error for an env that could not draw a frame headless."""
-    import os
-
     if _is_mujoco(_gym(), env_id):
-        backend = os.environ.get("MUJOCO_GL", "egl")
-        return UsageError(f"{env_id} cannot render headless with MUJOCO_GL={backend} "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no context'}): "
-                          f"MuJoCo needs libEGL (MUJOCO_GL=egl, Debian package libegl1) or libOSMesa "
-                          f"(MUJOCO_GL=osmesa, package libosmesa6)")
+        return _opengl_error(f"{env_id} cannot render headless", exc)
     return UsageError(f"{env_id} cannot render headless ({type(exc).__name__}: {exc})")
 
 

@@ -115,6 +115,9 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
     ImageDraw, ImageFont = require("PIL.ImageDraw", "render", "pillow"), require("PIL.ImageFont", "render", "pillow")
     write = _writer(suffix)
 
+    from synapto.envs import prepare_headless_render
+
+    prepare_headless_render()  # before any env of this process is made
     kind = run_kind(path)
     if kind == "evolve":
         if params != "latest":
@@ -127,9 +130,8 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    from synapto.envs import make_env, prepare_headless_render, render_failed
+    from synapto.envs import make_env, render_failed
 
-    prepare_headless_render(player.env_id)
     frames, returns, lengths, ends = [], [], [], []
     fonts: dict = {}
     render_fps = None
@@ -155,7 +157,12 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
-        env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
+        try:
+            env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
+        except UsageError:
+            raise
+        except Exception as exc:
+            raise render_failed(player.env_id, exc) from None
         render_fps = render_fps or (env.metadata or {}).get("render_fps")
         obs, _ = env.reset(seed=seed)
         player.reset()
