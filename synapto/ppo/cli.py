@@ -121,6 +121,33 @@ def ppo(
         "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it). "
                                          "[default: ppo_<env>]")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="Network arithmetic: float32 or float64. [default: float32]")] = None,
+    n_envs: Annotated[Optional[int], typer.Option(
+        "--n-envs", help="Environments per process, stepped in lockstep. [default: 1]")] = None,
+    obs_norm: Annotated[Optional[bool], typer.Option(
+        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics. [default: off]")] = None,
+    reward_scale: Annotated[Optional[bool], typer.Option(
+        "--reward-scale/--no-reward-scale",
+        help="Divide rewards by the running std of the discounted return. [default: off]")] = None,
+    lr_schedule: Annotated[Optional[str], typer.Option(
+        "--lr-schedule", help="constant, or linear (decay over the epochs). [default: constant]")] = None,
+    minibatch_size: Annotated[Optional[int], typer.Option(
+        "--minibatch-size", help="> 0: minibatch updates of this many steps (docs/ppo.md); 0: Spinning Up's "
+                                 "full-batch steps. [default: 0]")] = None,
+    update_epochs: Annotated[Optional[int], typer.Option(
+        "--update-epochs", help="Passes over an epoch's steps with --minibatch-size. [default: 10]")] = None,
+    ent_coef: Annotated[Optional[float], typer.Option("--ent-coef", help="Entropy bonus. [default: 0]")] = None,
+    vf_coef: Annotated[Optional[float], typer.Option(
+        "--vf-coef", help="Value loss weight in the clipped gradient norm. [default: 0.5]")] = None,
+    max_grad_norm: Annotated[Optional[float], typer.Option(
+        "--max-grad-norm", help="Clip a minibatch's gradient norm to this; 0: off. [default: 0]")] = None,
+    adam_eps: Annotated[Optional[float], typer.Option("--adam-eps", help="Adam's epsilon. [default: 1e-8]")] = None,
+    log_std_init: Annotated[Optional[float], typer.Option(
+        "--log-std-init", help="Initial log std of a Gaussian policy. [default: -0.5]")] = None,
+    ortho_init: Annotated[Optional[bool], typer.Option(
+        "--ortho-init/--no-ortho-init", help="Orthogonal initial weights. [default: off]")] = None,
+    test_episodes: Annotated[Optional[int], typer.Option(
+        "--test-episodes", help="Test the final policy on this many episodes into the run file. [default: 0]")]
+        = None,
     out: Annotated[Optional[Path], typer.Option(
         help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5. [default: runs/ppo_<env>_s<seed>.h5]")] = None,
@@ -142,7 +169,10 @@ def ppo(
                  steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
                  train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
                  target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
-                 dtype=dtype, out=out)
+                 dtype=dtype, out=out, n_envs=n_envs, obs_norm=obs_norm, reward_scale=reward_scale,
+                 lr_schedule=lr_schedule, minibatch_size=minibatch_size, update_epochs=update_epochs,
+                 ent_coef=ent_coef, vf_coef=vf_coef, max_grad_norm=max_grad_norm, adam_eps=adam_eps,
+                 log_std_init=log_std_init, ortho_init=ortho_init, test_episodes=test_episodes)
     given = {k: v for k, v in given.items() if v is not None}
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
@@ -158,11 +188,15 @@ def ppo(
         with PPORun(resume) as run:
             run.verify()  # damaged data is refused here, before anything is rewritten
             stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
+            untested = stored.test_episodes > 0 and run.policy_test() is None  # stopped during its final test
         cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
+        if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
+            raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over its "
+                             f"{stored.epochs} epochs; another number of epochs would change every epoch's rate")
         if cpu is not None and cpu != ranks:
             raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
                              f"resume it with --cpu {ranks} to continue it bit-identically")
-        if completed >= cfg.epochs:
+        if completed >= cfg.epochs and not untested:
             raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
                              f"pass --epochs N > {completed} to continue it")
         configs, outs, n_procs = [cfg], [Path(resume)], ranks

@@ -321,6 +321,22 @@ class RunData:
         cfg = self.config
         return read_params(self._f, self.completed, int(cfg["epochs"]), int(cfg["save_freq"]), which, self.path)
 
+    def policy_norm(self, epoch: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The observation normalisation of the policy after ``epoch`` (None without obs_norm)."""
+        self._need("ppo")
+        if "obs_norm/mean" not in self._f:
+            return None
+        if not 0 <= epoch < self.completed:
+            raise RunFileError(f"{str(self.path)!r} has no epoch {epoch} (completed epochs: {self.completed})")
+        return self._f["obs_norm/mean"][epoch], self._f["obs_norm/std"][epoch]
+
+    def policy_test(self) -> dict[str, np.ndarray] | None:
+        """The final policy's test (``seeds``, ``returns``, ``steps``); None before it ran or without one."""
+        self._need("ppo")
+        if "test/tested" not in self._f or int(self._f["test/tested"][0]) != 1:
+            return None
+        return {k: self._f[f"test/{k}"][()] for k in ("seeds", "returns", "steps")}
+
     def progress_rows(self) -> list[dict]:
         """The rows of Spinning Up's progress.txt (Time from ``/timing/Time``)."""
         self._need("ppo")
