@@ -329,8 +329,9 @@ def replay(
 
 
 def _register_optional() -> None:
-    """Commands of the other packages: bench (learn, envs, nn, evolve, ppo), ppo, and the
+    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
+    from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
@@ -342,6 +343,7 @@ def _register_optional() -> None:
     envs_register(bench_app)
     nn_register(bench_app)
     learn_register(bench_app)
+    compare_register(bench_app)
     bench_evolve_register(bench_app)
     viz_register(app)
     ppo_register(app)

@@ -109,6 +109,12 @@ class RunData:
 
     # ------------------------------------------------------------------ config, columns
     @property
+    def run_id(self) -> str:
+        """The run's identity (shared with its checkpoint; "" for files from before it)."""
+        value = self._f.attrs.get("run_id", "")
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    @property
     def config_json(self) -> str:
         """The run's configuration as stored (JSON), for the caller's ``from_json``."""
         if "config" not in self._f.attrs:
