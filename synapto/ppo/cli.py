@@ -152,7 +152,7 @@ def ppo(
         help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5. [default: runs/ppo_<env>_s<seed>.h5]")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        help="TOML file of options (see experiments/ppo_bipedal.toml); command-line options override it.")] = None,
+        help="TOML file of options (see experiments/); command-line options override it.")] = None,
     resume: Annotated[Optional[Path], typer.Option(
         help="Continue a stopped PPO run file bit-identically (same number of processes; "
              "only --epochs and --cpu may be given).")] = None,
