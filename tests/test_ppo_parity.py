@@ -5,6 +5,8 @@ moments they keep, the test the run file holds, and bad values refused in one li
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -59,15 +61,21 @@ def test_killed_during_the_final_test_resumes_into_the_test(tmp_path):
     assert r.returncode == 2 and "completed all 2 epochs" in r.stderr
 
 
-def test_the_stored_test_is_ppo_eval_of_the_final_policy(tmp_path):
-    """ppo-eval reads the policy and its normalisation back from the run file and gets the
-    test returns the run stored (so /obs_norm holds what the policy acted through)."""
-    out = tmp_path / "cart.h5"
+@pytest.fixture(scope="module")
+def cart(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cart") / "cart.h5"
     args = ["ppo", "--env", "CartPole-v1", "--hid", "16", "--steps-per-epoch", "600", "--n-envs", "2", "--epochs",
             "3", "--obs-norm", "--minibatch-size", "100", "--update-epochs", "3", "--test-episodes", "4",
             "--seed", "2"]
     r = run_cli(*args, "--out", out, timeout=300)
     assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_the_stored_test_is_ppo_eval_of_the_final_policy(cart):
+    """ppo-eval reads the policy and its normalisation back from the run file and gets the
+    test returns the run stored (so /obs_norm holds what the policy acted through)."""
+    out = cart
     with PPORun(out) as run:
         stored = run.policy_test()["returns"]
         mean, std = run.policy_norm(2)
@@ -75,6 +83,14 @@ def test_the_stored_test_is_ppo_eval_of_the_final_policy(tmp_path):
     r = run_cli("ppo-eval", out, "--episodes", "4", timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"return {stored.mean():.2f} +- {stored.std():.2f}" in r.stdout
+
+
+def test_render_plays_the_stored_test_episodes(cart, tmp_path):
+    if not os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test` has the plot extra: its absence fails
+        pytest.importorskip("imageio")
+    r = run_cli("render", cart, "--episodes", "2", "--out", tmp_path / "cart.gif", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("run file's test return") == 2 and "DIFFERS" not in r.stdout, r.stdout
 
 
 def test_linear_schedule_refuses_other_epochs_on_resume(tmp_path):

@@ -57,6 +57,7 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     try:
         from synapto.ppo.config import PPOConfig
+        from synapto.ppo.normalise import normalise
         from synapto.ppo.policy import Policy
     except ImportError as exc:
         raise UsageError(f"rendering a PPO run needs synapto.ppo ({exc})") from None
@@ -69,6 +70,8 @@ def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
         cfg = run.parse_config(PPOConfig.from_json)
         pi, _, label = run.params(params)
         dims = (run.obs_dim, run.act_dim, run.discrete)
+        norm = run.policy_norm(int(label.split()[1]) if label.startswith("epoch ") else run.completed - 1)
+        stored = run.policy_test() if label == "final" else None  # the final policy's test episodes
     info = space_info(cfg.env)
     if (info.obs_dim, info.act_dim, info.discrete) != dims:
         raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
@@ -79,12 +82,14 @@ def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     limits = [x for x in (cfg.max_ep_len, max_steps) if x is not None]
 
     def act(obs):
-        return policy.mode(np.ravel(obs).astype(dtype))
+        x = np.ravel(obs) if norm is None else normalise(np.ravel(obs), *norm)
+        return policy.mode(x.astype(dtype))
 
     seeds = [int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)]
     title = f"PPO {list(cfg.hid)} ({label})"
+    expected = [] if stored is None else [float(r) for r in stored["returns"][:episodes]]
     return Player(title, cfg.env, seeds, lambda: None, act, lambda: None, min(limits) if limits else None,
-                  [], info.discrete), f"PPO policy, parameters {label}"
+                  expected, info.discrete), f"PPO policy, parameters {label}"
 
 
 def _font(ImageFont, size: int):
