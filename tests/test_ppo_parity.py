@@ -23,6 +23,7 @@ PARITY = ["ppo", "--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch",
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_rerun_and_resume_after_kill_are_bit_identical(tmp_path):
     a, b, killed = tmp_path / "a.h5", tmp_path / "b.h5", tmp_path / "killed.h5"
     for out in (a, b):
@@ -46,6 +47,7 @@ def test_rerun_and_resume_after_kill_are_bit_identical(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_killed_during_the_final_test_resumes_into_the_test(tmp_path):
     whole, killed = tmp_path / "whole.h5", tmp_path / "killed.h5"
     args = [*PARITY, "--epochs", "2", "--cpu", "1"]
