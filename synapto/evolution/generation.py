@@ -174,8 +174,8 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     t1 = time.perf_counter()
     strategy.tell(Feedback(g, learn, stats, connections, validation.candidates, validation.fitness))
     t_update = time.perf_counter() - t1
-    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]), steps, connections, nonfinite,
-                      failed, list(results), validation, results.stats,
+    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]), steps, connections,
+                      nonfinite, failed, list(results), validation, results.stats,
                       {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays)
 
 

@@ -191,8 +191,8 @@ def ppo(
             untested = stored.test_episodes > 0 and run.policy_test() is None  # stopped during its final test
         cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
         if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
-            raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over its "
-                             f"{stored.epochs} epochs; another number of epochs would change every epoch's rate")
+            raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
+                             f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate")
         if cpu is not None and cpu != ranks:
             raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
                              f"resume it with --cpu {ranks} to continue it bit-identically")
