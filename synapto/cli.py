@@ -18,6 +18,7 @@ from synapto.config import EvolveConfig
 from synapto.errors import DiskFullError, UsageError
 from synapto.evolve_command import check_task_timeout  # noqa: F401  (part of this module's interface)
 from synapto.logs import say
+from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
 from synapto.parallel.launch import env_rank
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
@@ -92,59 +93,12 @@ def hoist_global_flags(argv: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- evolve
-#: strategy options that have a command-line flag (and a top-level TOML key) of their own
-STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
+
 EVOLVE_KEYS = {"env", "env_options", "agent", "population", "generations", "max_env_steps", "hidden", "episodes",
                "seed", "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
-               "task_timeout",
+               "task_timeout", "env_options",
                *STRATEGY_SHORTHANDS}
-
-
-def key_values(option: str, items: list[str] | None) -> dict:
-    """``--OPTION KEY=VALUE`` (repeatable) -> ``{key: value}``; values are TOML literals
-    (``3``, ``0.5``, ``true``, ``"text"``), else text."""
-    out = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} expects KEY=VALUE, got {item!r}")
-        out[key.strip().replace("-", "_")] = _literal(text.strip())
-    return out
-
-
-def table(values: dict, key: str) -> dict:
-    """A TOML table of ``key`` (``[agent_options]``...), checked."""
-    opts = values.pop(key, {})
-    if not isinstance(opts, dict):
-        raise UsageError(f"{key} must be a table of option = value, got {opts!r}")
-    return dict(opts)
-
-
-def strategy_options(values: dict, extra: list[str] | None) -> dict:
-    """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
-    then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
-    opts = table(values, "strategy_options")
-    for key in STRATEGY_SHORTHANDS:
-        if key in values:
-            opts[key] = values.pop(key)
-    opts.update(key_values("--strategy-option", extra))
-    if "prune" in opts and isinstance(opts["prune"], str):
-        word = opts["prune"].lower()
-        if word not in ("on", "off"):
-            raise UsageError(f"--prune must be 'on' or 'off', got {opts['prune']!r}")
-        opts["prune"] = word == "on"
-    return opts
-
-
-def _literal(text: str):
-    """A TOML literal (number, true/false, quoted string), else the text itself."""
-    from synapto.config import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
 
 
 def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
@@ -190,8 +144,9 @@ def evolve(
     agent_option: Annotated[Optional[list[str]], typer.Option(
         help="An agent option, KEY=VALUE (repeatable), e.g. neuromodulate=true (hebbian-dag).",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
-    hidden: Annotated[list[int], typer.Option(help="Hidden layer sizes, e.g. --hidden 8 8.",
-                                              rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),
+    hidden: Annotated[list[int], typer.Option(
+        help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy).",
+        rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),
     population: Annotated[int, typer.Option(help="Individuals per generation.",
                                             rich_help_panel=HELP_SECTIONS["run"])] = _E["population"],
     generations: Annotated[int, typer.Option(help="Generations to run (at most, with --max-env-steps).",
@@ -217,13 +172,13 @@ def evolve(
              "the run are refused; --generations and --max-env-steps may be raised to extend a finished run.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     strategy: Annotated[str, typer.Option(
-        help="How the next generation is made: ga, openai-es, pgpe or cmaes (docs/strategies.md).",
+        help="How the next generation is made: ga, openai-es, pgpe, cmaes or ars (docs/strategies.md).",
         rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
     sigma: Annotated[Optional[float], typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
         show_default="the strategy's: 0.1 for openai-es, pgpe", rich_help_panel=HELP_SECTIONS["search"])] = None,
     lr: Annotated[Optional[float], typer.Option(
-        help="openai-es: Adam's step size on the centre.", show_default="0.03",
+        help="openai-es: Adam's step size on the centre; ars: the step size.", show_default="0.03 (openai-es)",
         rich_help_panel=HELP_SECTIONS["search"])] = None,
     prune: Annotated[Optional[str], typer.Option(
         help="on: the agent prunes connections between generations (synaptolysis); off: dense.",
@@ -312,6 +267,8 @@ def evolve(
                   task_timeout=task_timeout)
     given = {k: params[k] for k in given_on_command_line(ctx, params)}
     values.update(given)
+    if list(values.get("hidden", ())) == [0]:
+        values["hidden"] = ()  # --hidden 0: no hidden layer
     opts = strategy_options(values, strategy_option)
     if opts:
         values["strategy_options"] = opts
@@ -419,8 +376,9 @@ def replay(
 
 
 def _register_optional() -> None:
-    """Commands of the other packages: bench (learn, envs, nn, evolve, farm, ppo), ppo, and the
+    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
+    from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
     from synapto.bench.farm import register as farm_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
@@ -433,6 +391,7 @@ def _register_optional() -> None:
     envs_register(bench_app)
     nn_register(bench_app)
     learn_register(bench_app)
+    compare_register(bench_app)
     bench_evolve_register(bench_app)
     farm_register(bench_app)
     viz_register(app)

@@ -37,7 +37,9 @@ class EvolveConfig:
     seed: int = 0  #: run seed; every random number of the run derives from it
     test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
     agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
-    #: keyword arguments of the environment's constructor (``gymnasium.make(env, **env_options)``)
+    #: how the run's environments are made and its episodes run (:class:`synapto.envs.EnvOptions`):
+    #: ``reward_shift`` (synapto's own) and keyword arguments of ``gymnasium.make`` (the env's
+    #: constructor's, and ``max_episode_steps``)
     env_options: Mapping[str, Any] = field(default_factory=dict)
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
     validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
@@ -81,9 +83,8 @@ class EvolveConfig:
              f"--generations must be an integer >= 1, got {self.generations!r}")
         need(integer(self.max_env_steps) and self.max_env_steps >= 0,
              f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
-        need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
-             and all(integer(h) and h > 0 for h in self.hidden),
-             f"--hidden must be one or more positive integers, got {_show(self.hidden)!r}")
+        need(isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
+             f"--hidden must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}")
         need(integer(self.episodes) and self.episodes >= 1,
              f"--episodes must be a positive integer, got {self.episodes!r}")
         need(integer(self.seed) and self.seed >= 0,
@@ -99,12 +100,25 @@ class EvolveConfig:
         need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
         need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
+        self.envs  # bad env_options are refused here, in one line
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
         need(isinstance(self.agent, str) and bool(self.agent), f"--agent must be a name, got {self.agent!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
         cls.check_population(self.population, cls.check_options(self.strategy_options))
+
+    @property
+    def envs(self):
+        """The :class:`synapto.envs.EnvOptions` of ``env_options`` (validated)."""
+        from synapto.envs import EnvOptions
+
+        return EnvOptions.parse(self.env_options)
+
+    @property
+    def make_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make``'s keyword arguments for this run's episodes."""
+        return self.envs.make_kwargs()
 
     @property
     def elite_count(self) -> int:

@@ -1,13 +1,64 @@
-"""Gymnasium environments: creation, space checks, friendly errors."""
+"""Gymnasium environments: creation, space checks, friendly errors, and a run's env options.
+
+MuJoCo tasks (``HalfCheetah-v5``, ``Hopper-v5``, ...) need the ``mujoco`` extra
+(``pip install -e .[mujoco]``, which ``make install`` does); without it their ids stop
+with one line naming it.
+"""
 
 from __future__ import annotations
 
+import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
 from synapto.errors import UsageError
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    """A run's ``env_options`` (``--env-option KEY=VALUE``, a TOML ``[env_options]`` table),
+    recorded in the run file's config: how its environments are made and its episodes run.
+
+    ``reward_shift`` is synapto's own: it is subtracted from every step's reward in the
+    fitness the strategy learns from (training episodes only: ARS's removal of the survival
+    bonus of Hopper, Walker2d, Ant and Humanoid), while the run file, validation,
+    selection and test keep the task's own returns.  Every other option is a keyword
+    argument of ``gymnasium.make``: the env's constructor's (``continuous=true`` for
+    LunarLander-v3), or ``max_episode_steps``, which caps every episode of the run
+    (training, validation, selection, test, replay and render alike: it is part of the
+    task, so compare only runs with equal caps; 0 keeps the env's own time limit).
+    """
+
+    reward_shift: float = 0.0
+    make: Mapping[str, Any] = field(default_factory=dict)  #: gymnasium.make's keyword arguments
+
+    HELP = {
+        "max_episode_steps": "cap on the steps of every episode (0: the env's own time limit)",
+        "reward_shift": "subtracted from every step's reward in the fitness the strategy learns from "
+                        "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
+    }
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | None) -> "EnvOptions":
+        """The options of a mapping (config file table, ``--env-option``); one-line errors
+        for synapto's own (the env's constructor refuses what it does not take when made)."""
+        make = dict(options or {})
+        shift = make.pop("reward_shift", 0.0)
+        if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
+            raise UsageError(f"env option reward_shift must be a finite number, got {shift!r}")
+        cap = make.pop("max_episode_steps", 0)
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise UsageError(f"env option max_episode_steps must be an integer >= 0, got {cap!r}")
+        if cap:
+            make["max_episode_steps"] = cap
+        return cls(float(shift), make)
+
+    def make_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``gymnasium.make`` for these options."""
+        return dict(self.make)
 
 
 def _gym():
@@ -40,6 +91,7 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
     options = dict(kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
+    _quiet_mujoco(gym, env_id)
     try:
         return gym.make(env_id, disable_env_checker=True, **kwargs)
     except TypeError as exc:
@@ -48,10 +100,70 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
         if options:
             raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
         raise
+    except (ImportError, gym.error.DependencyNotInstalled) as exc:
+        extra = " (the mujoco extra: pip install -e .[mujoco])" if _is_mujoco(gym, env_id) else ""
+        raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
-    except ImportError as exc:
-        raise UsageError(f"--env {env_id!r} needs a missing dependency ({exc})") from None
+
+
+def _is_mujoco(gym, env_id: str) -> bool:
+    try:
+        entry = gym.spec(env_id).entry_point
+    except Exception:  # an unknown id: gym.make reports it
+        return False
+    return "mujoco" in str(entry)
+
+
+#: MuJoCo's messages about gymnasium's own model files that are not ours to fix (printed on
+#: stdout by the simulator otherwise); every other MuJoCo warning still reaches stderr
+_MUJOCO_MODEL_NOTES = ("compiler attribute 'settotalmass' is deprecated",)
+_mujoco_checked: set[str] = set()  #: env ids looked at (once per process each)
+
+
+def _quiet_mujoco(gym, env_id: str) -> None:
+    if env_id in _mujoco_checked:
+        return
+    _mujoco_checked.add(env_id)
+    if not _is_mujoco(gym, env_id):
+        return
+    try:
+        import mujoco
+    except ImportError:  # gym.make names the missing extra
+        return
+    except Exception as exc:  # mujoco loads its OpenGL backend on import: a bad MUJOCO_GL fails here
+        raise _opengl_error(f"{env_id}: MuJoCo cannot start", exc) from None
+    import sys
+
+    def warn(message: str) -> None:
+        if not message.startswith(_MUJOCO_MODEL_NOTES):
+            sys.stderr.write(f"warning: MuJoCo: {message}\n")
+
+    mujoco.set_mju_user_warning(warn)
+
+
+def prepare_headless_render() -> None:
+    """Choose MuJoCo's headless OpenGL backend (EGL) unless ``MUJOCO_GL`` says otherwise;
+    call before the process makes its first env (MuJoCo reads it on import)."""
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def _opengl_error(what: str, exc: BaseException) -> UsageError:
+    import os
+
+    text = str(exc).splitlines()[0] if str(exc) else "no OpenGL context"
+    return UsageError(f"{what} with MUJOCO_GL={os.environ.get('MUJOCO_GL', '(unset)')} ({type(exc).__name__}: "
+                      f"{text}): headless MuJoCo needs libEGL (MUJOCO_GL=egl, Debian package libegl1) or "
+                      f"libOSMesa (MUJOCO_GL=osmesa, package libosmesa6)")
+
+
+def render_failed(env_id: str, exc: BaseException) -> UsageError:
+    """The one-line error for an env that could not draw a frame headless."""
+    if _is_mujoco(_gym(), env_id):
+        return _opengl_error(f"{env_id} cannot render headless", exc)
+    return UsageError(f"{env_id} cannot render headless ({type(exc).__name__}: {exc})")
 
 
 @dataclass(frozen=True)
@@ -83,8 +195,8 @@ class SpaceInfo:
         raise UsageError(f"action space must be Box or Discrete, got {act}")
 
 
-def space_info(env_id: str, env_options=None) -> SpaceInfo:
-    env = make_env(env_id, **dict(env_options or {}))
+def space_info(env_id: str, make_kwargs=None) -> SpaceInfo:
+    env = make_env(env_id, **dict(make_kwargs or {}))
     try:
         return SpaceInfo.of(env)
     finally:

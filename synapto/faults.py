@@ -11,7 +11,8 @@ result, see :func:`during`; ``test`` is the champion test, G the run's generatio
 count), ``runfile:G`` (generation G's rows written, its counter not yet),
 ``checkpoint:G`` (a checkpoint half written), ``rebuild:G`` (``--resume`` has written
 the rebuilt run file beside the old one, not yet replaced it) and ``champion:G`` (the
-champion's datasets written, its ``tested`` flag not yet).
+champion's datasets written, its ``tested`` flag not yet).  PPO runs (rank 0): ``epoch:K``
+(before epoch K) and ``test:E`` (the E epochs done, before the final policy's test).
 """
 
 from __future__ import annotations

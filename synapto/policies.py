@@ -51,7 +51,7 @@ class LoadedPolicy:
         """A fresh environment of the run (its env options included; ``render_mode=...`` may be given)."""
         from synapto.envs import make_env
 
-        return make_env(self.config.env, **{**dict(self.config.env_options), **kwargs})
+        return make_env(self.config.env, **{**self.config.make_kwargs, **kwargs})
 
     def reset(self) -> None:
         """Call at the start of every episode (a Hebbian agent's traces start afresh)."""

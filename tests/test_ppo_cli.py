@@ -141,7 +141,7 @@ def test_experiment_config_parses():
 
     from synapto.ppo.config import load_ppo_toml
 
-    values = load_ppo_toml(Path(__file__).resolve().parents[1] / "experiments" / "ppo_bipedal.toml")
+    values = load_ppo_toml(Path(__file__).resolve().parents[1] / "experiments" / "ppo_bipedal_origin.toml")
     assert values["env"] == "BipedalWalker-v3" and values["hid"] == (32, 32)
 
 

@@ -156,11 +156,13 @@ def test_categorical_gradients_and_values():
 
 
 # ------------------------------------------------------------------------------ losses
+@pytest.mark.parametrize("ent_coef", [0.0, 0.05])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("discrete", [False, True])
-def test_ppo_clip_surrogate_gradient(discrete, dtype):
+def test_ppo_clip_surrogate_gradient(discrete, dtype, ent_coef):
     """The policy gradient PPO computes in ``dtype`` (float32 by default) against float64
-    finite differences of the same loss at the same (rounded) values."""
+    finite differences of the same loss at the same (rounded) values; with an entropy
+    bonus, the loss less ``ent_coef`` times the mean entropy."""
     rng = np.random.default_rng(6)
     obs_dim, act_dim, hid, n = 5, 3, (8, 6), 40
     params = Policy.init_params(obs_dim, act_dim, hid, discrete, rng, np.float64)
@@ -173,11 +175,11 @@ def test_ppo_clip_surrogate_gradient(discrete, dtype):
     (params, obs, adv, logp_old), (params64, obs64, adv64, logp_old64) = in_dtype(dtype, params, obs, adv, logp_old)
     act, act64 = (act, act) if discrete else (act.astype(dtype), act.astype(dtype).astype(np.float64))
     pi, pi64 = Policy(obs_dim, act_dim, hid, discrete, params), Policy(obs_dim, act_dim, hid, discrete, params64)
-    loss, kl, ent, clip_frac = pi.surrogate(obs, act, adv, logp_old, 0.2)
+    loss, kl, ent, clip_frac = pi.surrogate(obs, act, adv, logp_old, 0.2, ent_coef)
     assert 0 < clip_frac < 1
     analytic = pi.grad.copy()
     assert analytic.dtype == dtype
-    numeric = numeric_grad(lambda: pi64.surrogate(obs64, act64, adv64, logp_old64, 0.2)[0], params64)
+    numeric = numeric_grad(lambda: pi64.surrogate(obs64, act64, adv64, logp_old64, 0.2, ent_coef)[0], params64)
     rtol, atol = (1e-5, 1e-9) if dtype == np.float64 else TOL[dtype]
     assert_close(analytic, numeric, rtol=rtol, atol=atol)
 
@@ -185,7 +187,11 @@ def test_ppo_clip_surrogate_gradient(discrete, dtype):
     rel = 1e-12 if dtype == np.float64 else 1e-5
     ratio = np.exp(pi64.logp(obs64, act64) - logp_old64)
     expected = -np.mean(np.minimum(ratio * adv64, np.clip(ratio, 0.8, 1.2) * adv64))
-    assert loss == pytest.approx(expected, rel=rel)
+    out = pi64.mlp.forward(obs64)
+    entropy = pi64.head.entropy(out, pi64.log_std).mean()
+    absolute = 1e-12 if dtype == np.float64 else 1e-6  # float32 sums of n terms near 0
+    assert loss == pytest.approx(expected - ent_coef * entropy, rel=rel, abs=absolute)
+    assert ent == pytest.approx(entropy, rel=rel, abs=absolute)
     assert kl == pytest.approx(np.mean(logp_old64 - pi64.logp(obs64, act64)), rel=rel, abs=1e-7)
 
 

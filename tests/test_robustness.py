@@ -88,7 +88,7 @@ def test_a_run_file_larger_than_the_free_disk_is_refused(tmp_path, capsys, monke
     ("seed = 1.5", "--seed must be one or more integers >= 0, got 1.5"),
     ("out = 5", "--out must be a file path, got 5"),
     ("generations = true", "--generations must be an integer >= 1, got True"),
-    ("hidden = [true, 3]", "--hidden must be one or more positive integers, got [True, 3]"),
+    ("hidden = [true, 3]", "--hidden must be positive integers (none: no hidden layer), got [True, 3]"),
     ("validate_top = true", "--validate-top must be an integer"),
     ("workers = true", "--workers must be an integer >= 0, got True"),
     ("agent_options = 3", "agent_options must be a table"),

@@ -1,4 +1,4 @@
-"""The distribution strategies (openai-es, pgpe, cmaes) through ask / tell: they find the
+"""The distribution strategies (openai-es, pgpe, cmaes, ars) through ask / tell: they find the
 optimum of analytic functions, resume bit for bit, never revive a pruned connection,
 sample mirrored pairs, shape fitness by centred ranks, and refuse bad options."""
 
@@ -14,7 +14,8 @@ from synapto.evolution.strategies.base import Feedback, check_never_revived, str
 from synapto.evolution.strategies.es import centred_ranks
 from synapto.store import read_checkpoint, write_checkpoint
 
-ES = ("openai-es", "pgpe", "cmaes")
+ES = ("openai-es", "pgpe", "cmaes")  #: the strategies that shape fitness by ranks
+CENTRE = (*ES, "ars")  #: every strategy searching around a centre
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
 
 
@@ -181,7 +182,7 @@ def test_openai_es_reaches_the_analytic_env_optimum_with_a_real_agent():
 
 
 # ---------------------------------------------------------------- resume
-@pytest.mark.parametrize("variant", ["openai-es", "pgpe", "cmaes", "cmaes-separable"])
+@pytest.mark.parametrize("variant", ["openai-es", "pgpe", "cmaes", "cmaes-separable", "ars"])
 def test_state_round_trip_continues_bit_for_bit(variant, tmp_path):
     """N generations straight == K generations, state() and the Generator through a
     checkpoint file into a new instance, N - K more: the same genomes and the same
@@ -224,7 +225,7 @@ def test_state_round_trip_continues_bit_for_bit(variant, tmp_path):
     assert np.count_nonzero(straight.centre) < np.count_nonzero(start)  # pruning happened
 
 
-@pytest.mark.parametrize("name", ES)
+@pytest.mark.parametrize("name", CENTRE)
 def test_ask_repeats_the_same_genomes_and_draws_nothing(name):
     s = make(name, Vector(np.ones(6)), population=8)
     before = s.rng.bit_generator.state
@@ -235,7 +236,7 @@ def test_ask_repeats_the_same_genomes_and_draws_nothing(name):
 
 
 # ---------------------------------------------------------------- synaptolysis
-@pytest.mark.parametrize("variant", ["openai-es", "pgpe", "cmaes", "cmaes-separable"])
+@pytest.mark.parametrize("variant", ["openai-es", "pgpe", "cmaes", "cmaes-separable", "ars"])
 @pytest.mark.parametrize("agent_name", ["pruned-mlp", "hebbian-dag"])
 def test_pruned_connections_never_revive(variant, agent_name):
     """Real agents pruning the centre every generation: every zero of the centre stays 0
@@ -292,7 +293,7 @@ def test_pruning_schedule_and_hebbian_statistics():
 
 
 # ---------------------------------------------------------------- sampling and shaping
-@pytest.mark.parametrize("name", ["openai-es", "pgpe"])
+@pytest.mark.parametrize("name", ["openai-es", "pgpe", "ars"])
 def test_mirrored_pairs_are_exact_mirrors(name):
     s = make(name, Vector(np.r_[np.linspace(0.1, 1, 7), 0.0]), population=10, init_std=0.0)
     generation(s, 0, sphere(0.2))
@@ -303,8 +304,8 @@ def test_mirrored_pairs_are_exact_mirrors(name):
     assert np.unique(np.round(plus, 12), axis=0).shape[0] == 5  # five different pairs
 
 
-def test_openai_es_and_pgpe_refuse_an_odd_population():
-    for name in ("openai-es", "pgpe"):
+def test_openai_es_pgpe_and_ars_refuse_an_odd_population():
+    for name in ("openai-es", "pgpe", "ars"):
         with pytest.raises(UsageError, match="even population") as exc:
             strategy_class(name)(Vector(np.ones(3)), 7, {}, np.random.default_rng(0))
         assert "\n" not in str(exc.value)
@@ -334,7 +335,7 @@ def test_only_the_order_of_the_fitness_matters(name):
 
 
 # ---------------------------------------------------------------- candidates and champion
-@pytest.mark.parametrize("name", ES)
+@pytest.mark.parametrize("name", CENTRE)
 def test_candidates_champion_and_final_candidates(name):
     s = make(name, Vector(np.ones(4)), population=6)
     x = s.ask()
@@ -352,7 +353,7 @@ def test_candidates_champion_and_final_candidates(name):
     assert [c.fitness for c in final[:3]] == [8.0, 7.0, 2.0] and np.isnan(final[3].fitness)
 
 
-@pytest.mark.parametrize("name", ES)
+@pytest.mark.parametrize("name", CENTRE)
 def test_champion_without_validation_is_the_centre(name):
     s = make(name, Vector(np.ones(4)), population=6)
     assert s.champion.generation == -1 and s.champion.fitness == -np.inf
@@ -362,7 +363,7 @@ def test_champion_without_validation_is_the_centre(name):
     assert np.array_equal(np.stack([c.genome for c in s.final_candidates()]), s.centre[None])
 
 
-@pytest.mark.parametrize("name", ES)
+@pytest.mark.parametrize("name", CENTRE)
 def test_record(name):
     s = make(name, Vector(np.ones(4)), population=6)
     generation(s, 0, sphere(0.0))
@@ -380,6 +381,8 @@ BAD = [
     ("pgpe", {"momentum": "high"}), ("cmaes", {"sigma": float("nan")}), ("cmaes", {"separable": "maybe"}),
     ("cmaes", {"prune": "yes"}), ("pgpe", {"prune_every": 0}), ("openai-es", {"prune_every": 2.5}),
     ("cmaes", {"init_std": -1}), ("openai-es", {"lerning_rate": 0.1}),
+    ("ars", {"sigma": 0}), ("ars", {"lr": -0.02}), ("ars", {"top": -1}), ("ars", {"top": 2.5}),
+    ("ars", {"top": 5}), ("ars", {"prune_every": 0}), ("ars", {"init_std": "small"}),
 ]
 
 
@@ -390,7 +393,8 @@ def test_bad_options_are_refused_in_one_line(name, options):
     assert "\n" not in str(exc.value) and next(iter(options)) in str(exc.value)
 
 
-@pytest.mark.parametrize("name,population", [("openai-es", 0), ("pgpe", 1), ("cmaes", 1), ("cmaes", 3)])
+@pytest.mark.parametrize("name,population", [("openai-es", 0), ("pgpe", 1), ("cmaes", 1), ("cmaes", 3),
+                                             ("ars", 0), ("ars", 5)])
 def test_too_small_populations_are_refused(name, population):
     with pytest.raises(UsageError, match="population") as exc:
         strategy_class(name)(Vector(np.ones(3)), population, {}, np.random.default_rng(0))
@@ -398,7 +402,7 @@ def test_too_small_populations_are_refused(name, population):
 
 
 def test_defaults_are_accepted_and_documented():
-    for name in ES:
+    for name in CENTRE:
         cls = strategy_class(name)
         assert cls.name == name
         assert all(o.help for o in cls.OPTIONS.values())

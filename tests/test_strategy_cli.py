@@ -43,6 +43,17 @@ TINY = ["evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "
     (["--strategy-option", "noequals"], "--strategy-option expects KEY=VALUE, got 'noequals'"),
     (["--strategy", "ga", "--prune", "off", "--mutation-std", "0"], "would never change a genome"),
     (["--select-episodes", "-1"], "--select-episodes must be an integer >= 0, got -1"),
+    (["--strategy", "ars", "--population", "5"], "needs an even population"),
+    (["--strategy", "ars", "--strategy-option", "top=3"], "top must be at most the number of directions, "
+                                                         "population / 2 = 2, got 3"),
+    (["--strategy", "ars", "--strategy-option", "top=-1"], "top must be an integer >= 0, got -1"),
+    (["--strategy", "ars", "--lr", "0"], "lr must be a number in (0, 1e+06], got 0"),
+    (["--strategy", "ars", "--strategy-option", "momentum=0.9"], "strategy 'ars' has no option(s) momentum"),
+    (["--env-option", "reward_shift=x"], "env option reward_shift must be a finite number, got 'x'"),
+    (["--env-option", "max_episode_steps=-5"], "env option max_episode_steps must be an integer >= 0, got -5"),
+    (["--env-option", "time_limit=5"], "--env-option {'time_limit': 5}: CartPole-v1's constructor refuses them"),
+    (["--env-option", "oops"], "--env-option expects KEY=VALUE, got 'oops'"),
+    (["--hidden", "0", "3"], "--hidden must be positive integers"),
 ])
 def test_bad_strategy_input_is_one_line_and_exit_2(capsys, tmp_path, args, needle):
     out = tmp_path / "run.h5"

@@ -13,10 +13,11 @@ from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
 from synapto.store import RunData
 
-STRATEGIES = ["ga", "openai-es", "pgpe", "cmaes"]
+STRATEGIES = ["ga", "openai-es", "pgpe", "cmaes", "ars"]
 #: options that exercise each strategy's machinery in a few generations (pruning every generation)
 OPTIONS = {"ga": {}, "openai-es": {"prune_every": 1, "init_std": 0.5},
-           "pgpe": {"prune_every": 1, "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5}}
+           "pgpe": {"prune_every": 1, "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5},
+           "ars": {"prune_every": 1, "init_std": 0.5, "top": 2}}
 
 
 def _flags(strategy: str) -> list[str]:
@@ -40,7 +41,7 @@ def reference(request, tmp_path_factory):
     r = run_cli(*RUN, *_flags(strategy), "--out", out, timeout=300)
     assert r.returncode == 0, r.stderr
     with RunData(out) as run:  # the tests below cover compact files (noise keys) and files of populations
-        assert run.compact == (strategy in ("openai-es", "pgpe"))  # cmaes: full covariance at this size
+        assert run.compact == (strategy in ("openai-es", "pgpe", "ars"))  # cmaes: full covariance at this size
     return strategy, out
 
 
@@ -134,6 +135,7 @@ def test_pruned_connections_never_revive_in_a_run(strategy, tmp_path):
     ("openai-es", {"sigma": 0.05, "lr": 0.05, "prune": False, "init_std": 0.5}, -1e-3),
     ("pgpe", {"sigma": 0.1, "max_speed": 0.1, "prune": False, "init_std": 0.5}, -1e-3),
     ("cmaes", {"sigma": 0.3, "prune": False, "init_std": 0.5}, -1e-3),
+    ("ars", {"sigma": 0.05, "lr": 0.05, "top": 4, "prune": False, "init_std": 0.5}, -1e-3),
 ])
 def test_each_strategy_reaches_the_analytic_optimum(strategy, options, threshold, tmp_path):
     """On the one-step env whose return is -|action - target|^2 (best 0), the whole loop

@@ -51,7 +51,7 @@ def build_agent(cfg, space=None):
 
     cls = load_agent_class(cfg.agent)
     if space is None:
-        space = space_info(cfg.env, getattr(cfg, "env_options", None))
+        space = space_info(cfg.env, getattr(cfg, "make_kwargs", None))
     if getattr(cls, "__abstractmethods__", None):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise UsageError(f"--agent {cfg.agent!r}: {cls.__name__} is abstract (it does not implement {missing})")

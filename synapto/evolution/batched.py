@@ -373,8 +373,8 @@ def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
 
 def batch_unsupported(spec: EvolveSpec, agent) -> str | None:
     """None if runs of ``spec`` can be evaluated batched, else why not."""
-    if getattr(spec, "env_options", None):
-        return "the env has constructor options (--env-option): evaluated one env at a time"
+    if spec.make_kwargs:
+        return "the env has options (--env-option): evaluated one env at a time"
     reason = SeededVectorEnv.supported(spec.env)
     if reason is not None:
         return f"env {spec.env}: {reason}"

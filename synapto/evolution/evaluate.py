@@ -255,7 +255,7 @@ class EvolveSpec:
     agent: str
     hidden: tuple
     agent_options: dict
-    env_options: dict = field(default_factory=dict)  #: keyword arguments of the env's constructor
+    make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
 
     def build(self) -> "Evaluator":
         return Evaluator(self)
@@ -270,7 +270,7 @@ class Evaluator:
         from synapto.agents import build_agent
         from synapto.envs import SpaceInfo, make_env
 
-        self.make_env = partial(make_env, spec.env, **spec.env_options)
+        self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()

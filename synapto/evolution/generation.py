@@ -196,18 +196,29 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
         warnings.append(f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
                         f"or fitness ({some}); fitness set to -inf")
 
+    steps = np.array([int(r.steps.sum()) for r in results], dtype=np.int64)
+    learn = learning_fitness(fitness, steps, E, cfg.envs.reward_shift)
+
     t_val = time.perf_counter()
-    validation = validate(cfg, g, strategy, fitness, evals, agent, norm, samples)
+    validation = validate(cfg, g, strategy, learn, evals, agent, norm, samples)
     t_val = time.perf_counter() - t_val
 
     arrays = {k: np.array(v) for k, v in strategy.record_arrays().items()}
     t1 = time.perf_counter()
-    strategy.tell(Feedback(g, fitness, stats, connections, validation.candidates, validation.fitness))
+    strategy.tell(Feedback(g, learn, stats, connections, validation.candidates, validation.fitness))
     t_update = time.perf_counter() - t1
-    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]),
-                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), connections, nonfinite,
-                      failed, list(results), validation, results.stats,
+    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]), steps, connections,
+                      nonfinite, failed, list(results), validation, results.stats,
                       {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays, samples)
+
+
+def learning_fitness(fitness: np.ndarray, steps: np.ndarray, episodes: int, reward_shift: float) -> np.ndarray:
+    """The fitness the strategy learns from: the training fitness less ``reward_shift`` per
+    env step (env option ``reward_shift``: sum over an episode of ``r_t - shift`` is its return
+    less ``shift`` times its length), averaged like the returns over the ``episodes``."""
+    if reward_shift == 0:
+        return fitness
+    return fitness - reward_shift * (steps / episodes)
 
 
 def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,

@@ -78,7 +78,7 @@ class RunStopped(Exception):
 
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
-    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), dict(cfg.env_options))
+    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs)
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:

@@ -125,6 +125,33 @@ def ppo(
         "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it).",
         show_default="ppo_<env>")] = None,
     dtype: Annotated[str, typer.Option(help="Network arithmetic: float32 or float64.")] = _P["dtype"],
+    n_envs: Annotated[int, typer.Option("--n-envs", help="Environments per process, stepped in lockstep.")]
+        = _P["n_envs"],
+    obs_norm: Annotated[bool, typer.Option(
+        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics.")] = _P["obs_norm"],
+    reward_scale: Annotated[bool, typer.Option(
+        "--reward-scale/--no-reward-scale",
+        help="Divide rewards by the running std of the discounted return.")] = _P["reward_scale"],
+    lr_schedule: Annotated[str, typer.Option(
+        "--lr-schedule", help="constant, or linear (decay over the epochs).")] = _P["lr_schedule"],
+    minibatch_size: Annotated[int, typer.Option(
+        "--minibatch-size", help="> 0: minibatch updates of this many steps (docs/ppo.md); 0: Spinning Up's "
+                                 "full-batch steps.")] = _P["minibatch_size"],
+    update_epochs: Annotated[int, typer.Option(
+        "--update-epochs", help="Passes over an epoch's steps with --minibatch-size.")] = _P["update_epochs"],
+    ent_coef: Annotated[float, typer.Option("--ent-coef", help="Entropy bonus.")] = _P["ent_coef"],
+    vf_coef: Annotated[float, typer.Option(
+        "--vf-coef", help="Value loss weight in the clipped gradient norm.")] = _P["vf_coef"],
+    max_grad_norm: Annotated[float, typer.Option(
+        "--max-grad-norm", help="Clip a minibatch's gradient norm to this; 0: off.")] = _P["max_grad_norm"],
+    adam_eps: Annotated[float, typer.Option("--adam-eps", help="Adam's epsilon.")] = _P["adam_eps"],
+    log_std_init: Annotated[float, typer.Option(
+        "--log-std-init", help="Initial log std of a Gaussian policy.")] = _P["log_std_init"],
+    ortho_init: Annotated[bool, typer.Option(
+        "--ortho-init/--no-ortho-init", help="Orthogonal initial weights.")] = _P["ortho_init"],
+    test_episodes: Annotated[int, typer.Option(
+        "--test-episodes", help="Test the final policy on this many episodes into the run file.")]
+        = _P["test_episodes"],
     out: Annotated[Optional[Path], typer.Option(
         help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5.",
@@ -153,7 +180,10 @@ def ppo(
                   steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
                   train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
                   target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
-                  dtype=dtype, out=out)
+                  dtype=dtype, out=out, n_envs=n_envs, obs_norm=obs_norm, reward_scale=reward_scale,
+                  lr_schedule=lr_schedule, minibatch_size=minibatch_size, update_epochs=update_epochs,
+                  ent_coef=ent_coef, vf_coef=vf_coef, max_grad_norm=max_grad_norm, adam_eps=adam_eps,
+                  log_std_init=log_std_init, ortho_init=ortho_init, test_episodes=test_episodes)
     given = {k: params[k] for k in given_on_command_line(ctx, params)}
     if "hid" in given:
         given["hid"] = parse_hid(given["hid"])
@@ -172,11 +202,15 @@ def ppo(
         with PPORun(resume) as run:
             run.verify()  # damaged data is refused here, before anything is rewritten
             stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
+            untested = stored.test_episodes > 0 and run.policy_test() is None  # stopped during its final test
         cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
+        if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
+            raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
+                             f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate")
         if cpu is not None and cpu != ranks:
             raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
                              f"resume it with --cpu {ranks} to continue it bit-identically")
-        if completed >= cfg.epochs:
+        if completed >= cfg.epochs and not untested:
             raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
                              f"pass --epochs N > {completed} to continue it")
         configs, outs, n_procs = [cfg], [Path(resume)], ranks

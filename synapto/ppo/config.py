@@ -38,11 +38,30 @@ class PPOConfig:
     train_pi_iters: int = 80  #: maximum policy steps per epoch (fewer on early stopping)
     train_v_iters: int = 80  #: value-function steps per epoch
     clip_ratio: float = 0.2  #: PPO clip epsilon
-    target_kl: float = 0.01  #: policy updates stop once rank-averaged approx. KL > 1.5 * target_kl
+    target_kl: float = 0.01  #: policy updates stop once rank-averaged approx. KL > 1.5 * target_kl (0: never)
     max_ep_len: int | None = None  #: episode cap; None = the env's time limit (min of the two when both)
     save_freq: int = 10  #: keep the parameters after every epoch k with k % save_freq == 0
     exp_name: str = ""  #: experiment name in config.json (Spinning Up's plotter groups by it); "" = ppo_<env>
     dtype: str = "float32"  #: network arithmetic: float32 (as PyTorch) or float64
+    # -- beyond Spinning Up: what rl-zoo's tuned PPO uses (docs/ppo.md); the defaults change nothing
+    n_envs: int = 1  #: environments per rank, stepped in lockstep, each steps_per_epoch // (ranks * n_envs) steps
+    obs_norm: bool = False  #: normalise observations by running mean and std (all ranks' rollouts), clip +-10
+    reward_scale: bool = False  #: divide rewards by the running std of the discounted return, clip +-10
+    lr_schedule: str = "constant"  #: constant, or linear: pi_lr and vf_lr fall from their value to value / epochs
+    #: > 0: update_epochs passes over shuffled minibatches of this many steps (over all ranks), policy and value
+    #: stepped together (the clipped loss, lambda-returns as value targets, advantages normalised per minibatch);
+    #: 0: Spinning Up's full-batch steps (train_pi_iters, train_v_iters)
+    minibatch_size: int = 0
+    update_epochs: int = 10  #: passes over the epoch's steps (minibatch_size > 0)
+    ent_coef: float = 0.0  #: entropy bonus of the policy loss (minibatch_size > 0)
+    vf_coef: float = 0.5  #: weight of the value loss in the gradient norm that max_grad_norm clips (minibatches)
+    max_grad_norm: float = 0.0  #: clip the joint gradient norm of a minibatch to this (0: no clipping)
+    adam_eps: float = 1e-8  #: Adam's epsilon, both networks
+    log_std_init: float = -0.5  #: initial log standard deviation of a Gaussian policy
+    #: orthogonal initial weights (gain sqrt 2 in hidden layers, 0.01 at the policy's output, 1 at the
+    #: value's) and zero biases, instead of PyTorch's default uniform
+    ortho_init: bool = False
+    test_episodes: int = 0  #: after training, test the final policy (mean action) on this many PPO_TEST episodes
 
     #: fields that ``--resume`` may change (everything else would change the run)
     RESUMABLE = ("epochs",)
@@ -86,12 +105,36 @@ class PPOConfig:
         real("pi_lr", 0.0, math.inf, low_open=True)
         real("vf_lr", 0.0, math.inf, low_open=True)
         real("clip_ratio", 0.0, 1.0, low_open=True)
-        real("target_kl", 0.0, math.inf, low_open=True)
+        real("target_kl", 0.0, math.inf)  # 0: no early stopping
         need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
+        integer("n_envs", 1)
+        integer("minibatch_size", 0)
+        integer("update_epochs", 1)
+        integer("test_episodes", 0)
+        for name in ("obs_norm", "reward_scale", "ortho_init"):
+            need(isinstance(getattr(self, name), bool),
+                 f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}")
+        need(self.lr_schedule in ("constant", "linear"),
+             f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}")
+        real("ent_coef", 0.0, math.inf)
+        real("vf_coef", 0.0, math.inf, low_open=True)
+        real("max_grad_norm", 0.0, math.inf)
+        real("adam_eps", 0.0, 1.0, low_open=True)
+        real("log_std_init", -20.0, 5.0)
+        if isinstance(self.n_envs, int) and isinstance(self.steps_per_epoch, int):
+            need(self.steps_per_epoch >= self.n_envs,
+                 f"--steps-per-epoch {self.steps_per_epoch} is below --n-envs {self.n_envs}: every env needs a step")
+        if isinstance(self.minibatch_size, int) and isinstance(self.steps_per_epoch, int):
+            need(self.minibatch_size <= self.steps_per_epoch,
+                 f"--minibatch-size {self.minibatch_size} is above --steps-per-epoch {self.steps_per_epoch}")
         need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    def lr_factor(self, epoch: int) -> float:
+        """The learning rates' multiplier in epoch ``epoch`` (``lr_schedule``)."""
+        return 1.0 if self.lr_schedule == "constant" else 1.0 - epoch / self.epochs
 
     @classmethod
     def from_json(cls, text: str) -> "PPOConfig":

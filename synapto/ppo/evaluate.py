@@ -1,4 +1,5 @@
-"""``synapto ppo-eval``: a trained policy tested deterministically on the test seed stream."""
+"""The deterministic test of a trained policy on the test seed stream: ``synapto ppo-eval``,
+and the test a run with ``test_episodes`` stores at its end."""
 
 from __future__ import annotations
 
@@ -8,40 +9,31 @@ import numpy as np
 
 from synapto.errors import RunFileError
 from synapto.ppo.config import PPOConfig
+from synapto.ppo.normalise import normalise
 from synapto.ppo.policy import Policy
 from synapto.ppo.train import limit_blas_threads, open_env
 from synapto.seeding import Stream, int_seed
 from synapto.store import PPORun
 
 
-def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | None = None) -> dict:
-    """Deterministic test of a run's policy (mean action / most likely choice).
-
-    Episode ``e`` starts from ``reset(seed=int_seed(seed, PPO_TEST, e))`` in a fresh env,
-    a stream no training episode uses; episodes end at termination, the env's time
-    limit or ``max_ep_len`` (default: the run's).
-    """
-    with PPORun(path) as run:
-        cfg = run.parse_config(PPOConfig.from_json)
-        pi_params, _, label = run.params(which)
-        dims = (run.obs_dim, run.act_dim, run.discrete)
-    if max_ep_len is not None:
-        cfg = dataclasses.replace(cfg, max_ep_len=max_ep_len)
+def test_policy(cfg: PPOConfig, pi_params: np.ndarray, episodes: int, norm=None) -> dict[str, np.ndarray]:
+    """``episodes`` episodes of the policy's mean action (most likely choice): episode ``e``
+    starts from ``reset(seed=int_seed(seed, PPO_TEST, e))`` in a fresh env, a stream no
+    training episode uses, and ends at termination, the env's time limit or ``max_ep_len``.
+    ``norm``: the observation normalisation ``(mean, std)`` the policy acts through."""
     handle, info = open_env(cfg)
     handle.env.close()
-    if (info.obs_dim, info.act_dim, info.discrete) != dims:
-        raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
-    limit_blas_threads(1)
-    policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, pi_params.astype(cfg.dtype))
+    policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, np.asarray(pi_params).astype(cfg.dtype))
     obs = np.zeros(info.obs_dim, cfg.dtype)
+    seeds = np.array([int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)], dtype=np.int64)
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, np.int64)
     for e in range(episodes):
         handle, _ = open_env(cfg)
-        o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO_TEST, e))
+        o, _ = handle.reset(seed=int(seeds[e]))
         total, n = 0.0, 0
         while True:
-            obs[:] = np.ravel(o)
+            obs[:] = np.ravel(o) if norm is None else normalise(np.ravel(o), *norm)
             o, r, terminated, truncated, _ = handle.step(policy.mode(obs))
             total += r
             n += 1
@@ -49,4 +41,27 @@ def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | N
                 break
         handle.env.close()
         returns[e], lengths[e] = total, n
-    return {"returns": returns, "lengths": lengths, "params": label, "env": cfg.env, "seed": cfg.seed}
+    return {"seeds": seeds, "returns": returns, "lengths": lengths}
+
+
+def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | None = None) -> dict:
+    """Deterministic test of a run's policy (:func:`test_policy`), with the run's observation
+    normalisation of the epoch its parameters come from; episodes end at ``max_ep_len``
+    (default: the run's)."""
+    with PPORun(path) as run:
+        cfg = run.parse_config(PPOConfig.from_json)
+        pi_params, _, label = run.params(which)
+        dims = (run.obs_dim, run.act_dim, run.discrete)
+        # "epoch K" of --save-freq; "final" and the checkpoint are after the last completed epoch
+        epoch = int(label.split()[1]) if label.startswith("epoch ") else run.completed - 1
+        norm = run.policy_norm(epoch)
+    if max_ep_len is not None:
+        cfg = dataclasses.replace(cfg, max_ep_len=max_ep_len)
+    handle, info = open_env(cfg)
+    handle.env.close()
+    if (info.obs_dim, info.act_dim, info.discrete) != dims:
+        raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
+    limit_blas_threads(1)
+    out = test_policy(cfg, pi_params, episodes, norm)
+    return {"returns": out["returns"], "lengths": out["lengths"], "params": label, "env": cfg.env,
+            "seed": cfg.seed}

@@ -42,6 +42,23 @@ def init_params(sizes, rng: np.random.Generator, dtype=np.float64) -> np.ndarray
     return np.concatenate(parts).astype(dtype)
 
 
+def orthogonal_params(sizes, rng: np.random.Generator, output_gain: float, dtype=np.float64) -> np.ndarray:
+    """Orthogonal weights -- gain sqrt(2) in hidden layers, ``output_gain`` in the last -- and
+    zero biases (the initialisation of rl-zoo's PPO): each W is Q of the QR decomposition of
+    a standard normal matrix, its columns' signs fixed by R's diagonal."""
+    parts = []
+    shapes = layer_shapes(sizes)
+    for l, (fan_in, fan_out) in enumerate(shapes):
+        gain = output_gain if l == len(shapes) - 1 else np.sqrt(2.0)
+        a = rng.standard_normal((max(fan_in, fan_out), min(fan_in, fan_out)))
+        q, r = np.linalg.qr(a)
+        q *= np.sign(np.diag(r))
+        w = q if fan_in >= fan_out else q.T
+        parts.append(gain * w.ravel())
+        parts.append(np.zeros(fan_out))
+    return np.concatenate(parts).astype(dtype)
+
+
 def _views(flat: np.ndarray, sizes) -> tuple[list[np.ndarray], list[np.ndarray]]:
     weights, biases, at = [], [], 0
     for fan_in, fan_out in layer_shapes(sizes):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synapto.ppo.nn import MLP, init_params, n_params
+from synapto.ppo.nn import MLP, init_params, n_params, orthogonal_params
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 LOG_STD_INIT = -0.5  #: Spinning Up's initial log standard deviation
@@ -169,11 +169,14 @@ class Policy:
         self.grad_log_std = self.grad[n_mlp:]
 
     @staticmethod
-    def init_params(obs_dim, act_dim, hid, discrete, rng, dtype=np.float32) -> np.ndarray:
-        mlp = init_params((obs_dim, *hid, act_dim), rng, dtype)
+    def init_params(obs_dim, act_dim, hid, discrete, rng, dtype=np.float32, log_std_init: float = LOG_STD_INIT,
+                    ortho: bool = False) -> np.ndarray:
+        """PyTorch's default initialisation, or orthogonal (output gain 0.01) with ``ortho``."""
+        sizes = (obs_dim, *hid, act_dim)
+        mlp = orthogonal_params(sizes, rng, 0.01, dtype) if ortho else init_params(sizes, rng, dtype)
         if discrete:
             return mlp
-        return np.concatenate([mlp, np.full(act_dim, LOG_STD_INIT, dtype)])
+        return np.concatenate([mlp, np.full(act_dim, log_std_init, dtype)])
 
     # -- acting ---------------------------------------------------------------------
     def sampler(self):
@@ -196,6 +199,20 @@ class Policy:
                 return np.add(forward1(obs), scaled_noise, out=out)
         return act
 
+    def sample_batch(self, obs: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Actions for a batch of observations (one per env): ``mean + noise`` rows (Gaussian,
+        ``noise`` from :meth:`scale_noise`), or choices by inverting the cumulative probabilities
+        at the uniform numbers ``noise``."""
+        out = self.mlp.forward(obs)
+        if not self.head.discrete:
+            return out + noise
+        n = self.head.act_dim
+        choices = np.empty(len(obs), np.int64)
+        for i, (logits, u) in enumerate(zip(out, noise)):
+            cum = np.cumsum(np.exp(logits - logits.max()))
+            choices[i] = min(int(np.searchsorted(cum, u * cum[-1], side="right")), n - 1)
+        return choices
+
     def scale_noise(self, noise: np.ndarray) -> np.ndarray:
         """The rollout's noise as ``act`` takes it: standard normal x std (Gaussian), as is otherwise."""
         return noise if self.head.discrete else noise * np.exp(self.log_std)
@@ -210,8 +227,9 @@ class Policy:
         out = self.mlp.forward(obs)
         return self.head.logp(out, self.log_std, act)[0]
 
-    def surrogate(self, obs, act, adv, logp_old, clip_ratio: float):
-        """PPO-clip loss on this rank's batch; fills ``self.grad``.
+    def surrogate(self, obs, act, adv, logp_old, clip_ratio: float, ent_coef: float = 0.0):
+        """PPO-clip loss on this rank's batch, less ``ent_coef`` times the mean entropy; fills
+        ``self.grad``.
 
         Returns ``(loss, approx_kl, entropy, clip_fraction)``, each a mean over the batch.
         """
@@ -229,11 +247,19 @@ class Policy:
         g = unclipped * (unclipped <= clipped)
         g *= -1.0 / n
         d_out, d_extra = self.head.logp_grad(g, out, self.log_std, act, aux)
+        entropy = self.head.mean_entropy(out, self.log_std)
+        if ent_coef:
+            loss -= ent_coef * entropy
+            d_ent, d_ent_extra = self.head.entropy_grad(np.full(n, -ent_coef / n, dtype=out.dtype), out,
+                                                        self.log_std)
+            d_out = d_out + d_ent
+            if d_extra is not None:
+                d_extra = d_extra + d_ent_extra
         self.mlp.backward(self.mlp.workspace(n), d_out)
         if d_extra is not None:
             self.grad_log_std[...] = d_extra
         approx_kl = float(logp_old.sum() - logp.sum()) / n
-        return loss, approx_kl, self.head.mean_entropy(out, self.log_std), clip_frac
+        return loss, approx_kl, entropy, clip_frac
 
 
 class ValueFunction:
@@ -246,8 +272,10 @@ class ValueFunction:
         self.mlp = MLP(self.sizes, params, self.grad)
 
     @staticmethod
-    def init_params(obs_dim, hid, rng, dtype=np.float32) -> np.ndarray:
-        return init_params((obs_dim, *hid, 1), rng, dtype)
+    def init_params(obs_dim, hid, rng, dtype=np.float32, ortho: bool = False) -> np.ndarray:
+        """PyTorch's default initialisation, or orthogonal (output gain 1) with ``ortho``."""
+        sizes = (obs_dim, *hid, 1)
+        return orthogonal_params(sizes, rng, 1.0, dtype) if ortho else init_params(sizes, rng, dtype)
 
     def values(self, obs) -> np.ndarray:
         """V of a batch of observations, as a new (n,) array."""

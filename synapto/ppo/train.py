@@ -37,12 +37,14 @@ from typing import Callable
 
 import numpy as np
 
+from synapto import faults
 from synapto.envs import SpaceInfo, make_env
 from synapto.errors import DiskFullError, UsageError
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
 from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
+from synapto.ppo.normalise import ObsNormaliser, RewardScaler
 from synapto.ppo.policy import Policy, ValueFunction
 from synapto.blas import limit_blas_threads
 from synapto.ppo.threads import update_threads
@@ -91,23 +93,31 @@ class Trainer:
         self.cfg, self.coll, self.rank = cfg, coll, rank
         self.info = info
         self.dtype = np.dtype(cfg.dtype)
-        self.n_local = cfg.steps_per_epoch // coll.size
+        self.n_envs = cfg.n_envs
+        self.n_local = cfg.steps_per_epoch // (coll.size * cfg.n_envs) * cfg.n_envs
         if self.n_local < 1:
             raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                             f"MPI ranks ({coll.size}); each rank needs at least one step")
+                             f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step")
         hid, d = cfg.hid, self.dtype
         init = generator(cfg.seed, Stream.PPO, 0)
-        pi = Policy.init_params(info.obs_dim, info.act_dim, hid, info.discrete, init, d)
-        v = ValueFunction.init_params(info.obs_dim, hid, init, d)
+        pi = Policy.init_params(info.obs_dim, info.act_dim, hid, info.discrete, init, d, cfg.log_std_init,
+                                cfg.ortho_init)
+        v = ValueFunction.init_params(info.obs_dim, hid, init, d, cfg.ortho_init)
         self.pi = Policy(info.obs_dim, info.act_dim, hid, info.discrete, pi)
         self.vf = ValueFunction(info.obs_dim, hid, v)
-        self.pi_opt = Adam(pi.size, cfg.pi_lr, dtype=d)
-        self.vf_opt = Adam(v.size, cfg.vf_lr, dtype=d)
+        self.pi_opt = Adam(pi.size, cfg.pi_lr, eps=cfg.adam_eps, dtype=d)
+        self.vf_opt = Adam(v.size, cfg.vf_lr, eps=cfg.adam_eps, dtype=d)
+        self.obs_norm = ObsNormaliser(info.obs_dim) if cfg.obs_norm else None
+        self.reward_scale = RewardScaler(cfg.n_envs, cfg.gamma) if cfg.reward_scale else None
         if checkpoint is not None:
             self.pi.params[...] = checkpoint["pi"]
             self.vf.params[...] = checkpoint["v"]
             self.pi_opt.load_state({k: checkpoint[f"pi_adam_{k}"] for k in "mvt"})
             self.vf_opt.load_state({k: checkpoint[f"v_adam_{k}"] for k in "mvt"})
+            if self.obs_norm is not None:
+                self.obs_norm.moments.load(checkpoint["obs_moments"])
+            if self.reward_scale is not None:
+                self.reward_scale.moments.load(checkpoint["ret_moments"])
         # rank 0's parameters are everyone's (on resume every rank got the checkpoint)
         coll.bcast_(self.pi.params)
         coll.bcast_(self.vf.params)
@@ -119,65 +129,15 @@ class Trainer:
 
     # -- 1. rollout -----------------------------------------------------------------------
     def rollout(self, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
-        """Fill the buffer; return the returns and lengths of the episodes that ended."""
-        cfg, buf, n = self.cfg, self.buf, self.n_local
-        t_start = clock()
-        buf.clear()
-        rng = generator(cfg.seed, Stream.PPO, 2, self.rank, epoch)
-        if self.info.discrete:
-            noise = rng.random(n)
-        else:
-            noise = rng.standard_normal((n, self.info.act_dim), dtype=self.dtype)
-        noise = self.pi.scale_noise(noise)
-        handle, _ = open_env(cfg)
-        self.env_obs_shape = handle.env.observation_space.shape
-        step, limit = handle.step, handle.limit
-        act = self.pi.sampler()
-        obs_buf, act_buf, rew_buf = buf.obs, buf.act, buf.rew
-        discrete = self.info.discrete
-        ep_returns: list[float] = []
-        ep_lengths: list[int] = []
-        episode = 0
-        t = clock()
-        o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO, 1, self.rank, epoch, episode))
-        t_env = clock() - t
-        t_act = 0.0
-        ep_ret, ep_len = 0.0, 0
-        flat = len(self.env_obs_shape) == 1
-        t0 = clock()
-        for i in range(n):  # two clock reads per step: policy side, then env side
-            row = obs_buf[i]
-            row[:] = o if flat else np.ravel(o)
-            if discrete:
-                a = act_buf[i] = act(row, noise[i])
-            else:
-                a = act(row, noise[i], act_buf[i])
-            t1 = clock()
-            o, r, terminated, truncated, _ = step(a)
-            t2 = clock()
-            t_act += t1 - t0
-            t_env += t2 - t1
-            t0 = t2
-            rew_buf[i] = r
-            ep_ret += r
-            ep_len += 1
-            if terminated or truncated or ep_len >= limit:
-                buf.end_path(i + 1, None if terminated else np.ravel(o))
-                ep_returns.append(ep_ret)
-                ep_lengths.append(ep_len)
-                if i + 1 < n:
-                    episode += 1
-                    o, _ = handle.reset(seed=int_seed(cfg.seed, Stream.PPO, 1, self.rank, epoch, episode))
-                    t0 = clock()
-                    t_env += t0 - t2
-                    ep_ret, ep_len = 0.0, 0
-        if not buf.path_ends or buf.path_ends[-1] != n:
-            buf.end_path(n, np.ravel(o))  # cut by the end of the epoch: bootstrap, not logged
-        handle.env.close()
-        timing["env"] += t_env
-        timing["act"] += t_act
-        timing["rollout"] += clock() - t_start
-        return ep_returns, ep_lengths
+        """Fill the buffer (:mod:`synapto.ppo.rollout`); return the returns and lengths of the
+        episodes that ended.  Then the ranks' normalisation moments are merged."""
+        from synapto.ppo.rollout import rollout
+
+        out = rollout(self, epoch, timing)
+        for norm in (self.obs_norm, self.reward_scale):
+            if norm is not None:
+                norm.moments.merge(self.coll)
+        return out
 
     # -- 2.-3. values, GAE, normalised advantages --------------------------------------
     def advantages(self, timing: dict) -> None:
@@ -192,6 +152,9 @@ class Trainer:
             return out
 
         buf.finish(timed_values, cfg.gamma, cfg.lam)
+        if cfg.minibatch_size:  # normalised per minibatch instead (synapto.ppo.minibatch)
+            timing["gae"] += clock() - t - timing["values"]
+            return
         s = self.coll.sum_(np.array([buf.adv.sum(), buf.n], dtype=np.float64))
         mean = s[0] / s[1]
         buf.adv -= mean
@@ -212,7 +175,7 @@ class Trainer:
                 loss_pi_old, ent_old = loss_pi, ent
             kl = average_gradient(coll, self.pi.grad, kl, self._pi_comm)
             stop_iter = i
-            if kl > 1.5 * cfg.target_kl:
+            if cfg.target_kl > 0 and kl > 1.5 * cfg.target_kl:
                 break
             self.pi_opt.step(self.pi.params, self.pi.grad)
         return {"LossPi": loss_pi_old, "DeltaLossPi": loss_pi - loss_pi_old, "Entropy": ent_old, "KL": kl,
@@ -229,7 +192,22 @@ class Trainer:
             self.vf_opt.step(self.vf.params, self.vf.grad)
         return {"LossV": loss_v_old, "DeltaLossV": loss_v - loss_v_old, "seconds": clock() - t}
 
-    def update(self, timing: dict) -> dict[str, float]:
+    def update(self, timing: dict, epoch: int = 0) -> dict[str, float]:
+        """The update of the epoch's batch at the epoch's learning rates (``lr_schedule``):
+        minibatches (:mod:`synapto.ppo.minibatch`) or Spinning Up's full-batch steps."""
+        factor = self.cfg.lr_factor(epoch)
+        self.pi_opt.lr, self.vf_opt.lr = self.cfg.pi_lr * factor, self.cfg.vf_lr * factor
+        if not self.cfg.minibatch_size:
+            return self.full_batch_update(timing)
+        from synapto.ppo.minibatch import minibatch_update
+
+        t = clock()
+        out = minibatch_update(self, epoch)
+        timing["update"] += clock() - t
+        timing["update_pi"] += out.pop("seconds")
+        return out
+
+    def full_batch_update(self, timing: dict) -> dict[str, float]:
         """Policy steps, then value steps -- or both at once on two threads (:attr:`concurrent`).
 
         The two loops share no data but the (read-only) batch, so running the value loop
@@ -276,7 +254,7 @@ class Trainer:
         ep_returns, ep_lengths = self.rollout(epoch, timing)
         self.advantages(timing)
         values = self.buf.val.copy()
-        upd = self.update(timing)
+        upd = self.update(timing, epoch)
         t_stats = clock()
         coll = self.coll
         names = ("LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "ClipFrac", "StopIter")
@@ -294,8 +272,16 @@ class Trainer:
         timing["comm"] = self.coll.seconds - comm
         return stats, timing
 
+    def obs_norm_now(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The observation normalisation ``(mean, std)`` the current policy is tested with."""
+        return None if self.obs_norm is None else self.obs_norm.moments.mean_std()
+
     def checkpoint(self) -> dict[str, np.ndarray]:
         ck = {"pi": self.pi.params.copy(), "v": self.vf.params.copy()}
+        if self.obs_norm is not None:
+            ck["obs_moments"] = self.obs_norm.moments.state()
+        if self.reward_scale is not None:
+            ck["ret_moments"] = self.reward_scale.moments.state()
         for prefix, opt in (("pi", self.pi_opt), ("v", self.vf_opt)):
             for k, value in opt.state().items():
                 ck[f"{prefix}_adam_{k}"] = value
@@ -350,7 +336,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                     if run.ranks != size:
                         raise UsageError(f"{str(out)!r} was run with {run.ranks} MPI rank(s); resume it with "
                                          f"--cpu {run.ranks} (got {size}) to continue it bit-identically")
-                    if run.completed >= cfg.epochs:
+                    if run.completed >= cfg.epochs and not (cfg.test_episodes and run.policy_test() is None):
                         raise UsageError(f"{str(out)!r} has completed all {run.completed} epochs; "
                                          f"pass --epochs N > {run.completed} to continue it")
                     if run.completed < 1:
@@ -387,12 +373,14 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
             log(f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
                 f"epochs {start}..{cfg.epochs - 1} -> {out}")
         for k in range(start, cfg.epochs):
+            if rank == 0:
+                faults.point("epoch", k)
             stats, timing = trainer.epoch(k)
             if rank == 0:
                 t = clock()
                 timing["setup"] = setup if k == start else 0.0
                 timing["Time"] = time_offset + time.time() - t_start
-                writer.append(k, stats, timing, trainer.checkpoint())
+                writer.append(k, stats, timing, trainer.checkpoint(), trainer.obs_norm_now())
                 with writing(log_dir(out) / "progress.txt", f"writing epoch {k} to progress.txt"):
                     progress.write({**stats, "Time": timing["Time"]})
                 timing["write"] = clock() - t
@@ -401,6 +389,8 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
                     f"{timing['update']:.2f})")
+        if rank == 0 and cfg.test_episodes:
+            _final_test(cfg, trainer, writer, log)
     except DiskFullError as exc:
         exc.resume = _resume_command(out, size)
         if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
@@ -424,6 +414,19 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         if lock is not None:
             lock.release()
     return out if rank == 0 else None
+
+
+def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
+    """Rank 0: the final policy's test on ``test_episodes`` PPO_TEST episodes, into the run file."""
+    from synapto.ppo.evaluate import test_policy
+
+    t = clock()
+    faults.point("test", cfg.epochs)
+    result = test_policy(cfg, trainer.pi.params, cfg.test_episodes, trainer.obs_norm_now())
+    writer.write_test(result["seeds"], result["returns"], result["lengths"])
+    r = result["returns"]
+    log(f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
+        f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)")
 
 
 def _resume_command(out: Path, size: int) -> str:

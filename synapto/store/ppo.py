@@ -12,7 +12,13 @@ Layout (E epochs; same conventions as evolution runs, see :mod:`synapto.store.ev
     /params/epoch_<k>/pi, /v   parameters after epoch k, for k % save_freq == 0
     /params/final/pi, /v       parameters after the last epoch
     /checkpoint/slot0, slot1   {completed, pi, v, pi_adam_m, pi_adam_v, pi_adam_t,
-                                v_adam_m, v_adam_v, v_adam_t}
+                                v_adam_m, v_adam_v, v_adam_t}; obs_moments (1 + 2 obs_dim,) with
+                                ``obs_norm``, ret_moments (3,) with ``reward_scale``
+                                (synapto.ppo.normalise: count, sums, sums of squares)
+    /obs_norm/mean, std   (E, obs_dim) with ``obs_norm``: the normalisation the policy after
+                          epoch k is tested with
+    /test/seeds, returns, steps, tested   with ``test_episodes``: the final policy's test on
+                          the PPO_TEST stream (tested = 1 once written)
 
 The file is created whole (built beside its path, fsync-ed, renamed into place) with
 every dataset at its final size -- one row (chunk) per epoch, parameters not yet reached
@@ -23,7 +29,8 @@ then ``/completed`` is advanced: readers trust ``/completed``.  The checkpoint o
 is marked invalid (``completed = -1``) while it is rewritten, so the other slot
 always holds the previous epoch intact.
 
-``--resume`` copies the first ``completed`` epochs into a fresh file, which then
+``--resume`` copies the first ``completed`` epochs (not the test: it runs again at the end)
+into a fresh file, which then
 replaces the old one (:func:`synapto.store.files.rewrite`): an epoch that was half
 written is dropped, and the resumed run's file is bit-identical to an uninterrupted
 run's (``/timing`` aside).
@@ -60,6 +67,20 @@ CHECKPOINT = ("pi", "v", "pi_adam_m", "pi_adam_v", "pi_adam_t", "v_adam_m", "v_a
 ATTRS = ("ranks", "obs_dim", "act_dim", "discrete", "n_pi", "n_v")
 
 
+def norm_checkpoint(cfg, obs_dim: int) -> dict[str, int]:
+    """The normalisation moments a checkpoint holds besides CHECKPOINT, and their sizes."""
+    out = {}
+    if getattr(cfg, "obs_norm", False):
+        out["obs_moments"] = 1 + 2 * obs_dim
+    if getattr(cfg, "reward_scale", False):
+        out["ret_moments"] = 3
+    return out
+
+
+def checkpoint_names(cfg, obs_dim: int) -> tuple[str, ...]:
+    return (*CHECKPOINT, *norm_checkpoint(cfg, obs_dim))
+
+
 def saved_epochs(epochs: int, save_freq: int) -> list[int]:
     """Epochs after which the parameters are kept (Spinning Up's save schedule)."""
     return [k for k in range(epochs) if k % save_freq == 0]
@@ -69,10 +90,13 @@ def _param_groups(cfg) -> list[str]:
     return [f"params/epoch_{k}" for k in saved_epochs(cfg.epochs, cfg.save_freq)] + ["params/final"]
 
 
-def _layout(cfg, n_pi: int, n_v: int) -> tuple[list, list]:
+def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
     """``(name, rows, tail, dtype)`` per-epoch datasets and ``(name, data, checksum)`` fixed ones."""
     rows = [(f"stats/{name}", cfg.epochs, (), np.int64 if name in INT_STATS else np.float64) for name in STATS]
     rows += [(f"timing/{name}", cfg.epochs, (), np.float64) for name in TIMING]
+    if getattr(cfg, "obs_norm", False):
+        rows += [("obs_norm/mean", cfg.epochs, (obs_dim,), np.float64),
+                 ("obs_norm/std", cfg.epochs, (obs_dim,), np.float64)]
     fixed = []
     for group in _param_groups(cfg):
         fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
@@ -83,13 +107,19 @@ def _layout(cfg, n_pi: int, n_v: int) -> tuple[list, list]:
             fixed.append((f"checkpoint/{slot}/{name}", np.full(n, np.nan), True))
         fixed += [(f"checkpoint/{slot}/pi_adam_t", np.zeros(1, np.int64), True),
                   (f"checkpoint/{slot}/v_adam_t", np.zeros(1, np.int64), True)]
+        fixed += [(f"checkpoint/{slot}/{name}", np.full(n, np.nan), True)
+                  for name, n in norm_checkpoint(cfg, obs_dim).items()]
+    tests = int(getattr(cfg, "test_episodes", 0))
+    if tests:
+        fixed += [("test/seeds", np.zeros(tests, np.int64), True), ("test/returns", np.full(tests, np.nan), True),
+                  ("test/steps", np.zeros(tests, np.int64), True), ("test/tested", np.zeros(1, np.int64), False)]
     return rows, fixed
 
 
 def _build(path: Path, cfg, attrs: dict, n_pi: int, n_v: int, run_id: str | None = None):
     """A new PPO run file at ``path``, open: every dataset at its final size, nothing done;
     its disk space reserved first (see :func:`synapto.store.files.create_file`)."""
-    rows, fixed = _layout(cfg, n_pi, n_v)
+    rows, fixed = _layout(cfg, n_pi, n_v, int(attrs["obs_dim"]))
     size = estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
                          [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
     f = new_file(Path(path), "ppo", cfg.to_json(), attrs, run_id=run_id, reserve=size)
@@ -110,6 +140,7 @@ class PPORunWriter:
 
     def __init__(self, f, cfg):
         self.f, self.cfg = f, cfg
+        self.names = checkpoint_names(cfg, int(f.attrs["obs_dim"]))
 
     @classmethod
     def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int,
@@ -129,8 +160,9 @@ class PPORunWriter:
     def completed(self) -> int:
         return int(self.f["completed"][0])
 
-    def append(self, epoch: int, stats: dict, timing: dict, checkpoint: dict) -> None:
-        """Write epoch ``epoch`` (must equal /completed), flush, then advance the counter."""
+    def append(self, epoch: int, stats: dict, timing: dict, checkpoint: dict, norm=None) -> None:
+        """Write epoch ``epoch`` (must equal /completed), flush, then advance the counter;
+        ``norm``: the observation normalisation ``(mean, std)`` after it (``obs_norm``)."""
         f = self.f
         if epoch != self.completed:
             raise RuntimeError(f"appending epoch {epoch} to a file with {self.completed} completed")
@@ -138,6 +170,9 @@ class PPORunWriter:
             put_row(f, f"stats/{name}", epoch, stats[name])
         for name in TIMING:
             put_row(f, f"timing/{name}", epoch, timing.get(name, np.nan))
+        if "obs_norm/mean" in f:
+            put_row(f, "obs_norm/mean", epoch, norm[0])
+            put_row(f, "obs_norm/std", epoch, norm[1])
         if epoch % self.cfg.save_freq == 0:
             f[f"params/epoch_{epoch}/pi"][:] = checkpoint["pi"]
             f[f"params/epoch_{epoch}/v"][:] = checkpoint["v"]
@@ -147,12 +182,22 @@ class PPORunWriter:
         slot = f[f"checkpoint/slot{(epoch + 1) % 2}"]
         slot["completed"][0] = -1
         f.flush()
-        for name in CHECKPOINT:
+        for name in self.names:
             slot[name][:] = checkpoint[name]
         f.flush()
         slot["completed"][0] = epoch + 1
         f.flush()
         f["completed"][0] = epoch + 1
+        f.flush()
+
+    def write_test(self, seeds, returns, steps) -> None:
+        """The final policy's test episodes (``test_episodes``), then ``/test/tested``."""
+        f = self.f
+        f["test/seeds"][:] = seeds
+        f["test/returns"][:] = returns
+        f["test/steps"][:] = steps
+        f.flush()
+        f["test/tested"][0] = 1
         f.flush()
 
     def set_timing(self, epoch: int, name: str, value: float) -> None:
@@ -167,12 +212,13 @@ class PPORunWriter:
 
 # ----------------------------------------------------------------------------- reading
 def read_checkpoint_slot(f, completed: int, path: Path) -> dict[str, np.ndarray]:
-    """The optimiser state after epoch ``completed - 1`` (slot ``completed % 2`` of ``f``)."""
+    """The optimiser state after epoch ``completed - 1`` (slot ``completed % 2`` of ``f``),
+    with the normalisation moments when the run has them."""
     slot = f[f"checkpoint/slot{completed % 2}"]
     if completed < 1 or int(slot["completed"][0]) != completed:
         raise RunFileError(f"{str(path)!r} has no checkpoint of epoch {completed} "
                            f"(completed epochs: {completed})")
-    return {name: slot[name][()] for name in CHECKPOINT}
+    return {name: slot[name][()] for name in (*CHECKPOINT, "obs_moments", "ret_moments") if name in slot}
 
 
 def read_params(f, completed: int, epochs: int, save_freq: int, which: str,
@@ -211,11 +257,17 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
             n_pi, n_v = int(old.attrs["n_pi"]), int(old.attrs["n_v"])
             run_id, created = str(old.attrs.get("run_id", "")), old.attrs.get("created", "")
             stats = {name: old[f"stats/{name}"][:done] for name in STATS}
+            for name in ("obs_norm/mean", "obs_norm/std"):
+                if name in old:
+                    stats[name] = old[name][:done]
+            names = checkpoint_names(cfg, int(old.attrs["obs_dim"]))
             timing = {name: old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
                       for name in TIMING}
             params = {}
             for group in _param_groups(cfg):
-                if group != "params/final" and int(group.split("_")[-1]) < done:
+                # the final parameters only of a run resumed for its final test (all epochs done)
+                if (group == "params/final" and done == cfg.epochs) or (
+                        group != "params/final" and int(group.split("_")[-1]) < done):
                     for net in ("pi", "v"):
                         params[f"{group}/{net}"] = old[f"{group}/{net}"][()]
             slots = {}
@@ -223,7 +275,7 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
                 src = old[f"checkpoint/{slot}"]
                 n = int(src["completed"][0])
                 if n in (done, done - 1) and n >= 1:  # the other slot may be mid-rewrite: never read it
-                    slots[slot] = {"completed": n, **{name: src[name][()] for name in CHECKPOINT}}
+                    slots[slot] = {"completed": n, **{name: src[name][()] for name in names}}
         except RunFileError:
             raise
         except Exception as exc:
@@ -235,14 +287,14 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
             if created:
                 f.attrs["created"] = created
             for name, data in stats.items():
-                f[f"stats/{name}"][:done] = data
+                f[name if "/" in name else f"stats/{name}"][:done] = data
             for name, data in timing.items():
                 f[f"timing/{name}"][:done] = data
             for name, data in params.items():
                 f[name][:] = data
             for slot, values in slots.items():
                 g = f[f"checkpoint/{slot}"]
-                for name in CHECKPOINT:
+                for name in names:
                     g[name][:] = values[name]
                 f.flush()
                 g["completed"][0] = values["completed"]

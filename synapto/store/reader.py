@@ -109,6 +109,12 @@ class RunData:
 
     # ------------------------------------------------------------------ config, columns
     @property
+    def run_id(self) -> str:
+        """The run's identity (shared with its checkpoint; "" for files from before it)."""
+        value = self._f.attrs.get("run_id", "")
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    @property
     def config_json(self) -> str:
         """The run's configuration as stored (JSON), for the caller's ``from_json``."""
         if "config" not in self._f.attrs:
@@ -348,6 +354,22 @@ class RunData:
         self._need("ppo")
         cfg = self.config
         return read_params(self._f, self.completed, int(cfg["epochs"]), int(cfg["save_freq"]), which, self.path)
+
+    def policy_norm(self, epoch: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The observation normalisation of the policy after ``epoch`` (None without obs_norm)."""
+        self._need("ppo")
+        if "obs_norm/mean" not in self._f:
+            return None
+        if not 0 <= epoch < self.completed:
+            raise RunFileError(f"{str(self.path)!r} has no epoch {epoch} (completed epochs: {self.completed})")
+        return self._f["obs_norm/mean"][epoch], self._f["obs_norm/std"][epoch]
+
+    def policy_test(self) -> dict[str, np.ndarray] | None:
+        """The final policy's test (``seeds``, ``returns``, ``steps``); None before it ran or without one."""
+        self._need("ppo")
+        if "test/tested" not in self._f or int(self._f["test/tested"][0]) != 1:
+            return None
+        return {k: self._f[f"test/{k}"][()] for k in ("seeds", "returns", "steps")}
 
     def progress_rows(self) -> list[dict]:
         """The rows of Spinning Up's progress.txt (Time from ``/timing/Time``)."""

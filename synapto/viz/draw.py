@@ -64,7 +64,7 @@ def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
     seed = int(test_seeds(pick.config.seed, 1)[0])
     policy = pick.agent.policy(pick.genome)
     act = pick.act(policy)
-    env = make_env(pick.config.env)
+    env = make_env(pick.config.env, **pick.config.make_kwargs)
     try:
         obs, _ = env.reset(seed=seed)
         policy.reset()

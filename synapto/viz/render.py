@@ -38,7 +38,7 @@ class Player:
     limit: int | None  #: step cap besides the env's own time limit
     expected: list[float]  #: the run file's returns of these episodes, when it has them
     discrete: bool
-    env_options: dict = field(default_factory=dict)  #: keyword arguments of the env's constructor
+    make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
 
 
 def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
@@ -51,12 +51,13 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
     return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
-                  expected, agent.space.discrete, dict(cfg.env_options)), pick.what
+                  expected, agent.space.discrete, cfg.make_kwargs), pick.what
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     try:
         from synapto.ppo.config import PPOConfig
+        from synapto.ppo.normalise import normalise
         from synapto.ppo.policy import Policy
     except ImportError as exc:
         raise UsageError(f"rendering a PPO run needs synapto.ppo ({exc})") from None
@@ -69,6 +70,8 @@ def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
         cfg = run.parse_config(PPOConfig.from_json)
         pi, _, label = run.params(params)
         dims = (run.obs_dim, run.act_dim, run.discrete)
+        norm = run.policy_norm(int(label.split()[1]) if label.startswith("epoch ") else run.completed - 1)
+        stored = run.policy_test() if label == "final" else None  # the final policy's test episodes
     info = space_info(cfg.env)
     if (info.obs_dim, info.act_dim, info.discrete) != dims:
         raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
@@ -79,12 +82,14 @@ def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     limits = [x for x in (cfg.max_ep_len, max_steps) if x is not None]
 
     def act(obs):
-        return policy.mode(np.ravel(obs).astype(dtype))
+        x = np.ravel(obs) if norm is None else normalise(np.ravel(obs), *norm)
+        return policy.mode(x.astype(dtype))
 
     seeds = [int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)]
     title = f"PPO {list(cfg.hid)} ({label})"
+    expected = [] if stored is None else [float(r) for r in stored["returns"][:episodes]]
     return Player(title, cfg.env, seeds, lambda: None, act, lambda: None, min(limits) if limits else None,
-                  [], info.discrete), f"PPO policy, parameters {label}"
+                  expected, info.discrete), f"PPO policy, parameters {label}"
 
 
 def _font(ImageFont, size: int):
@@ -115,6 +120,9 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
     ImageDraw, ImageFont = require("PIL.ImageDraw", "render", "pillow"), require("PIL.ImageFont", "render", "pillow")
     write = _writer(suffix)
 
+    from synapto.envs import prepare_headless_render
+
+    prepare_headless_render()  # before any env of this process is made
     kind = run_kind(path)
     if kind == "evolve":
         if params != "latest":
@@ -127,7 +135,7 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    from synapto.envs import make_env
+    from synapto.envs import make_env, render_failed
 
     frames, returns, lengths, ends = [], [], [], []
     fonts: dict = {}
@@ -135,7 +143,10 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     def grab(env, lines: list[str]) -> np.ndarray:
         """The env's current frame, scaled, with ``lines`` written at its top."""
-        img = env.render()
+        try:
+            img = env.render()
+        except Exception as exc:  # no OpenGL context (MuJoCo without EGL/OSMesa), ...
+            raise render_failed(player.env_id, exc) from None
         if img is None:
             raise UsageError(f"{player.env_id} returned no rgb_array frame; it cannot be rendered")
         im = Image.fromarray(np.asarray(img, dtype=np.uint8))
@@ -150,7 +161,12 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
 
     n = len(player.seeds)
     for e, seed in enumerate(player.seeds):
-        env = make_env(player.env_id, render_mode="rgb_array", **player.env_options)
+        try:
+            env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
+        except UsageError:
+            raise
+        except Exception as exc:
+            raise render_failed(player.env_id, exc) from None
         render_fps = render_fps or (env.metadata or {}).get("render_fps")
         obs, _ = env.reset(seed=seed)
         player.reset()

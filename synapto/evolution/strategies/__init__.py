@@ -2,7 +2,8 @@
 
 - ``ga`` (:mod:`.ga`): selection, recombination, pruning and weight mutation;
 - ``openai-es`` (:mod:`.openai_es`), ``pgpe`` (:mod:`.pgpe`), ``cmaes`` (:mod:`.cmaes`):
-  searches around a centre (:mod:`.es`), with the agent's pruning applied to the centre.
+  searches around a centre (:mod:`.es`), with the agent's pruning applied to the centre;
+- ``ars`` (:mod:`.ars`): Augmented Random Search, a centre strategy on raw returns.
 """
 
 from __future__ import annotations

@@ -189,6 +189,7 @@ STRATEGIES = {
     "openai-es": "synapto.evolution.strategies.openai_es:OpenAIES",
     "pgpe": "synapto.evolution.strategies.pgpe:PGPE",
     "cmaes": "synapto.evolution.strategies.cmaes:CMAES",
+    "ars": "synapto.evolution.strategies.ars:ARS",
 }
 
 

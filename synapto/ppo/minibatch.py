@@ -1,0 +1,88 @@
+"""PPO's minibatch update (``minibatch_size > 0``): the update of rl-zoo's PPO.
+
+``update_epochs`` passes over the epoch's steps.  Pass ``p`` of epoch ``k`` on rank ``r``
+shuffles the rank's rows with ``generator(seed, PPO, 3, r, k, p)`` and walks them in
+minibatches of ``minibatch_size // ranks`` rows (the last one shorter).  Per minibatch:
+
+1. advantages normalised over the minibatch (mean, and the standard deviation with
+   Bessel's correction, + 1e-8);
+2. the policy loss: PPO-clip less ``ent_coef`` times the mean entropy; the value loss:
+   the mean squared error to the lambda-returns ``A + V`` (GAE advantages plus the values
+   of the rollout), times ``vf_coef``;
+3. both gradients and the approximate KL averaged over ranks in one flat Allreduce; if
+   ``target_kl > 0`` and the KL exceeds ``1.5 target_kl``, the update stops here;
+4. the joint gradient norm clipped to ``max_grad_norm`` (both scaled by
+   ``max_grad_norm / (norm + 1e-6)`` when that is below 1);
+5. one Adam step of each network.
+
+The figures returned (``LossPi``, ``LossV``, ...) are those of the first minibatch
+(``Loss*``), the change to the last (``DeltaLoss*``), the mean entropy and clip fraction
+and the last KL; ``StopIter`` counts the minibatch steps taken.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from synapto.seeding import Stream, generator
+
+clock = time.perf_counter
+
+
+def minibatch_update(trainer, epoch: int) -> dict[str, float]:
+    cfg, buf, pi, vf, coll = trainer.cfg, trainer.buf, trainer.pi, trainer.vf, trainer.coll
+    t = clock()
+    n = buf.n
+    size = max(1, cfg.minibatch_size // coll.size)
+    obs, act = buf.obs, buf.act
+    adv = buf.adv
+    ret = (buf.adv + buf.val).astype(trainer.dtype)
+    logp_old = pi.logp(obs, act)
+    n_pi, n_v = pi.params.size, vf.params.size
+    comm = np.empty(n_pi + n_v + 1, np.float64)
+    first = last = None
+    entropy, clip_frac, kl, steps, stopped = [], [], 0.0, 0, False
+    for p in range(cfg.update_epochs):
+        order = generator(cfg.seed, Stream.PPO, 3, trainer.rank, epoch, p).permutation(n)
+        for start in range(0, n, size):
+            idx = order[start:start + size]
+            a = adv[idx]
+            if a.size > 1:
+                a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
+            a = a.astype(trainer.dtype)
+            loss_pi, kl_local, ent, frac = pi.surrogate(obs[idx], act[idx], a, logp_old[idx], cfg.clip_ratio,
+                                                        cfg.ent_coef)
+            loss_v = vf.loss(obs[idx], ret[idx])
+            comm[:n_pi] = pi.grad
+            comm[n_pi:n_pi + n_v] = vf.grad
+            comm[n_pi:n_pi + n_v] *= cfg.vf_coef
+            comm[-1] = kl_local
+            coll.mean_(comm)
+            kl = float(comm[-1])
+            last = (loss_pi, loss_v)
+            if first is None:
+                first = last
+            entropy.append(ent)
+            clip_frac.append(frac)
+            if cfg.target_kl > 0 and kl > 1.5 * cfg.target_kl:
+                stopped = True
+                break
+            grads = comm[:-1]
+            if cfg.max_grad_norm > 0:
+                norm = float(np.sqrt(grads @ grads))
+                scale = cfg.max_grad_norm / (norm + 1e-6)
+                if scale < 1.0:
+                    grads *= scale
+            pi.grad[...] = grads[:n_pi]
+            vf.grad[...] = grads[n_pi:]
+            trainer.pi_opt.step(pi.params, pi.grad)
+            trainer.vf_opt.step(vf.params, vf.grad)
+            steps += 1
+        if stopped:
+            break
+    seconds = clock() - t
+    return {"LossPi": first[0], "DeltaLossPi": last[0] - first[0], "Entropy": float(np.mean(entropy)),
+            "KL": kl, "ClipFrac": float(np.mean(clip_frac)), "StopIter": float(steps),
+            "LossV": first[1], "DeltaLossV": last[1] - first[1], "seconds": seconds}

@@ -1,0 +1,130 @@
+"""One rank's rollout of one PPO epoch: ``n_envs`` environments stepped in lockstep.
+
+Each env runs ``T = steps_per_epoch // (ranks * n_envs)`` steps; its steps fill the
+buffer rows ``j T .. (j + 1) T - 1`` (env-major, so each episode piece is contiguous for
+GAE).  Every epoch starts with fresh envs and fresh episodes -- as Spinning Up does --, so
+an epoch depends only on the parameters, the normalisation moments and (seed, rank,
+epoch): a checkpoint at an epoch boundary is all that resuming needs.
+
+Seeds: with one env, episode ``e`` starts from ``reset(seed=int_seed(seed, PPO, 1, rank,
+epoch, e))`` (as before vectorised envs existed: such runs are unchanged); with several,
+episode ``e`` of env ``j`` from ``int_seed(seed, PPO, 4, rank, epoch, j, e)``.  The
+exploration noise of the whole epoch is drawn up front from ``generator(seed, PPO, 2,
+rank, epoch)``, row ``t n_envs + j`` for env ``j``'s step ``t``.
+
+An episode ends at termination (value 0 after it), at the env's time limit or
+``max_ep_len``, or at the end of the epoch (both bootstrapped with V of the next
+observation, normalised like the others but not added to the moments).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from synapto.ppo.normalise import normalise
+from synapto.seeding import Stream, generator, int_seed
+
+clock = time.perf_counter
+
+
+def episode_seed(cfg, n_envs: int, rank: int, epoch: int, env: int, episode: int) -> int:
+    if n_envs == 1:
+        return int_seed(cfg.seed, Stream.PPO, 1, rank, epoch, episode)
+    return int_seed(cfg.seed, Stream.PPO, 4, rank, epoch, env, episode)
+
+
+def boot_obs(norm, obs: np.ndarray) -> np.ndarray:
+    """The observation a truncated episode is bootstrapped from, as the value function sees
+    it (normalised with the moments of the moment, which it does not join)."""
+    if norm is None:
+        return obs.copy()
+    return normalise(obs, *norm.moments.mean_std())
+
+
+def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
+    """Fill ``trainer.buf`` with epoch ``epoch``'s steps; return the (env's own) returns and
+    lengths of the episodes that ended."""
+    from synapto.ppo.train import open_env
+
+    cfg, buf, pi, info = trainer.cfg, trainer.buf, trainer.pi, trainer.info
+    N, rank = trainer.n_envs, trainer.rank
+    T = buf.n // N
+    t_start = clock()
+    buf.clear()
+    rng = generator(cfg.seed, Stream.PPO, 2, rank, epoch)
+    if info.discrete:
+        noise = rng.random(buf.n)
+    else:
+        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
+    noise = pi.scale_noise(noise)
+    norm, scaler = trainer.obs_norm, trainer.reward_scale
+    if scaler is not None:
+        scaler.start()
+    handles = [open_env(cfg)[0] for _ in range(N)]
+    steps = [h.step for h in handles]
+    limit = handles[0].limit
+    flat = len(handles[0].env.observation_space.shape) == 1
+    episode = [0] * N
+    t = clock()
+    raw = np.zeros((N, info.obs_dim))
+    for j, h in enumerate(handles):
+        o, _ = h.reset(seed=episode_seed(cfg, N, rank, epoch, j, 0))
+        raw[j] = o if flat else np.ravel(o)
+    t_env, t_act = clock() - t, 0.0
+    ep_ret, ep_len = np.zeros(N), np.zeros(N, np.int64)
+    ends: list[list[tuple[int, np.ndarray | None]]] = [[] for _ in range(N)]  # (end row, boot obs) per env
+    ep_returns: list[float] = []
+    ep_lengths: list[int] = []
+    rows = np.arange(N) * T  # buffer row of each env's step t = rows + t
+    obs_buf, act_buf, rew_buf = buf.obs, buf.act, buf.rew
+    single = pi.sampler() if N == 1 else None
+    rewards, ended = np.zeros(N), np.zeros(N, bool)
+    for step in range(T):
+        t0 = clock()
+        idx = rows + step
+        if norm is not None:
+            obs_buf[idx] = norm(raw, np.empty((N, info.obs_dim)))
+        else:
+            obs_buf[idx] = raw
+        noise_t = noise[step * N:(step + 1) * N]
+        if single is not None:  # one env: the one-row pass of runs before vectorised envs
+            if info.discrete:
+                act_buf[idx[0]] = single(obs_buf[idx[0]], noise_t[0])
+            else:
+                single(obs_buf[idx[0]], noise_t[0], act_buf[idx[0]])
+        else:
+            act_buf[idx] = pi.sample_batch(obs_buf[idx], noise_t)
+        t1 = clock()
+        t_act += t1 - t0
+        for j in range(N):
+            o, r, terminated, truncated, _ = steps[j](act_buf[idx[j]])
+            rewards[j] = r
+            ep_ret[j] += r
+            ep_len[j] += 1
+            raw[j] = o if flat else np.ravel(o)
+            ended[j] = terminated or truncated or ep_len[j] >= limit
+            if ended[j]:
+                ends[j].append((int(idx[j]) + 1, None if terminated else boot_obs(norm, raw[j])))
+                ep_returns.append(float(ep_ret[j]))
+                ep_lengths.append(int(ep_len[j]))
+                if step + 1 < T:
+                    episode[j] += 1
+                    o, _ = handles[j].reset(seed=episode_seed(cfg, N, rank, epoch, j, episode[j]))
+                    raw[j] = o if flat else np.ravel(o)
+                    ep_ret[j], ep_len[j] = 0.0, 0
+        t2 = clock()
+        t_env += t2 - t1
+        rew_buf[idx] = rewards if scaler is None else scaler(rewards, ended)
+    for j in range(N):
+        if not ends[j] or ends[j][-1][0] != (j + 1) * T:
+            ends[j].append(((j + 1) * T, boot_obs(norm, raw[j])))  # cut by the end of the epoch: not logged
+        for end, boot in ends[j]:
+            buf.end_path(end, boot)
+    for h in handles:
+        h.env.close()
+    timing["env"] += t_env
+    timing["act"] += t_act
+    timing["rollout"] += clock() - t_start
+    return ep_returns, ep_lengths
