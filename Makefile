@@ -22,7 +22,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot or mujoco extra (installed above) fails the tests instead of skipping them
 test: install
-	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20
+	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20 -n 2 --dist loadfile
 
 test-fast: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"
