@@ -249,6 +249,7 @@ def evolve(
     from synapto.agents import build_agent
 
     agent = build_agent(first)
+    check_strategy_agent(first, agent)
     check_evolve_memory(configs, agent.n_params)
     if env_rank() == 0:
         for o in outs:
@@ -262,6 +263,16 @@ def evolve(
         relaunch(n_workers + 1)
 
     run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, force, task_timeout)
+
+
+def check_strategy_agent(cfg, agent) -> None:
+    """Refuse options the strategy cannot serve with this agent (pruning by trace without
+    traces): the strategy is built once, not started."""
+    import numpy as np
+
+    from synapto.evolution.strategies import make_strategy
+
+    make_strategy(cfg, agent, np.random.default_rng(0))
 
 
 def check_task_timeout(value) -> float | None:
@@ -315,6 +326,7 @@ def _register_optional() -> None:
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.viz.cli import register as viz_register
@@ -322,11 +334,13 @@ def _register_optional() -> None:
     envs_register(bench_app)
     nn_register(bench_app)
     learn_register(bench_app)
+    sparsity_register(bench_app)
     bench_evolve_register(bench_app)
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
-    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi})
+    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
+                                *sparsity_multi})
 
 
 _register_optional()

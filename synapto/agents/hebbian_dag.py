@@ -170,6 +170,7 @@ class DAGPolicy(Policy):
 
 class HebbianDAG(Agent):
     name = "hebbian-dag"
+    traces = True
     OPTIONS = {
         "init_prune": 0.025,  # fraction pruned at random in generation 0
         "prune_rate": 0.01,  # mean probability of Hebbian pruning per generation
@@ -222,7 +223,8 @@ class HebbianDAG(Agent):
         blocks = tuple(Block(j, i + 1, s, (self.sizes[j], self.sizes[i + 1]))
                        for i, group in enumerate(self._blocks) for j, s in enumerate(group))
         labels = ("mod", *(f"a{k}" for k in range(self.sizes[-1] - 1)))
-        return GenomeLayout(tuple(self.sizes), blocks, labels, modulation_unit=True)
+        return GenomeLayout(tuple(self.sizes), blocks, labels, modulation_unit=True,
+                            inert_outputs=() if self.options["neuromodulate"] else (0,))
 
     def prune_probabilities(self, genome: np.ndarray, stats: np.ndarray, rate: float) -> np.ndarray:
         """Per-connection probability of Hebbian pruning (0 for pruned connections)."""
