@@ -250,14 +250,21 @@ class EvolutionRun:
         self.lock.release()
 
 
-def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float) -> str:
+def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float,
+                  start_steps: int = 0) -> str:
+    """One generation's line; with an env-step budget it ends with the time left at this
+    session's pace (``start_steps``: the steps done when it started)."""
     val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
     t_eval = gen.timing["eval_wall"]
+    steps = run.env_steps + run.validation_steps
+    left = ""
+    if cfg.max_env_steps and steps > start_steps:
+        left = f"  left ~{_fmt_time(max(cfg.max_env_steps - steps, 0) * elapsed / (steps - start_steps))}"
     return (f"gen {gen.index + 1:>4}/{cfg.generations}  best {num(stats['best_fitness'])}  {val}"
             f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
-            f"steps {run.env_steps + run.validation_steps:>10,}  "
+            f"steps {steps:>10,}  "
             f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-            f"elapsed {_fmt_time(elapsed)}")
+            f"elapsed {_fmt_time(elapsed)}{left}")
 
 
 def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
@@ -282,6 +289,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
         f"{cfg.generations} generations, {cfg.episodes} episodes, seed {cfg.seed}, "
         f"{farm.n_workers} worker(s) -> {out}")
+    start_steps = run.env_steps + run.validation_steps
     try:
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
             t0 = time.perf_counter()
@@ -290,7 +298,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             for line in gen.warnings:
                 log(line)
             stats = run.record(gen, options.checkpoint_every, t0, norm)
-            log(progress_line(cfg, run, gen, stats, time.perf_counter() - t_start))
+            log(progress_line(cfg, run, gen, stats, time.perf_counter() - t_start, start_steps))
         test = run.finish(evals)
     except FarmInterrupted:
         run.save()
