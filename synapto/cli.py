@@ -194,14 +194,20 @@ def evolve(
 
     from synapto.evolution.loop import RunOptions
 
-    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
-    file_values = dict(values)
     given = dict(env=env, agent=agent, population=population, generations=generations,
                  max_env_steps=max_env_steps, hidden=hidden,
                  episodes=episodes, seed=seed, test_episodes=test_episodes, workers=workers, out=out,
                  crn=crn, validate_top=validate_top, validate_episodes=validate_episodes,
                  strategy=strategy, sigma=sigma, lr=lr, prune=prune, mutation_std=mutation_std,
                  obs_norm=obs_norm, select_episodes=select_episodes)
+    default_run = (config is None and resume is None and not strategy_option
+                   and all(v is None for k, v in given.items() if k not in ("seed", "workers", "out")))
+    if default_run:  # no run options: the default experiment (synapto/defaults.py)
+        from synapto import defaults
+
+        config = defaults.PATH
+    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
+    file_values = dict(values)
     values.update({k: v for k, v in given.items() if v is not None})
     opts = strategy_options(values, strategy_option)
     if opts:
@@ -254,6 +260,8 @@ def evolve(
     if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
+    if default_run and env_rank() == 0:
+        _log(defaults.describe(first, n_workers))
     if check:
         _log(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
              f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
