@@ -19,9 +19,10 @@ TARGET = {"prune_to": 0.5, "prune_end": 3, "prune_every": 1}
 #: by hand, 33 (0.5 + 0.5 (1 - g/3)^3): 33, 21.4, 17.1, 16.5 -> 16 (rounded to even)
 BUDGETS = [33, 21, 17, 16]
 #: options that exercise each strategy's machinery in a few generations (pruning every generation):
-#: ga and pgpe prune to a target (by Hebbian trace and by magnitude), the others by the agent's rate
+#: ga and pgpe prune to a target (by the Hebbian traces the workers return, and at random from
+#: the checkpointed Generator), the others by the agent's rate
 OPTIONS = {"ga": {**TARGET, "prune_by": "trace"}, "openai-es": {"prune_every": 1, "init_std": 0.5},
-           "pgpe": {**TARGET, "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5}}
+           "pgpe": {**TARGET, "prune_by": "random", "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5}}
 
 
 def _flags(strategy: str) -> list[str]:
