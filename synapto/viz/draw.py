@@ -297,10 +297,11 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
         _panel(ax, net, v, strength, subtitle)
     cfg = pick.config
     hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
-    note = f"; {v.left_out} without a path left out" if v.left_out else ""
-    fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}, {pick.what}\n"
-                 f"{n_edges} surviving connections of {total} ({100 * n_edges / total:.0f} %), "
-                 f"{int(v.inert.sum())} of them inert; {hidden_used} of {sum(cfg.hidden)} hidden units in use{note}",
+    notes = [f"{int(v.inert.sum())} inert (dashed)"] if v.inert.any() else []
+    notes += [f"{v.left_out} without a path left out"] if v.left_out else []
+    fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}\n{pick.what}\n"
+                 f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {hidden_used} of "
+                 f"{sum(cfg.hidden)} hidden units in use" + (f" ({', '.join(notes)})" if notes else ""),
                  fontsize="medium")
     write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
     log(f"draw: {pick.what}: {n_edges} of {total} connections ({hidden_used} hidden units in use) -> {out}")
