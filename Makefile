@@ -61,6 +61,15 @@ LEARN_ARGS ?=
 bench-learn: install
 	$(PY) -m synapto bench learn --workers $(WORKERS) $(LEARN_ARGS)
 
+# Sparsity benchmark (docs/sparsity.md): pruned-mlp and hebbian-dag with pruning off and to
+# 50 / 25 / 10 % of their connections, and the reference, on LunarLander-v3 (seeds 1-5, 3 M
+# env steps each: hours on 2 cores) and BipedalWalker-v3 (seed 1, 60 M env steps: many hours
+# a run).  SPARSITY_ARGS="--envs LunarLander-v3" for the LunarLander part only.
+SPARSITY_ARGS ?=
+.PHONY: bench-sparsity
+bench-sparsity: install
+	$(PY) -m synapto bench sparsity --workers $(WORKERS) --keep-finished $(SPARSITY_ARGS)
+
 # Evolution benchmark (docs/bench_evolve.md): evolve through the CLI at each worker count in
 # BENCH_WORKERS (plus --schedule waves above 1 worker), for each seed; prints and writes
 # bench/evolve_<agent>.md/.json/.png with the raw-environment ratio, the time breakdown

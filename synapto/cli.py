@@ -248,17 +248,20 @@ def evolve(
              "generation) or .jsonl (one JSON object per generation).", show_default="off",
         rich_help_panel=HELP_SECTIONS["track"])] = None,
 ):
-    """Evolve a population on an environment (coordinator + MPI workers)."""
+    """Evolve a population on an environment (coordinator + MPI workers).
+
+    With no run options (only --seed, --workers, --out, --force, --check) it runs the default
+    experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 25 % of its
+    connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon
+    as any run option or --config is given."""
     from synapto.config import load_toml
-    from synapto.evolve_command import (check_evolve_memory, check_run_files, resume_evolution, run_on_farm,
-                                        tracking_callbacks)
+    from synapto.evolve_command import (check_evolve_memory, check_run_files, check_strategy_agent,
+                                        resume_evolution, run_on_farm, tracking_callbacks)
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.store import check_output_path
 
     from synapto.evolution.loop import RunOptions
 
-    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
-    file_values = dict(values)
     params = dict(env=env, agent=agent, population=population, generations=generations,
                   max_env_steps=max_env_steps, hidden=hidden, episodes=episodes, seed=seed,
                   test_episodes=test_episodes, workers=workers, out=out, crn=crn, validate_top=validate_top,
@@ -266,6 +269,14 @@ def evolve(
                   mutation_std=mutation_std, obs_norm=obs_norm, select_episodes=select_episodes,
                   task_timeout=task_timeout)
     given = {k: params[k] for k in given_on_command_line(ctx, params)}
+    default_run = (config is None and resume is None and not strategy_option and not agent_option
+                   and not env_option and not set(given) - {"seed", "workers", "out"})
+    if default_run:  # no run options: the default experiment (synapto/defaults.py)
+        from synapto import defaults
+
+        config = defaults.PATH
+    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
+    file_values = dict(values)
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = ()  # --hidden 0: no hidden layer
@@ -322,11 +333,14 @@ def evolve(
     from synapto.agents import build_agent
 
     agent = build_agent(first)
+    check_strategy_agent(first, agent)
     check_evolve_memory(configs, agent.n_params)
     if env_rank() == 0:
         for o in outs:
             check_output_path(o, force)
         check_run_files(configs, outs, agent.n_params)
+    if default_run and env_rank() == 0:
+        say(defaults.describe(first, n_workers))
     if check:
         say(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
             f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
@@ -384,6 +398,7 @@ def _register_optional() -> None:
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.viz.cli import register as viz_register
@@ -392,12 +407,14 @@ def _register_optional() -> None:
     nn_register(bench_app)
     learn_register(bench_app)
     compare_register(bench_app)
+    sparsity_register(bench_app)
     bench_evolve_register(bench_app)
     farm_register(bench_app)
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
-    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi})
+    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
+                                *sparsity_multi})
 
 
 _register_optional()

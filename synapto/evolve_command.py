@@ -39,6 +39,16 @@ def check_run_files(configs, outs, n_params: int) -> None:
         check_run_file(cfg, n_params, o)
 
 
+def check_strategy_agent(cfg, agent) -> None:
+    """Refuse options the strategy cannot serve with this agent (pruning by trace without
+    traces): the strategy is built once, not started."""
+    import numpy as np
+
+    from synapto.evolution.strategies import make_strategy
+
+    make_strategy(cfg, agent, np.random.default_rng(0))
+
+
 def check_task_timeout(value) -> float | None:
     """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
     import math

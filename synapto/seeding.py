@@ -25,6 +25,7 @@ class Stream(IntEnum):
     REPLAY_SAMPLE = 5  #: which evaluations `replay --sample` picks
     PPO_TEST = 6  #: PPO policy test episodes
     SELECT = 7  #: the final selection episodes of the champion's candidates
+    TUNE = 8  #: scoring champions of tuning runs (scripts/tune_score.py); no run draws from it
 
 
 def check_run_seed(seed: int) -> int:
@@ -152,3 +153,8 @@ def selection_seeds(run_seed: int, episodes: int) -> np.ndarray:
 def validation_seeds(run_seed: int, generation: int, episodes: int) -> np.ndarray:
     """Seeds of generation ``generation``'s validation episodes (shared by its candidates)."""
     return episode_seeds(run_seed, Stream.VALIDATE, (generation,), episodes)
+
+
+def tuning_seeds(run_seed: int, episodes: int) -> np.ndarray:
+    """Seeds of the episodes that score a tuning run's champion (a stream no run uses)."""
+    return episode_seeds(run_seed, Stream.TUNE, (), episodes)

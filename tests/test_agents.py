@@ -113,6 +113,59 @@ def test_hebbian_dag_layout_forward_and_traces_match_reference():
     np.testing.assert_allclose(pol.trace_stats(), ref_stats, rtol=1e-9, atol=1e-12)
 
 
+def modulated_reference(agent: HebbianDAG, g, observations, decay=0.0, plastic_pruned=True):
+    """Nested loops of the neuromodulated DAG: effective weights W + m H with m the
+    modulation unit's previous output; H <- (1 - decay) H + outer(pre, contribution),
+    kept at 0 on pruned connections unless ``plastic_pruned``."""
+    sizes, L = agent.sizes, len(agent.sizes) - 1
+    W, off = {}, 0
+    for i in range(L):
+        for j in range(i + 1):
+            n = sizes[j] * sizes[i + 1]
+            W[i, j] = g[off:off + n].reshape(sizes[j], sizes[i + 1])
+            off += n
+    H = {key: np.zeros_like(w) for key, w in W.items()}
+    m, actions = 0.0, []
+    for obs in observations:
+        xs = [np.asarray(obs, float)]
+        for i in range(L):
+            total = np.zeros(sizes[i + 1])
+            for j in range(i + 1):
+                c = xs[j] @ (W[i, j] + m * H[i, j])
+                H[i, j] = (1 - decay) * H[i, j] + np.outer(xs[j], c)
+                if not plastic_pruned:
+                    H[i, j] = H[i, j] * (W[i, j] != 0)
+                total += c
+            xs.append(np.tanh(total))
+        m = xs[-1][0]
+        actions.append(np.tanh(xs[-1][1:]))
+    stats = np.concatenate([np.abs(H[i, j]).ravel() for i in range(L) for j in range(i + 1)])
+    return actions, stats
+
+
+@pytest.mark.parametrize("decay,plastic_pruned", [(0.0, True), (0.1, False), (0.3, True)])
+def test_neuromodulated_dag_with_trace_decay_and_pruned_connections(decay, plastic_pruned):
+    """The neuromodulated update against nested loops; with plastic_pruned false a pruned
+    connection's trace stays 0 (it carries nothing), with true it does not (the reference)."""
+    agent = HebbianDAG(BOX, (4,), {"neuromodulate": True, "trace_decay": decay, "plastic_pruned": plastic_pruned})
+    g = agent.init_genome(rng()) * (rng(5).random(agent.n_params) > 0.3)
+    obs_seq = rng(1).standard_normal((12, 3))
+    pol = agent.policy(g)
+    pol.reset()
+    acts = [pol.act(o) for o in obs_seq]
+    pol.end_episode()
+    ref_acts, ref_stats = modulated_reference(agent, g, obs_seq, decay, plastic_pruned)
+    np.testing.assert_allclose(acts, ref_acts, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(pol.trace_stats(), ref_stats, rtol=1e-9, atol=1e-12)
+    assert np.all(pol.trace_stats()[g == 0] == 0) != plastic_pruned
+
+
+@pytest.mark.parametrize("options", [{"trace_decay": 1.0}, {"trace_decay": -0.1}, {"plastic_pruned": "no"}])
+def test_bad_plasticity_options_are_refused(options):
+    with pytest.raises(UsageError, match=next(iter(options))):
+        HebbianDAG(BOX, (4,), options)
+
+
 def test_hebbian_traces_reset_every_episode():
     agent = HebbianDAG(BOX, (4,))
     g = agent.init_genome(rng())

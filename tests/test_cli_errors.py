@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import h5py
+import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
@@ -214,6 +215,7 @@ def test_every_shipped_config_is_accepted():
     from synapto.agents import build_agent
     from synapto.cli import EVOLVE_KEYS, check_task_timeout, strategy_options
     from synapto.config import EvolveConfig, load_toml
+    from synapto.evolution.strategies import make_strategy
     from synapto.ppo.config import build_config, load_ppo_toml
 
     assert len(EXPERIMENTS) >= 5 and ROOT / "experiments" / "quickstart.toml" in EXPERIMENTS
@@ -232,7 +234,7 @@ def test_every_shipped_config_is_accepted():
         check_task_timeout(values.pop("task_timeout", None))
         values["strategy_options"] = strategy_options(values, None)
         configs = [EvolveConfig(**values, seed=s) for s in ([seeds] if isinstance(seeds, int) else seeds)]
-        build_agent(configs[0])
+        make_strategy(configs[0], build_agent(configs[0]), np.random.default_rng(0))  # options against the agent
 
 
 def test_config_file_with_command_line_overrides(tmp_path):

@@ -31,7 +31,7 @@ def help_text(capsys, monkeypatch, argv) -> str:
 
 
 def option_line(text: str, opt: str) -> str:
-    found = [line for line in text.splitlines() if re.search(rf"[│\s]{re.escape(opt)}[\s,]", line)]
+    found = [line for line in text.splitlines() if re.search(rf"^[│\s]*{re.escape(opt)}[\s,]", line)]
     assert found, f"{opt} is not in the help:\n{text}"
     return found[0]
 

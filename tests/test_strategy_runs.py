@@ -14,9 +14,15 @@ from synapto.parallel.farm import SerialFarm
 from synapto.store import RunData
 
 STRATEGIES = ["ga", "openai-es", "pgpe", "cmaes", "ars"]
-#: options that exercise each strategy's machinery in a few generations (pruning every generation)
-OPTIONS = {"ga": {}, "openai-es": {"prune_every": 1, "init_std": 0.5},
-           "pgpe": {"prune_every": 1, "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5},
+#: a connection budget: 50 % of hebbian-dag 4-(3)-(2 + 1)'s 33 connections by generation 3
+TARGET = {"prune_to": 0.5, "prune_end": 3, "prune_every": 1}
+#: by hand, 33 (0.5 + 0.5 (1 - g/3)^3): 33, 21.4, 17.1, 16.5 -> 16 (rounded to even)
+BUDGETS = [33, 21, 17, 16]
+#: options that exercise each strategy's machinery in a few generations (pruning every generation):
+#: ga and pgpe prune to a target (by the Hebbian traces the workers return, and at random from
+#: the checkpointed Generator), the others by the agent's rate
+OPTIONS = {"ga": {**TARGET, "prune_by": "trace"}, "openai-es": {"prune_every": 1, "init_std": 0.5},
+           "pgpe": {**TARGET, "prune_by": "random", "init_std": 0.5}, "cmaes": {"prune_every": 1, "init_std": 0.5},
            "ars": {"prune_every": 1, "init_std": 0.5, "top": 2}}
 
 
@@ -98,6 +104,25 @@ def test_final_selection_and_test_are_stored(reference):
         g = int(sel.generation[sel.chosen])
         if g < run.completed:
             assert np.array_equal(champ.obs_norm[0], run.obs_norm(g)[0])
+
+
+def test_a_target_budget_holds_through_the_run(reference):
+    """Every genome evaluated (validated and selected ones too) is within its generation's
+    budget; the budget recorded per generation is the schedule's; the final candidates and
+    the champion have at most the final budget.  Runs without a target record no budget."""
+    strategy, ref = reference
+    with RunData(ref) as run:
+        if "prune_to" not in OPTIONS[strategy]:
+            assert "connection_budget" not in run.strategy_names()
+            return
+        pop = run.population()
+        assert run.strategy("connection_budget").tolist() == BUDGETS
+        for g, budget in enumerate(BUDGETS):
+            assert np.count_nonzero(pop[g], axis=1).max() <= budget
+        assert np.count_nonzero(pop[3], axis=1).max() == 16
+        sel = run.selection()
+        assert np.count_nonzero(sel.genomes, axis=1).max() <= 16
+        assert np.count_nonzero(run.champion().genome) <= 16
 
 
 def _union_nonzero(pop: np.ndarray) -> np.ndarray:

@@ -325,6 +325,33 @@ def test_network_of_hebbian_dag_matches_its_matrices(runs):
         assert w[agent._cum[sl] + su, du] == genome[k] != 0
 
 
+def test_a_sparse_network_is_drawn_without_its_dead_ends():
+    """pruned-mlp 8-3-4 on LunarLander's names, by hand: x0 -> h0 -> main engine is the one
+    path; h1 receives (x1) but sends nothing, h2 sends (to left engine) but receives
+    nothing.  The drawing keeps h0 only, with its two edges; --all-units keeps all three
+    hidden units and dashes the two edges that cannot change an action."""
+    from synapto.agents.pruned_mlp import PrunedMLP
+    from synapto.envs import SpaceInfo
+    from synapto.viz.draw import network, view
+
+    agent = PrunedMLP(SpaceInfo(obs_dim=8, act_dim=4, discrete=True, low=None, high=None,
+                                max_episode_steps=1000), (3,))
+    genome = np.zeros(agent.n_params)
+    w1, w2 = genome[:24].reshape(8, 3), genome[24:].reshape(3, 4)  # views
+    w1[0, 0], w1[1, 1], w2[0, 2], w2[2, 1] = 0.7, -0.4, 1.5, 0.9
+    net = network(agent, genome)
+    v = view(net, "LunarLander-v3")
+    assert v.rows[1].tolist() == [0] and v.left_out == 2
+    drawn = {(int(net.src_unit[e]), int(net.dst_unit[e]), int(net.dst_layer[e])) for e in v.edges}
+    assert drawn == {(0, 0, 1), (0, 2, 2)} and not v.inert.any()
+    assert v.labels[0][:2] == ["x", "y"] and v.labels[2] == ["nothing", "left engine", "main engine", "right engine"]
+    assert v.used[0].tolist() == [True] + [False] * 7
+    full = view(net, "LunarLander-v3", all_units=True)
+    assert sorted(full.rows[1].tolist()) == [0, 1, 2] and full.left_out == 0
+    inert = {(int(net.src_layer[e]), int(net.src_unit[e])) for e, i in zip(full.edges, full.inert) if i}
+    assert inert == {(0, 1), (1, 2)}  # x1 -> h1 and h2 -> left engine
+
+
 # ----------------------------------------------------------------------------- export
 def test_export_csv(runs, tmp_path):
     import csv

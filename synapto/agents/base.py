@@ -53,6 +53,9 @@ class GenomeLayout:
     blocks: tuple[Block, ...]
     output_labels: tuple[str, ...]
     modulation_unit: bool = False  #: output unit 0 modulates plasticity (not an action)
+    #: output units whose value never reaches an action (the modulation unit of an agent that
+    #: does not modulate): connections into them are inert
+    inert_outputs: tuple[int, ...] = ()
 
 
 class Policy(ABC):
@@ -108,6 +111,8 @@ class Agent(ABC):
     name: ClassVar[str] = "agent"
     #: options accepted from the config's ``agent_options`` table, with defaults
     OPTIONS: ClassVar[dict[str, Any]] = {}
+    #: whether the policy's :meth:`Policy.trace_stats` are Hebbian traces (pruning by trace needs them)
+    traces: ClassVar[bool] = False
 
     def __init__(self, space: SpaceInfo, hidden: tuple[int, ...], options: Mapping[str, Any] | None = None):
         hidden = tuple(int(h) for h in hidden)

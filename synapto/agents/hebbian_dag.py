@@ -21,7 +21,12 @@ recorded activations (two small matrix products per block), not per step.
 
 With ``neuromodulate = true`` the effective weights are ``W + m * H`` where ``m``
 is the modulation unit's output at the previous step (0 at episode start) and
-``H`` the running trace; then the traces are updated per step.
+``H`` the running trace; then the traces are updated per step.  Two options shape
+that update (their defaults are the reference's): ``trace_decay = d`` makes the
+trace a running average, ``H <- (1 - d) H + outer(...)`` (0: a sum over the whole
+episode, which grows with its length), and ``plastic_pruned = false`` keeps the
+trace of a pruned connection at 0, so that a pruned connection carries nothing
+(true: ``m * H`` acts on pruned connections too, as in the reference).
 
 Pruning (:meth:`HebbianDAG.mutate`): in each block, every surviving connection is
 pruned with probability ``softmax(-stat) * prune_rate * n_surviving`` (weak
@@ -36,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy
+from synapto.errors import UsageError
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -80,6 +86,8 @@ class DAGPolicy(Policy):
         if self.neuromodulate:  # traces per step; no activity record
             self._traces = [np.zeros(m.shape) for m in self.mats]
             self._mod = 0.0
+            self._keep = 1.0 - float(agent.options["trace_decay"])
+            self._masks = None if agent.options["plastic_pruned"] else [m != 0 for m in self.mats]
             self.act = self._act_modulated_step
         else:
             self.act = self._make_act()
@@ -140,10 +148,14 @@ class DAGPolicy(Policy):
             w_eff = w + self._mod * h
             contrib = x[:, None] * w_eff  # rows: presynaptic units
             a[lo:hi] = np.tanh(contrib.sum(axis=0))
+            if self._keep != 1.0:
+                h *= self._keep
             # per-block contribution x_j @ W_ij, broadcast back to the block's rows
             for j in range(i + 1):
                 r0, r1 = cum[j], cum[j + 1]
                 h[r0:r1] += np.outer(x[r0:r1], contrib[r0:r1].sum(axis=0))
+            if self._masks is not None:
+                h *= self._masks[i]
         self._mod = float(a[cum[-2]])
 
     def end_episode(self) -> None:
@@ -170,15 +182,24 @@ class DAGPolicy(Policy):
 
 class HebbianDAG(Agent):
     name = "hebbian-dag"
+    traces = True
     OPTIONS = {
         "init_prune": 0.025,  # fraction pruned at random in generation 0
         "prune_rate": 0.01,  # mean probability of Hebbian pruning per generation
         "random_prune": 0.01,  # extra uniform pruning, applied with probability 1/2
         "neuromodulate": False,  # effective weights W + m * H (see module docstring)
+        "trace_decay": 0.0,  # neuromodulate: H <- (1 - trace_decay) H + outer(...) every step
+        "plastic_pruned": True,  # neuromodulate: m * H acts on pruned connections too (the reference)
     }
 
     def __init__(self, space, hidden, options=None):
         super().__init__(space, hidden, options)
+        d = self.options["trace_decay"]
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
+            raise UsageError(f"agent option trace_decay must be a number in [0, 1), got {d!r}")
+        if not isinstance(self.options["plastic_pruned"], bool):
+            raise UsageError(f"agent option plastic_pruned must be true or false, "
+                             f"got {self.options['plastic_pruned']!r}")
         self.sizes = [space.obs_dim, *self.hidden, space.act_dim + 1]
         self._cum = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
         self._shapes, self._slices, self._blocks = [], [], []
@@ -222,7 +243,8 @@ class HebbianDAG(Agent):
         blocks = tuple(Block(j, i + 1, s, (self.sizes[j], self.sizes[i + 1]))
                        for i, group in enumerate(self._blocks) for j, s in enumerate(group))
         labels = ("mod", *(f"a{k}" for k in range(self.sizes[-1] - 1)))
-        return GenomeLayout(tuple(self.sizes), blocks, labels, modulation_unit=True)
+        return GenomeLayout(tuple(self.sizes), blocks, labels, modulation_unit=True,
+                            inert_outputs=() if self.options["neuromodulate"] else (0,))
 
     def prune_probabilities(self, genome: np.ndarray, stats: np.ndarray, rate: float) -> np.ndarray:
         """Per-connection probability of Hebbian pruning (0 for pruned connections)."""

@@ -263,7 +263,8 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
             test_returns, norm = champion.test_returns, champion.obs_norm
-            what = f"champion of generation {generation} ({fitness_words(fitness)})"
+            tested_on = f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
+            what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
             label = f"champion of gen {generation}"
         else:
             label = "best so far"

@@ -82,12 +82,15 @@ def draw(
     width: Annotated[Optional[int], typer.Option(help="Width in pixels.", show_default="720 per panel")] = None,
     height: Annotated[int, typer.Option(help="Height in pixels.")] = 600,
     dpi: Annotated[int, typer.Option(help="Dots per inch.")] = 100,
+    all_units: Annotated[bool, typer.Option(
+        "--all-units", help="Also draw hidden units without a path from an input to an action (hollow); "
+                            "by default they are left out.")] = False,
 ):
     """Draw the champion's network: surviving connections, width by weight (and Hebbian activity)."""
     from synapto.viz.draw import draw_run
 
     draw_run(run, out, generation=generation, individual=individual, activity=activity, width=width,
-             height=height, dpi=dpi, log=_log)
+             height=height, dpi=dpi, all_units=all_units, log=_log)
 
 
 def export(

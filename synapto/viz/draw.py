@@ -6,8 +6,15 @@ DAGs: a connection that skips layers is drawn as a curve.  For hebbian-dag a
 second panel sets edge width by Hebbian activity: the champion plays one episode
 (test seed 0 of the run, a fresh env) and each connection's mean ``|trace|``
 (``policy.trace_stats()``, what pruning uses) is shown on a square-root scale.
-Units without a path through them (every input or every output pruned) are drawn
-hollow.  The title gives the number of surviving connections.
+
+What pruning left is drawn to be read at a glance: hidden units without a path
+from an input to an action are left out (``--all-units`` keeps them, hollow), the
+kept hidden units are ordered by where their inputs come from (fewer crossings),
+connections that cannot change an action (into an output that never acts, such as
+hebbian-dag's modulation unit without neuromodulation) are dashed and grey, and the
+inputs and actions of known environments carry their names.  Inputs and outputs
+with no path are drawn hollow.  The title gives the surviving connections, the
+share of the dense network they are, and the hidden units in use.
 """
 
 from __future__ import annotations
@@ -84,20 +91,110 @@ def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
     return policy.trace_stats(), total, steps
 
 
-def _positions(sizes: list[int]) -> list[np.ndarray]:
-    span = max(max(sizes) - 1, 1)
+#: names of the observations and actions of environments whose layout is known
+_BIPEDAL_OBS = ("hull angle", "hull ang. v", "vx", "vy", "hip 1", "hip 1 speed", "knee 1", "knee 1 speed",
+                "leg 1 contact", "hip 2", "hip 2 speed", "knee 2", "knee 2 speed", "leg 2 contact",
+                *(f"lidar {k}" for k in range(10)))
+NAMES = {
+    "LunarLander-v3": (("x", "y", "vx", "vy", "angle", "ang. v", "left leg", "right leg"),
+                       ("nothing", "left engine", "main engine", "right engine")),
+    "CartPole-v1": (("cart x", "cart v", "pole angle", "pole ang. v"), ("push left", "push right")),
+    "BipedalWalker-v3": (_BIPEDAL_OBS, ("hip 1", "knee 1", "hip 2", "knee 2")),
+}
+
+
+@dataclass
+class View:
+    """What one drawing shows of a :class:`Net`: the units drawn per layer (top to bottom),
+    the edges drawn (indices into the net's), which of them are inert, the units with a path."""
+
+    rows: list[np.ndarray]
+    edges: np.ndarray
+    inert: np.ndarray
+    used: list[np.ndarray]  #: per layer, per unit: on a path from an input to an acting output
+    labels: list[list[str]]
+    left_out: int  #: hidden units without a path that are not drawn
+
+
+def unit_paths(net: Net, inert_outputs=()) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``(fed, reaches)`` per layer and unit: it receives from an input (through surviving
+    connections), and it reaches an output that acts."""
+    n = len(net.sizes)
+    fed = [np.ones(net.sizes[0], bool)] + [np.zeros(k, bool) for k in net.sizes[1:]]
+    for layer in range(1, n):
+        into = net.dst_layer == layer
+        for sl, su, du in zip(net.src_layer[into], net.src_unit[into], net.dst_unit[into]):
+            fed[layer][du] |= fed[sl][su]
+    acting = np.ones(net.sizes[-1], bool)
+    acting[list(inert_outputs)] = False
+    reach = [np.zeros(k, bool) for k in net.sizes[:-1]] + [acting]
+    for layer in range(n - 2, -1, -1):
+        out = net.src_layer == layer
+        for su, dl, du in zip(net.src_unit[out], net.dst_layer[out], net.dst_unit[out]):
+            reach[layer][su] |= reach[dl][du]
+    return fed, reach
+
+
+def view(net: Net, env: str, inert_outputs=(), all_units: bool = False) -> View:
+    """The drawing of ``net``: hidden units without a path left out (unless ``all_units``),
+    the kept ones ordered by the mean position of their sources, names for known envs."""
+    fed, reach = unit_paths(net, inert_outputs)
+    used = [f & r for f, r in zip(fed, reach)]
+    n = len(net.sizes)
+    keep = [np.ones(k, bool) if layer in (0, n - 1) or all_units else used[layer]
+            for layer, k in enumerate(net.sizes)]
+    rows: list[np.ndarray] = [np.arange(net.sizes[0])]
+    place = [np.full(k, np.nan) for k in net.sizes]  # display position (0 = top) of each unit
+    place[0][:] = np.arange(net.sizes[0]) / max(net.sizes[0] - 1, 1)
+    for layer in range(1, n):
+        units = np.flatnonzero(keep[layer])
+        if layer < n - 1:  # hidden: by the mean position of the sources drawn so far
+            centre = np.full(units.size, np.inf)
+            for k, u in enumerate(units):
+                src = (net.dst_layer == layer) & (net.dst_unit == u)
+                ys = [place[sl][su] for sl, su in zip(net.src_layer[src], net.src_unit[src])
+                      if not np.isnan(place[sl][su])]
+                if ys:
+                    centre[k] = np.mean(ys)
+            units = units[np.argsort(centre, kind="stable")]
+        rows.append(units)
+        place[layer][units] = np.arange(units.size) / max(units.size - 1, 1)
+    drawn = np.array([keep[sl][su] and keep[dl][du] for sl, su, dl, du in
+                      zip(net.src_layer, net.src_unit, net.dst_layer, net.dst_unit)], dtype=bool)
+    edges = np.flatnonzero(drawn)
+    inert = np.array([not (fed[net.src_layer[e]][net.src_unit[e]] and reach[net.dst_layer[e]][net.dst_unit[e]])
+                      for e in edges], dtype=bool)
+    labels = [list(x) for x in net.labels]
+    obs, acts = NAMES.get(env, ((), ()))
+    if len(obs) == net.sizes[0]:
+        labels[0] = list(obs)
+    if acts:
+        outs = labels[-1]
+        named = [k for k, name in enumerate(outs) if name.startswith("a") and name[1:].isdigit()]
+        if len(named) == len(acts):
+            for k, name in zip(named, acts):
+                outs[k] = name
+    left_out = sum(int(k.size - np.count_nonzero(kp)) for k, kp in zip(used[1:-1], keep[1:-1]))
+    return View(rows, edges, inert, used, labels, left_out)
+
+
+def _positions(v: View, sizes: list[int]) -> list[dict[int, float]]:
+    """y of every drawn unit, per layer (unit 0 of the drawing at the top)."""
+    span = max(max(len(r) for r in v.rows) - 1, 1)
     out = []
-    for n in sizes:
+    for r in v.rows:
+        n = len(r)
         step = min(span / max(n - 1, 1), 2.5) if n > 1 else 0.0
-        out.append((np.arange(n) - (n - 1) / 2) * step * -1.0)  # unit 0 at the top
+        out.append({int(u): float(-(k - (n - 1) / 2) * step) for k, u in enumerate(r)})
     return out
 
 
-def _edge_paths(net: Net, ys: list[np.ndarray], dx: float) -> list[np.ndarray]:
-    span = max(max(net.sizes) - 1, 1)
+def _edge_paths(net: Net, v: View, ys: list[dict[int, float]], dx: float) -> list[np.ndarray]:
+    span = max(max(len(r) for r in v.rows) - 1, 1)
     t = np.linspace(0.0, 1.0, 24)[:, None]
     paths = []
-    for sl, su, dl, du in zip(net.src_layer, net.src_unit, net.dst_layer, net.dst_unit):
+    for e in v.edges:
+        sl, su, dl, du = net.src_layer[e], net.src_unit[e], net.dst_layer[e], net.dst_unit[e]
         p0 = np.array([sl * dx, ys[sl][su]])
         p2 = np.array([dl * dx, ys[dl][du]])
         if dl - sl == 1:
@@ -110,51 +207,55 @@ def _edge_paths(net: Net, ys: list[np.ndarray], dx: float) -> list[np.ndarray]:
     return paths
 
 
-def _panel(ax, net: Net, strength: np.ndarray, subtitle: str) -> None:
+def _panel(ax, net: Net, v: View, strength: np.ndarray, subtitle: str) -> None:
+    """One drawing; ``strength`` per edge of ``net`` sets the widths."""
     from matplotlib.collections import LineCollection
 
     dx = 3.0
-    ys = _positions(net.sizes)
-    paths = _edge_paths(net, ys, dx)
+    ys = _positions(v, net.sizes)
+    paths = _edge_paths(net, v, ys, dx)
     if len(paths):
-        top = float(np.max(strength)) if np.max(strength) > 0 else 1.0
-        widths = 0.15 + 2.85 * np.clip(strength / top, 0.0, 1.0)
+        s = strength[v.edges]
+        top = float(np.max(s)) if np.max(s) > 0 else 1.0
+        widths = 0.15 + 2.85 * np.clip(s / top, 0.0, 1.0)
         alpha = 0.6 if len(paths) <= 100 else max(0.3, 0.6 * np.sqrt(100 / len(paths)))  # crowded: lighter
-        colors = np.where(net.weight[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]),
+        w = net.weight[v.edges]
+        colors = np.where(w[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]),
                           np.array([[0.12, 0.47, 0.71, alpha]]))
-        order = np.argsort(widths, kind="stable")
-        ax.add_collection(LineCollection([paths[k] for k in order], linewidths=widths[order],
-                                         colors=colors[order], capstyle="round", zorder=1))
-    # units: inputs green, hidden grey, outputs orange (modulation purple); hollow if no path
+        colors[v.inert] = (0.6, 0.6, 0.6, 0.5)
+        for inert, style in ((False, "solid"), (True, (0, (2, 2)))):
+            pick = np.flatnonzero(v.inert == inert)
+            order = pick[np.argsort(widths[pick], kind="stable")]
+            if order.size:
+                ax.add_collection(LineCollection([paths[k] for k in order], linewidths=widths[order],
+                                                 colors=colors[order], linestyles=style, capstyle="round",
+                                                 zorder=1))
+    # units: inputs green, hidden grey, outputs orange (modulation purple); hollow without a path
     n_layers = len(net.sizes)
-    has_in = [np.zeros(n, bool) for n in net.sizes]
-    has_out = [np.zeros(n, bool) for n in net.sizes]
-    has_in[0][:] = True
-    has_out[-1][:] = True
-    for sl, su, dl, du in zip(net.src_layer, net.src_unit, net.dst_layer, net.dst_unit):
-        has_out[sl][su] = True
-        has_in[dl][du] = True
-    fontsize = 7 if max(net.sizes) <= 30 else 5
-    for layer, (n, y) in enumerate(zip(net.sizes, ys)):
+    n_rows = max(len(r) for r in v.rows)
+    fontsize = 7 if n_rows <= 30 else 5
+    for layer, units in enumerate(v.rows):
         color = "C2" if layer == 0 else ("C1" if layer == n_layers - 1 else "0.35")
-        face = np.array([color] * n, dtype=object)
-        if layer == n_layers - 1 and net.modulation_unit:
-            face[0] = "C4"
-        alive = has_in[layer] & has_out[layer]
-        x = np.full(n, layer * dx)
-        ax.scatter(x[alive], y[alive], s=60, c=list(face[alive]), edgecolors="black", linewidths=0.6, zorder=3)
-        ax.scatter(x[~alive], y[~alive], s=60, facecolors="white", edgecolors="0.6", linewidths=0.8, zorder=3)
-        for k, label in enumerate(net.labels[layer]):
+        for u in units:
+            face = "C4" if layer == n_layers - 1 and net.modulation_unit and u == 0 else color
+            x, y = layer * dx, ys[layer][int(u)]
+            if v.used[layer][u]:
+                ax.scatter([x], [y], s=60, c=[face], edgecolors="black", linewidths=0.6, zorder=3)
+            else:
+                ax.scatter([x], [y], s=60, facecolors="white", edgecolors="0.6", linewidths=0.8, zorder=3)
+            label = v.labels[layer][u]
             if label:
                 ha, off = ("right", -0.35) if layer == 0 else ("left", 0.35)
-                ax.text(layer * dx + off, y[k], label, ha=ha, va="center", fontsize=fontsize, zorder=4)
-    span = max(max(net.sizes) - 1, 1)
-    ax.set_xlim(-1.2, (n_layers - 1) * dx + 1.2)
+                ax.text(x + off, y, label, ha=ha, va="center", fontsize=fontsize, zorder=4,
+                        color="black" if v.used[layer][u] else "0.55")
+    span = max(n_rows - 1, 1)
+    ax.set_xlim(-1.2 - (1.0 if any(len(t) > 4 for t in v.labels[0]) else 0.0),
+                (n_layers - 1) * dx + 1.2 + (1.0 if any(len(t) > 4 for t in v.labels[-1]) else 0.0))
     bulge = 0.22 * span * max(n_layers - 3, 0) / 2 + 0.1 * span if n_layers > 2 else 0
     ax.set_ylim(-span / 2 - 0.8 - bulge, span / 2 + 0.8 + bulge)
     ax.set_xticks([layer * dx for layer in range(n_layers)])
-    ax.set_xticklabels(["inputs"] + [f"hidden {k + 1}" for k in range(n_layers - 2)] + ["outputs"],
-                       fontsize="small")
+    ax.set_xticklabels(["inputs"] + [f"hidden {k + 1}\n{len(v.rows[k + 1])} of {net.sizes[k + 1]} units"
+                                     for k in range(n_layers - 2)] + ["outputs"], fontsize="small")
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
@@ -163,7 +264,7 @@ def _panel(ax, net: Net, strength: np.ndarray, subtitle: str) -> None:
 
 def draw_run(path: Path, out: Path, generation: int | None = None, individual: int | None = None,
              activity: bool = True, width: int | None = None, height: int | None = None, dpi: int = 100,
-             log=print) -> dict:
+             all_units: bool = False, log=print) -> dict:
     """Draw the champion (or ``--generation/--individual``) of an evolution run into ``out``."""
     out = Path(out)
     suffix = check_image_out(out, (".png", ".svg"))
@@ -175,8 +276,11 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     Figure = matplotlib_figure("draw")
     pick = pick_genome(path, generation, individual)
     net = network(pick.agent, pick.genome)
+    layout = pick.agent.layout()
+    v = view(net, pick.config.env, layout.inert_outputs, all_units)
     n_edges, total = len(net.weight), pick.agent.n_params
-    panels = [(np.abs(net.weight), "edge width: |weight|   colour: sign (red +, blue -)")]
+    panels = [(np.abs(net.weight), "edge width: |weight|   colour: sign (red +, blue -)"
+                                   + ("   dashed: cannot change an action" if v.inert.any() else ""))]
     if activity and getattr(pick.agent, "name", "") == "hebbian-dag":
         stats, ret, steps = hebbian_activity(pick)
         if stats is not None:
@@ -190,10 +294,16 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (strength, subtitle) in zip(axes, panels):
-        _panel(ax, net, strength, subtitle)
+        _panel(ax, net, v, strength, subtitle)
     cfg = pick.config
-    fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}, {pick.what}\n"
-                 f"{n_edges} surviving connections of {total}", fontsize="medium")
+    hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
+    notes = [f"{int(v.inert.sum())} inert (dashed)"] if v.inert.any() else []
+    notes += [f"{v.left_out} without a path left out"] if v.left_out else []
+    fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}\n{pick.what}\n"
+                 f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {hidden_used} of "
+                 f"{sum(cfg.hidden)} hidden units in use" + (f" ({', '.join(notes)})" if notes else ""),
+                 fontsize="medium")
     write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
-    log(f"draw: {pick.what}: {n_edges} of {total} connections -> {out}")
-    return {"connections": n_edges, "n_params": total, "panels": len(panels)}
+    log(f"draw: {pick.what}: {n_edges} of {total} connections ({hidden_used} hidden units in use) -> {out}")
+    return {"connections": n_edges, "n_params": total, "panels": len(panels), "hidden_used": hidden_used,
+            "drawn_edges": int(v.edges.size), "inert": int(v.inert.sum())}

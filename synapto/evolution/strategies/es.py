@@ -15,7 +15,10 @@ everything that is not the search distribution itself:
   agent's own pruning removes connections from the centre:
   ``agent.mutate(centre, stats, rate, rng)`` with ``stats`` the population's mean
   per-connection trace statistics and ``rate`` from ``agent.next_rate`` (starting
-  at ``agent.initial_rate``).  A pruned connection never comes back.
+  at ``agent.initial_rate``).  With a target (``prune_to``, :mod:`.prune`) the centre
+  is instead cut down to the schedule's budget by the chosen criterion, and validated
+  genomes kept from before that use a connection the centre lost are forgotten (the
+  champion is always within the budget).  A pruned connection never comes back.
 - **Candidates, champion, final candidates.**  The genomes validated each
   generation are the centre (individual -1) and the best ``k - 1`` samples by
   training fitness.  The champion is the best genome by validation fitness so far;
@@ -40,6 +43,7 @@ import numpy as np
 
 from synapto import noise as noise_keys
 from synapto.errors import UsageError
+from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Option, Strategy, rank_order
 
 #: validated genomes kept for the final re-evaluation (besides the centre)
@@ -131,6 +135,7 @@ class CentreStrategy(Strategy):
         "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
                               "generations (false: a dense search of the initial connections)"),
         "prune_every": Option(10, "generations between two prunings of the centre"),
+        **target.OPTIONS,
     }
     #: scalars of the subclass's search state, saved and restored by name
     _scalar_names: tuple[str, ...] = ()
@@ -150,6 +155,10 @@ class CentreStrategy(Strategy):
         #: the noise key of each row of :attr:`noise` (:mod:`synapto.noise`); None if unknown
         self.keys: np.ndarray | None = None
         self.genomes = np.zeros((self.population, self.n))
+        target.check_agent(agent, self.options)
+        #: the connection budget per generation (None: the agent's own pruning)
+        self.schedule = target.Schedule.of(agent, self.options)
+        self.layout = target.layout_of(agent) if self.schedule is not None else None
 
     @classmethod
     def check_population(cls, population, options):
@@ -162,7 +171,7 @@ class CentreStrategy(Strategy):
         out["init_std"] = need_nonnegative("init_std", out["init_std"])
         out["prune"] = need_bool("prune", out["prune"])
         out["prune_every"] = need_int("prune_every", out["prune_every"])
-        return out
+        return target.check_options(out)
 
     # -- the subclass's part ---------------------------------------------------
     def _init_search(self) -> None:
@@ -233,7 +242,7 @@ class CentreStrategy(Strategy):
         self.last_mean_fitness = float(fitness[finite].mean()) if finite.any() else -math.inf
         self._remember(feedback)
         self._update(feedback)
-        if self.options["prune"] and (self.generation + 1) % self.options["prune_every"] == 0:
+        if self.options["prune"]:
             self._prune(feedback)
         self.generation += 1
         self._sample()
@@ -250,6 +259,12 @@ class CentreStrategy(Strategy):
         self.hof_fitness, self.hof_generation, self.hof_genomes = fit[pick], gen[pick], genomes[pick]
 
     def _prune(self, feedback: Feedback) -> None:
+        """Prune the centre the next generation samples around (called after every update)."""
+        if self.schedule is not None:
+            self._prune_to_budget(feedback)
+            return
+        if (self.generation + 1) % self.options["prune_every"]:
+            return
         fitness = np.asarray(feedback.fitness, dtype=np.float64)
         finite = np.isfinite(fitness)
         rows = np.asarray(feedback.stats, dtype=np.float64)[finite] if finite.any() else feedback.stats
@@ -263,6 +278,25 @@ class CentreStrategy(Strategy):
         dead = np.flatnonzero(before & ~self.alive)
         if dead.size:
             self._forget(dead)
+
+    def _prune_to_budget(self, feedback: Feedback) -> None:
+        """Forget the kept genomes that use a connection this generation's centre has lost
+        (the champion is within the budget of the generation it is chosen in), then cut
+        the centre down to the next generation's budget."""
+        gone = np.any(self.hof_genomes[:, ~self.alive] != 0, axis=1)
+        if gone.any():
+            self.hof_fitness[gone], self.hof_generation[gone], self.hof_genomes[gone] = -np.inf, -1, 0.0
+            pick = rank_order(self.hof_fitness)
+            self.hof_fitness, self.hof_generation, self.hof_genomes = (
+                self.hof_fitness[pick], self.hof_generation[pick], self.hof_genomes[pick])
+        keep = self.schedule.budget(self.generation + 1)
+        if np.count_nonzero(self.centre) <= keep:
+            return
+        by = self.options["prune_by"]
+        stats = target.mean_stats(feedback.stats, feedback.fitness) if by == "trace" else None
+        before = self.alive
+        self.centre = target.prune_to(self.centre, keep, by, stats, self.rng, self.layout)
+        self._forget(np.flatnonzero(before & ~self.alive))
 
     @property
     def champion(self):
@@ -283,8 +317,10 @@ class CentreStrategy(Strategy):
         return unique
 
     def record(self):
+        budget = {} if self.schedule is None else {  # of the generation just told
+            "connection_budget": float(self.schedule.budget(self.generation - 1))}
         return {"prune_rate": float(self.rate), "centre_connections": float(np.count_nonzero(self.centre)),
-                **self._record()}
+                **budget, **self._record()}
 
     def record_arrays(self):
         return {"centre": self.centre.copy()}

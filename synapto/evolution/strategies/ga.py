@@ -23,6 +23,12 @@ defects fixed), with ``k = ceil(P / 8)``:
 
 With validation, steps 2, 3 and 5 rank by validation fitness (fresh episodes)
 instead of the noisy training fitness.
+
+With a target (``prune_to``, :mod:`.prune`) the agent's own pruning in step 6 is
+replaced by the schedule's: every child, elites included, is cut down to the next
+generation's connection budget by the chosen criterion (a trace criterion uses the
+statistics of the child's parent), and before step 2 the best-ever agent and hall-of-fame
+members over this generation's budget are forgotten.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import Champion, Feedback, Option, Strategy, rank_order
+from synapto.evolution.strategies.es import need_int
 
 
 @dataclass
@@ -110,7 +118,8 @@ def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndar
 
 def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
                     connections: np.ndarray, select_fitness: np.ndarray | None = None,
-                    mutation_std: float = 0.0, prune: bool = True) -> None:
+                    mutation_std: float = 0.0, prune: bool = True, schedule: target.Schedule | None = None,
+                    prune_by: str = "magnitude", layout=None) -> None:
     """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc).
 
     ``select_fitness`` (default: ``fitness``) decides the best-ever agent, the hall
@@ -118,12 +127,16 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     validated candidates and -inf elsewhere (ties keep the training order).
     ``mutation_std > 0`` adds a Gaussian perturbation to the surviving weights of
     every non-elite child, after pruning.  ``prune=False`` skips the agent's pruning
-    (no connection is removed; weights then change by mutation only).
+    (no connection is removed; weights then change by mutation only).  With a
+    ``schedule`` every child is cut down to the next generation's budget by
+    ``prune_by`` instead (``layout``: the agent's, for the inert connections).
     """
     rng = state.rng
     genomes = state.genomes
     P, n = genomes.shape
     k = elite
+    if schedule is not None:
+        _forget_over_budget(state, schedule.budget(state.generation))
     order = rank_order(fitness)
     if select_fitness is None:
         select_fitness = fitness
@@ -155,17 +168,40 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     children[0] = state.best_genome
     children[1:k] = genomes[order[: k - 1]]
     children[k:] = pool_g[draws]
+    child_stats[0] = state.best_stats
+    child_stats[1:k] = stats[order[: k - 1]]
     child_stats[k:] = pool_s[draws]
     elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
     recombine(children, child_stats, agent.groups(), k, k, rng)
+    if schedule is not None:
+        keep = schedule.budget(state.generation + 1)
+        for i in range(P):
+            children[i] = target.prune_to(children[i], keep, prune_by, child_stats[i], rng, layout)
     for i in range(k, P):
-        if prune:
+        if prune and schedule is None:
             children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
         if mutation_std > 0:
             children[i] = perturb(children[i], mutation_std, rng)
     state.genomes = children
     state.generation += 1
+
+
+def _forget_over_budget(state: EvolutionState, keep: int) -> None:
+    """The best-ever agent and hall-of-fame members with more than ``keep`` connections
+    are forgotten (fitness -inf), so that the champion is always within the budget."""
+    if np.count_nonzero(state.best_genome) > keep:
+        state.best_fitness, state.best_generation = -np.inf, -1
+    over = np.count_nonzero(state.hof_genomes, axis=1) > keep
+    if over.any():
+        state.hof_fitness = np.where(over, -np.inf, state.hof_fitness)
+        if state.hof_generation is not None:
+            state.hof_generation = np.where(over, -1, state.hof_generation)
+        pick = rank_order(state.hof_fitness)
+        state.hof_fitness, state.hof_genomes, state.hof_stats = (
+            state.hof_fitness[pick], state.hof_genomes[pick], state.hof_stats[pick])
+        if state.hof_generation is not None:
+            state.hof_generation = state.hof_generation[pick]
 
 
 class GA(Strategy):
@@ -177,6 +213,8 @@ class GA(Strategy):
         "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
                                     "weights, after pruning; 0 keeps pure pruning (the reference)"),
         "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
+        "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
+        **target.OPTIONS,
     }
     #: checkpoint names of the state (kept from the first run-file format)
     ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "hof_generation", "best_genome", "best_stats")
@@ -185,6 +223,10 @@ class GA(Strategy):
         super().__init__(agent, population, options, rng)
         self.elite = -(-self.population // 8)
         self.evo: EvolutionState | None = None  #: the state the next generation reads
+        target.check_agent(agent, self.options)
+        #: the connection budget per generation (None: the agent's own pruning)
+        self.schedule = target.Schedule.of(agent, self.options)
+        self.layout = target.layout_of(agent) if self.schedule is not None else None
 
     @classmethod
     def check_options(cls, options):
@@ -198,7 +240,8 @@ class GA(Strategy):
             raise UsageError(f"--prune must be on or off, got {out['prune']!r}")
         if not (out["prune"] or out["mutation_std"]):
             raise UsageError("strategy 'ga' with --prune off and --mutation-std 0 would never change a genome")
-        return out
+        out["prune_every"] = need_int("prune_every", out["prune_every"])
+        return target.check_options(out)
 
     def start(self):
         self.evo = EvolutionState.initial(self.agent, self.population, self.elite, self.rng)
@@ -211,7 +254,8 @@ class GA(Strategy):
             raise RuntimeError(f"told generation {feedback.generation}, expected {self.evo.generation}")
         next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
                         feedback.connections, select_fitness=feedback.select_fitness(),
-                        mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]))
+                        mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]),
+                        schedule=self.schedule, prune_by=self.options["prune_by"], layout=self.layout)
 
     @property
     def champion(self):
@@ -229,7 +273,10 @@ class GA(Strategy):
         return out
 
     def record(self):
-        return {"prune_rate": float(self.evo.rate)}
+        if self.schedule is None:
+            return {"prune_rate": float(self.evo.rate)}
+        return {"prune_rate": float(self.evo.rate),
+                "connection_budget": float(self.schedule.budget(self.evo.generation - 1))}  # the generation told
 
     def state(self):
         e = self.evo

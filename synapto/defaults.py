@@ -1,0 +1,48 @@
+"""The default experiment: what ``synapto evolve`` runs when it is given no run options.
+
+``python -m synapto evolve`` with nothing that shapes the run (no ``--config``, no
+``--env``, ``--agent``, ``--strategy``, ...; ``--seed``, ``--workers``, ``--out``,
+``--force`` and ``--check`` may be given) runs :data:`PATH`, the best synaptolytic
+setting found for the default agent (hebbian-dag): see ``docs/sparsity.md``.  Any run
+option (or ``--config``) runs the options given on top of :class:`synapto.config.EvolveConfig`'s
+own defaults, as before; the reference algorithm is ``--config
+experiments/lunarlander_reference.toml`` (LunarLander-v3) or
+``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
+
+Before it starts, the command says what it runs and how long it expects to take:
+:func:`expected_seconds`, from the env steps the experiment may take and the CPU time
+one env step of it costs (:data:`CPU_SECONDS_PER_STEP`, measured).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+#: the default experiment's config (a TOML file like those in ``experiments/``)
+PATH = Path(__file__).with_name("defaults.toml")
+
+#: CPU seconds per env step of the default experiment, everything included (policy,
+#: environment, CMA-ES): one process (``--workers 0``) took 146.7 s of CPU for the
+#: 2.79 M env steps of a whole run of it (tuning seed 1000)
+CPU_SECONDS_PER_STEP = 53e-6
+#: env steps of a final-selection or test episode (LunarLander-v3 champions land in about 300)
+EPISODE_STEPS = 300
+
+
+def expected_seconds(cfg, workers: int) -> float:
+    """Wall-clock seconds the run of ``cfg`` should take on ``workers`` idle cores (0: one
+    process): its env-step budget plus the final selection (at most 5 candidates) and test."""
+    steps = cfg.max_env_steps + (cfg.select_episodes * 5 + cfg.test_episodes) * EPISODE_STEPS
+    return steps * CPU_SECONDS_PER_STEP / max(workers, 1)
+
+
+def describe(cfg, workers: int) -> str:
+    """One line: the default experiment and the time it expects to take."""
+    minutes = expected_seconds(cfg, workers) / 60
+    prune = cfg.options.get("prune_to", 0)
+    what = f"pruned to {prune:.0%} of its connections" if prune else "dense"
+    return (f"no run options: the default experiment ({PATH.name}): {cfg.strategy} on {cfg.env}, {cfg.agent} "
+            f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; expect about "
+            f"{math.ceil(minutes)} min with {max(workers, 1)} core(s) to itself "
+            f"(--workers N for more; --config FILE or any run option runs something else)")

@@ -1,0 +1,76 @@
+"""The default experiment: `evolve` with no run options runs synapto/defaults.toml, a
+pruned (synaptolytic) setting that fits the 3 M env-step budget it was tuned for, and
+says how long it expects to take; any run option runs the options given, as before."""
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_cli
+from synapto import defaults
+from synapto.agents import build_agent
+from synapto.cli import EVOLVE_KEYS, strategy_options
+from synapto.config import EvolveConfig, load_toml
+from synapto.evolution.strategies import make_strategy
+from synapto.evolution.strategies.prune import Schedule
+
+
+def _config(path) -> EvolveConfig:
+    values = load_toml(path, EVOLVE_KEYS)
+    for key in ("out", "workers"):
+        values.pop(key, None)
+    values["strategy_options"] = strategy_options(values, None)
+    return EvolveConfig(**values)
+
+
+def test_the_default_experiment_parses_and_is_checked():
+    """It is a valid config whose strategy accepts its agent; it prunes to a target that
+    the schedule reaches well before the budget ends; training, validation and the final
+    selection fit in 3 M env steps (LunarLander-v3 episodes last at most 1000 steps)."""
+    cfg = _config(defaults.PATH)
+    agent = build_agent(cfg)
+    strategy = make_strategy(cfg, agent, np.random.default_rng(0))
+    assert cfg.env == "LunarLander-v3" and cfg.agent == "hebbian-dag" == EvolveConfig().agent
+    schedule = Schedule.of(agent, cfg.options)
+    assert schedule is not None and strategy.schedule == schedule and schedule.final < agent.n_params
+    assert schedule.end <= 100  # the runs it was tuned with went past 110 generations in this budget
+    selection = cfg.select_episodes * 5 * 1000  # at most 5 final candidates
+    assert cfg.max_env_steps + selection <= 3_000_000 and cfg.test_episodes == 100
+
+
+def test_the_default_experiment_is_the_shipped_hebbian_config():
+    """experiments/lunarlander_hebbian.toml runs the same experiment (apart from its seed)."""
+    ours, shipped = _config(defaults.PATH), _config(ROOT / "experiments" / "lunarlander_hebbian.toml")
+    assert ours.differences(shipped, [n for n in EvolveConfig.IDENTITY if n != "seed"]) == []
+    assert (ours.max_env_steps, ours.generations, ours.test_episodes) == \
+        (shipped.max_env_steps, shipped.generations, shipped.test_episodes)
+
+
+@pytest.mark.parametrize("extra", [[], ["--seed", "3", "--workers", "2"]])
+def test_evolve_without_run_options_runs_the_default_experiment(tmp_path, extra):
+    out = tmp_path / "d.h5"
+    r = run_cli("evolve", *extra, "--out", out, "--check")
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()[:2]
+    cfg = _config(defaults.PATH)
+    workers = 2 if extra else 1
+    minutes = int(np.ceil(defaults.expected_seconds(cfg, workers) / 60))
+    assert first.startswith("no run options: the default experiment (defaults.toml)")
+    assert f"expect about {minutes} min with {workers} core(s)" in first
+    assert "cmaes on LunarLander-v3, hebbian-dag [8, 8]" in second or cfg.strategy in second
+    assert not out.exists()
+
+
+def test_any_run_option_runs_the_options_given(tmp_path):
+    r = run_cli("evolve", "--env", "CartPole-v1", "--out", tmp_path / "c.h5", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "default experiment" not in r.stdout and "ga on CartPole-v1" in r.stdout
+
+
+def test_a_stored_config_without_the_target_options_prunes_as_before():
+    """Run files from before the target options store strategy options without them: read
+    back, they have no target (the agent's own pruning), as when they were made."""
+    stored = ('{"agent": "pruned-mlp", "env": "LunarLander-v3", "hidden": [16], "strategy": "openai-es", '
+              '"strategy_options": {"prune_every": 10, "sigma": 0.1}}')
+    cfg = EvolveConfig.from_json(stored)
+    assert cfg.options["prune_to"] == 0.0 and cfg.options["prune"] is True
+    assert Schedule.of(build_agent(cfg), cfg.options) is None
