@@ -21,7 +21,7 @@ import numpy as np
 
 from synapto.agents import build_agent
 from synapto.api import rollout
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.seeding import tuning_seeds
 from synapto.store import RunData
 

@@ -9,21 +9,22 @@ From Python (:mod:`synapto.api`)::
 The package layout mirrors the architecture (each seam has one owner):
 
 - :mod:`synapto.cli`          the command line (the only module reading argv)
-- :mod:`synapto.evolve_command` what evolve does once its options are read (farm, stops, resume checks)
 - :mod:`synapto.resources`    memory and output checks made before a run starts
 - :mod:`synapto.api`          the Python API (evolve, AskTell, rollout)
-- :mod:`synapto.config`       frozen run configurations, TOML loading
+- :mod:`synapto.config`       TOML config files (evolve's and ppo's), shipped configs by name
+- :mod:`synapto.options`      values of KEY=VALUE options and TOML tables
 - :mod:`synapto.seeding`      every seed the project uses
 - :mod:`synapto.envs`         gymnasium environments and their checks
 - :mod:`synapto.agents`       networks behind the Agent interface (pruned-mlp, hebbian-dag, batched policies)
-- :mod:`synapto.evolution`    the generation loop, the strategies (ask/tell), rollouts, batched evaluation
-- :mod:`synapto.parallel`     MPI launch, the task farm, PPO's collectives (the only users of mpi4py)
+- :mod:`synapto.evolution`    evolution's config, command (checks, farm, stop reports, resume), generation
+                              loop, strategies (ask/tell), rollouts, batched evaluation, replay
+- :mod:`synapto.parallel`     MPI launch, the task farm, stop signals, PPO's collectives (the only users of mpi4py)
 - :mod:`synapto.store`        HDF5 run files and checkpoints: the only package writing or reading them
-- :mod:`synapto.replay`       re-running stored evaluations
 - :mod:`synapto.ppo`          the PPO baseline
 - :mod:`synapto.bench`        benchmarks
 - :mod:`synapto.viz`          plot, render, draw, export
-- :mod:`synapto.stopping`, :mod:`synapto.faults`, :mod:`synapto.errors`, :mod:`synapto.fastmath`
+- :mod:`synapto.noise`        noise keys: a centre strategy's samples rebuilt from a few integers
+- :mod:`synapto.faults`, :mod:`synapto.errors`, :mod:`synapto.fastmath`, :mod:`synapto.blas`
 """
 
 __version__ = "0.1.0"

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.errors import UsageError
 from synapto.evolution.evaluate import EvalResult, evaluate
 from synapto.evolution.loop import RunOptions, RunSummary, run_evolution
@@ -52,7 +52,7 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
     if resume:
-        from synapto.evolve_command import resume_state
+        from synapto.evolution.command import resume_state
 
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
         config = resume_state(out, values)[0]

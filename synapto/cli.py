@@ -14,9 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.errors import DiskFullError, UsageError
-from synapto.evolve_command import check_task_timeout  # noqa: F401  (part of this module's interface)
+from synapto.evolution.command import check_task_timeout  # noqa: F401  (part of this module's interface)
 from synapto.logs import say
 from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
 from synapto.parallel.launch import env_rank
@@ -255,7 +255,7 @@ def evolve(
     connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon
     as any run option or --config is given."""
     from synapto.config import load_toml
-    from synapto.evolve_command import (check_evolve_memory, check_run_files, check_strategy_agent,
+    from synapto.evolution.command import (check_evolve_memory, check_run_files, check_strategy_agent,
                                         resume_evolution, run_on_farm, tracking_callbacks)
     from synapto.parallel.launch import relaunch, under_mpi
     from synapto.store import check_output_path
@@ -372,7 +372,7 @@ def replay(
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
     from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.replay import plan_replay, run_replay
+    from synapto.evolution.replay import plan_replay, run_replay
 
     plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
     if workers > 0 and not under_mpi():

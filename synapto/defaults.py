@@ -4,7 +4,7 @@
 ``--env``, ``--agent``, ``--strategy``, ...; ``--seed``, ``--workers``, ``--out``,
 ``--force`` and ``--check`` may be given) runs :data:`PATH`, the best synaptolytic
 setting found for the default agent (hebbian-dag): see ``docs/sparsity.md``.  Any run
-option (or ``--config``) runs the options given on top of :class:`synapto.config.EvolveConfig`'s
+option (or ``--config``) runs the options given on top of :class:`synapto.evolution.config.EvolveConfig`'s
 own defaults, as before; the reference algorithm is ``--config
 experiments/lunarlander_reference.toml`` (LunarLander-v3) or
 ``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).

@@ -313,7 +313,7 @@ def test_a_small_batched_generation_uses_every_worker(tmp_path):
 
 def test_unsupported_falls_back():
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
 
     lunar = EvolveConfig(env="LunarLander-v3", agent="pruned-mlp", hidden=[4])
     assert "vector" in batch_unsupported(EvolveSpec("LunarLander-v3", "pruned-mlp", (4,), {}), build_agent(lunar))

@@ -214,7 +214,8 @@ def test_every_shipped_config_is_accepted():
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
     from synapto.cli import EVOLVE_KEYS, check_task_timeout, strategy_options
-    from synapto.config import EvolveConfig, load_toml
+    from synapto.config import load_toml
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.strategies import make_strategy
     from synapto.ppo.config import build_config, load_ppo_toml
 

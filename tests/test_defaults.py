@@ -9,7 +9,8 @@ from conftest import ROOT, run_cli
 from synapto import defaults
 from synapto.agents import build_agent
 from synapto.cli import EVOLVE_KEYS, strategy_options
-from synapto.config import EvolveConfig, load_toml
+from synapto.config import load_toml
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.prune import Schedule
 

@@ -31,7 +31,7 @@ def reference(tmp_path_factory):
     R the run file, C the checkpoint, E the space reserved while the run file is created."""
     import h5py
 
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.store import EvolveRunWriter
 
     d = tmp_path_factory.mktemp("reference")

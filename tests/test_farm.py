@@ -138,7 +138,7 @@ def test_episodes_evaluated_apart_merge_into_the_evaluation_of_all(seeds):
     task -- also when an episode in the middle is non-finite (the evaluation stops there:
     the later episodes count 0 return and 0 steps)."""
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.evaluate import evaluate, merge_episodes
 
     agent = build_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4]))
@@ -160,7 +160,7 @@ def test_episodes_evaluated_apart_merge_into_the_evaluation_of_all(seeds):
 def test_a_phase_deals_one_task_per_candidate_and_episode(tmp_path):
     """Validation of 2 candidates on 5 episodes is 10 tasks (so 10 workers can share it);
     the selection of the final candidates likewise."""
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.loop import run_evolution
     from synapto.parallel.farm import SerialFarm
 
@@ -221,7 +221,7 @@ def test_a_format_3_run_file_still_reads_replays_and_resumes(tmp_path):
 
     import h5py
 
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.loop import run_evolution
     from synapto.parallel.farm import SerialFarm
     from synapto.store import RunData

@@ -16,7 +16,7 @@ if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the mujoco extra is
 else:
     pytest.importorskip("mujoco")
 
-from synapto.config import EvolveConfig  # noqa: E402
+from synapto.evolution.config import EvolveConfig  # noqa: E402
 from synapto.evolution.loop import run_evolution  # noqa: E402
 from synapto.parallel.farm import SerialFarm  # noqa: E402
 from synapto.store import RunData  # noqa: E402

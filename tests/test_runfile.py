@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from synapto import seeding
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
 from synapto.store import FORMAT, FORMAT_VERSION, STATS, TIMING

@@ -95,7 +95,7 @@ def test_resume_takes_the_run_s_own_strategy_options(capsys, tmp_path):
 
 def test_older_run_files_read_as_ga_runs():
     """A format-1 config (GA only, mutation_std at the top level) parses as strategy ga."""
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
 
     cfg = EvolveConfig.from_json('{"env": "CartPole-v1", "agent": "pruned-mlp", "population": 8, '
                                  '"mutation_std": 0.25, "hidden": [4]}')

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
 from synapto.store import RunData

@@ -114,7 +114,7 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
     from functools import partial
 
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
     from synapto.evolution.evaluate import evaluate
     from synapto.seeding import test_seeds

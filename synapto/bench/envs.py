@@ -48,7 +48,7 @@ def _policy(n: int, seed: int = 0):
     perturbation).  Generation-0 genomes (all weights 1.0) tie exactly between the two
     actions on a few % of the rows, which the batched policy hands to the one-row path."""
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
 
     agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=[8, 8]))
     rng = np.random.default_rng(seed)

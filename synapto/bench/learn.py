@@ -84,7 +84,7 @@ def command(budget: Budget, mode: str, seed: int, out: Path, workers: int, test_
 
 def champion_summary(path: Path) -> dict:
     """What one finished run says about its champion and its cost."""
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 
     with RunData(path, kind="evolve") as run:

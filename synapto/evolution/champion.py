@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from synapto import seeding
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.evaluate import EvalTask
 from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order

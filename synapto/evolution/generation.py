@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from synapto import faults, seeding
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed

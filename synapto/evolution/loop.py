@@ -28,7 +28,7 @@ import numpy as np
 
 from synapto import seeding
 from synapto.agents import build_agent
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution import champion as final
 from synapto.evolution.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,

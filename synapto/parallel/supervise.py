@@ -10,7 +10,7 @@ holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-
   :mod:`synapto.parallel.launch`), and every SIGINT / SIGTERM this process receives is
   forwarded to every rank on this host, also to ranks that announce themselves later.
   Ranks decide what a signal means: the evolution coordinator stops after the tasks in
-  flight and saves its checkpoint, its workers ignore it (:mod:`synapto.stopping`), PPO's
+  flight and saves its checkpoint, its workers ignore it (:mod:`synapto.parallel.stopping`), PPO's
   ranks stop at once.  A signal that arrives before any rank announced itself goes to
   ``mpiexec``, which forwards it as it does (an MPI whose ranks never see the status
   file keeps that behaviour throughout);

@@ -23,7 +23,7 @@ def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> N
     """Serve the coordinator (rank 0) until it sends STOP."""
     from mpi4py import MPI
 
-    from synapto.stopping import ignore_in_worker
+    from synapto.parallel.stopping import ignore_in_worker
 
     ignore_in_worker()  # the coordinator decides when workers stop
     status = MPI.Status()

@@ -52,7 +52,7 @@ the same config are bit-identical there whatever the number of MPI ranks.
 
 The writer takes the run's config as an object with ``population``, ``episodes``,
 ``test_episodes``, ``validation_count``, ``validate_episodes``, ``select_episodes``,
-``obs_norm`` and ``to_json()`` (:class:`synapto.config.EvolveConfig`), and the shapes
+``obs_norm`` and ``to_json()`` (:class:`synapto.evolution.config.EvolveConfig`), and the shapes
 of the optional datasets in a :class:`Extras`.
 """
 

@@ -236,7 +236,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
     """The champion of a finished run (else the best individual so far), or ``--generation G
     --individual I``; with the agent built from the run's config."""
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 
     path = Path(path)

@@ -22,7 +22,7 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
     from synapto.agents import build_agent
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
     from synapto.store import RunData
 

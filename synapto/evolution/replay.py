@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto import seeding
-from synapto.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig
 from synapto.errors import RunFileError, UsageError
 from synapto.evolution.evaluate import EvalTask
 from synapto.store import RunData

@@ -85,7 +85,7 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
     from synapto.store import check_output_path
-    from synapto.stopping import StopSignals
+    from synapto.parallel.stopping import StopSignals
 
     farm, coordinator = make_farm(task_timeout)
     if not coordinator:
@@ -174,7 +174,7 @@ def resume_state(path, values: dict):
     """``(config, generations done, env steps done, finished)`` of resuming ``path`` with
     ``values``; one-line errors for a file that cannot be resumed or options that would
     change the run."""
-    from synapto.config import EvolveConfig
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.loop import run_status
     from synapto.store import RunData, read_checkpoint
 
