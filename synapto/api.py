@@ -20,7 +20,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -45,8 +45,7 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     a missing file and a ``config`` that would change the run (only ``generations`` and
     ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.evolution.callbacks`.
     """
-    from synapto.resources import check_memory, check_run_file, evolve_memory
-    from synapto.store import check_output_path
+    from synapto.evolution.command import check_runs
 
     out = Path(out)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
@@ -56,12 +55,7 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
 
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
         config = resume_state(out, values)[0]
-    n_params = build_agent(config).n_params
-    check_memory(evolve_memory(config.population, n_params, config.episodes),
-                 f"a population of {config.population:,} genomes")
-    if not resume:
-        check_output_path(out, force)
-        check_run_file(config, n_params, out)
+    check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
         return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks)
     from synapto.parallel.farm import SerialFarm

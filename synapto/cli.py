@@ -255,10 +255,8 @@ def evolve(
     connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon
     as any run option or --config is given."""
     from synapto.config import load_toml
-    from synapto.evolution.command import (check_evolve_memory, check_run_files, check_strategy_agent,
-                                        resume_evolution, run_on_farm, tracking_callbacks)
+    from synapto.evolution.command import check_runs, resume_evolution, run_on_farm, tracking_callbacks
     from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.store import check_output_path
 
     from synapto.evolution.loop import RunOptions
 
@@ -329,16 +327,7 @@ def evolve(
     if len(set(outs)) != len(outs):
         raise UsageError(f"--seed has repeated values {seeds}")
 
-    # Check everything we can before starting processes.
-    from synapto.agents import build_agent
-
-    agent = build_agent(first)
-    check_strategy_agent(first, agent)
-    check_evolve_memory(configs, agent.n_params)
-    if env_rank() == 0:
-        for o in outs:
-            check_output_path(o, force)
-        check_run_files(configs, outs, agent.n_params)
+    agent = check_runs(configs, outs, force)  # everything we can, before starting processes
     if default_run and env_rank() == 0:
         say(defaults.describe(first, n_workers))
     if check:

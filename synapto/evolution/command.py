@@ -31,22 +31,27 @@ def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
     return found
 
 
-def check_run_files(configs, outs, n_params: int) -> None:
-    """Refuse run files that cannot be written: over HDF5's limits or the free disk space."""
-    from synapto.resources import check_run_file
-
-    for cfg, o in zip(configs, outs):
-        check_run_file(cfg, n_params, o)
-
-
-def check_strategy_agent(cfg, agent) -> None:
-    """Refuse options the strategy cannot serve with this agent (pruning by trace without
-    traces): the strategy is built once, not started."""
+def check_runs(configs, outs, force: bool = False, resuming: bool = False):
+    """Everything checked before runs start, for the command line and the Python API alike
+    (one line, exit 2, nothing written): the strategy's options with this agent (pruning
+    by trace needs traces; the strategy is built, not started), the population's memory,
+    and -- on rank 0, for new runs -- the output paths and the run files' size against
+    HDF5's limits and the free disk.  Returns the agent of ``configs[0]``."""
     import numpy as np
 
+    from synapto.agents import build_agent
     from synapto.evolution.strategies import make_strategy
+    from synapto.resources import check_run_file
+    from synapto.store import check_output_path
 
-    make_strategy(cfg, agent, np.random.default_rng(0))
+    agent = build_agent(configs[0])
+    make_strategy(configs[0], agent, np.random.default_rng(0))
+    check_evolve_memory(configs, agent.n_params)
+    if env_rank() == 0 and not resuming:
+        for cfg, o in zip(configs, outs):
+            check_output_path(o, force)
+            check_run_file(cfg, agent.n_params, o)
+    return agent
 
 
 def check_task_timeout(value) -> float | None:
@@ -128,7 +133,7 @@ def _report_stop(exc, workers: int, stop) -> None:
         what = {"training": "individual", "validation": "validation of individual",
                 "selection": "selection of candidate", "test": "champion test episode"}[ev.phase]
         reproduce = "" if ev.phase in ("selection", "test") else (
-            f"reproduce: " + synapto_command("replay", exc.out, "--generation", ev.generation, "--individual",
+            "reproduce: " + synapto_command("replay", exc.out, "--generation", ev.generation, "--individual",
                                              ev.individual, *(["--validation"] if ev.phase == "validation" else []))
             + "\n")
         sys.stderr.write(

@@ -254,16 +254,26 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
     }
 
 
-def rows(gen: Generation, compact: bool = False) -> dict[str, np.ndarray]:
-    """The per-generation datasets of the run file; ``compact``: the genomes as their
-    samples (``/samples``), else as the population."""
+def rows(gen: Generation, stats: dict[str, float], compact: bool = False, norm=None) -> dict[str, np.ndarray]:
+    """Every per-generation dataset of the run file but ``/stats`` and ``/timing`` (whose
+    names the store fixes), by name: the evaluations, the genomes (``compact``: as their
+    samples, ``/samples``; else ``/population``), the validation, the observation
+    normalisation ``norm`` the generation ran with (``--obs-norm``), and the strategy's
+    own figures (those of ``stats`` beyond :data:`synapto.store.STATS`) and arrays."""
+    from synapto.store import STATS
+
     v = gen.validation
     if compact and gen.samples is None:
         raise RuntimeError(f"generation {gen.index} has no noise keys for a run file that stores samples")
     genomes = ({f"samples/{k}": a for k, a in gen.samples.arrays().items()} if compact
                else {"population": gen.genomes})
-    return {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
-            **genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
-            "failed": gen.failed, "validation/individual": v.candidates.individual,
-            "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,
-            "validation/seeds": v.seeds}
+    out = {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
+           **genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
+           "failed": gen.failed, "validation/individual": v.candidates.individual,
+           "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,
+           "validation/seeds": v.seeds}
+    if norm is not None:
+        out["obs_norm/mean"], out["obs_norm/std"] = norm
+    out.update({f"strategy/{k}": x for k, x in stats.items() if k not in STATS})
+    out.update({f"strategy/{k}": x for k, x in gen.strategy_arrays.items()})
+    return out

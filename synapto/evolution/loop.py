@@ -179,17 +179,14 @@ class EvolutionRun:
         (or from the start of this process's run: creating or rebuilding the file) to this
         one's: it covers the previous write and checkpoint too, so the walls add up to the
         run's wall time."""
-        data = rows(gen, self.writer.compact)
         if self.obs is not None:
             self.norms.append(norm)
-            data["obs_norm/mean"], data["obs_norm/std"] = norm
             self.obs.add(gen.results)
         self.env_steps += int(gen.steps.sum())
         self.validation_steps += int(gen.validation.steps.sum())
         self.generation = gen.index + 1
         stats = statistics(gen, self.strategy, self.cfg.elite_count, self.env_steps, self.validation_steps)
-        data.update({f"strategy/{k}": v for k, v in stats.items() if k not in STATS})
-        data.update({f"strategy/{k}": v for k, v in gen.strategy_arrays.items()})
+        data = rows(gen, stats, self.writer.compact, norm if self.obs is not None else None)
         t = time.perf_counter()
         ms = gen.map_stats
         t_prev, self.t_written = self.t_written, t

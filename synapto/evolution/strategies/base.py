@@ -177,6 +177,32 @@ def rank_order(fitness: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(fitness.size), -fitness))
 
 
+# -- what every strategy does the same way ---------------------------------------------
+def check_told(feedback: Feedback, expected: int) -> None:
+    """A strategy is told the generation it asked for, and no other."""
+    if feedback.generation != expected:
+        raise RuntimeError(f"told generation {feedback.generation}, expected {expected}")
+
+
+def keep_best(k: int, new_fitness, old_fitness, *pairs) -> tuple:
+    """A hall of fame's update: the ``k`` best of the new entries and the old ones by fitness,
+    new ones first on ties.  ``pairs``: ``(new, old)`` arrays that come along row by row
+    (genomes, their generations, their statistics).  Returns ``(fitness, *arrays)``."""
+    fitness = np.concatenate([np.asarray(new_fitness, dtype=np.float64), np.asarray(old_fitness, dtype=np.float64)])
+    pick = rank_order(fitness)[:k]
+    return (fitness[pick], *(np.concatenate([new, old])[pick] for new, old in pairs))
+
+
+def distinct(candidates: list[Champion]) -> list[Champion]:
+    """``candidates`` without those whose genome equals an earlier one's (final candidates are
+    re-evaluated once each)."""
+    out: list[Champion] = []
+    for c in candidates:
+        if not any(np.array_equal(c.genome, u.genome) for u in out):
+            out.append(c)
+    return out
+
+
 def check_never_revived(before: np.ndarray, after: np.ndarray) -> bool:
     """True if every connection pruned (exactly 0) in ``before`` is still 0 in ``after``
     (rows of ``after`` broadcast against ``before``)."""

@@ -44,7 +44,8 @@ import numpy as np
 from synapto import noise as noise_keys
 from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Option, Strategy, rank_order
+from synapto.evolution.strategies.base import (Candidates, Champion, Feedback, Option, Strategy, check_told, distinct,
+                                               keep_best, rank_order)
 
 #: validated genomes kept for the final re-evaluation (besides the centre)
 HALL_OF_FAME = 4
@@ -235,8 +236,7 @@ class CentreStrategy(Strategy):
         return Candidates(np.r_[np.int64(-1), top], np.concatenate([self.centre[None], self.genomes[top]]))
 
     def tell(self, feedback: Feedback):
-        if feedback.generation != self.generation:
-            raise RuntimeError(f"told generation {feedback.generation}, expected {self.generation}")
+        check_told(feedback, self.generation)
         fitness = np.asarray(feedback.fitness, dtype=np.float64)
         finite = np.isfinite(fitness)
         self.last_mean_fitness = float(fitness[finite].mean()) if finite.any() else -math.inf
@@ -252,11 +252,10 @@ class CentreStrategy(Strategy):
         vf = np.asarray(feedback.validation_fitness, dtype=np.float64)
         if vf.size == 0:
             return
-        fit = np.concatenate([vf, self.hof_fitness])
-        gen = np.concatenate([np.full(vf.size, self.generation, dtype=np.int64), self.hof_generation])
-        genomes = np.concatenate([np.asarray(feedback.candidates.genomes, dtype=np.float64), self.hof_genomes])
-        pick = rank_order(fit)[:HALL_OF_FAME]
-        self.hof_fitness, self.hof_generation, self.hof_genomes = fit[pick], gen[pick], genomes[pick]
+        self.hof_fitness, self.hof_generation, self.hof_genomes = keep_best(
+            HALL_OF_FAME, vf, self.hof_fitness,
+            (np.full(vf.size, self.generation, dtype=np.int64), self.hof_generation),
+            (np.asarray(feedback.candidates.genomes, dtype=np.float64), self.hof_genomes))
 
     def _prune(self, feedback: Feedback) -> None:
         """Prune the centre the next generation samples around (called after every update)."""
@@ -310,11 +309,7 @@ class CentreStrategy(Strategy):
         out = [Champion(g, float(f), int(n)) for g, f, n in zip(self.hof_genomes, self.hof_fitness,
                                                                 self.hof_generation) if np.isfinite(f)]
         out.append(Champion(self.centre, float("nan"), self.generation))
-        unique = []
-        for c in out:
-            if not any(np.array_equal(c.genome, u.genome) for u in unique):
-                unique.append(c)
-        return unique
+        return distinct(out)
 
     def record(self):
         budget = {} if self.schedule is None else {  # of the generation just told

@@ -39,7 +39,8 @@ import numpy as np
 
 from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import Champion, Feedback, Option, Strategy, rank_order
+from synapto.evolution.strategies.base import (Champion, Feedback, Option, Strategy, check_told, distinct, keep_best,
+                                               rank_order)
 from synapto.evolution.strategies.es import need_int
 
 
@@ -81,14 +82,10 @@ def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, st
     With ``hof_generation`` (and this ``generation``) the members' generations come along
     as a fourth result."""
     top = order[:k]
-    cand_f = np.concatenate([fitness[top], hof_fitness])
-    cand_g = np.concatenate([genomes[top], hof_genomes])
-    cand_s = np.concatenate([stats[top], hof_stats])
-    pick = rank_order(cand_f)[:k]
-    if hof_generation is None:
-        return cand_f[pick], cand_g[pick], cand_s[pick]
-    cand_n = np.concatenate([np.full(len(top), generation, np.int64), hof_generation])
-    return cand_f[pick], cand_g[pick], cand_s[pick], cand_n[pick]
+    pairs = [(genomes[top], hof_genomes), (stats[top], hof_stats)]
+    if hof_generation is not None:
+        pairs.append((np.full(len(top), generation, np.int64), hof_generation))
+    return keep_best(k, fitness[top], hof_fitness, *pairs)
 
 
 def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
@@ -250,8 +247,7 @@ class GA(Strategy):
         return self.evo.genomes
 
     def tell(self, feedback: Feedback):
-        if feedback.generation != self.evo.generation:
-            raise RuntimeError(f"told generation {feedback.generation}, expected {self.evo.generation}")
+        check_told(feedback, self.evo.generation)
         next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
                         feedback.connections, select_fitness=feedback.select_fitness(),
                         mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]),
@@ -266,11 +262,8 @@ class GA(Strategy):
         """The best-ever agent, then the hall of fame (places never filled, and members
         equal to an earlier candidate, left out)."""
         s = self.evo
-        out = [self.champion]
-        for f, g, n in zip(s.hof_fitness, s.hof_genomes, s.hof_generation):
-            if np.isfinite(f) and not any(np.array_equal(g, c.genome) for c in out):
-                out.append(Champion(g, float(f), int(n)))
-        return out
+        return distinct([self.champion, *(Champion(g, float(f), int(n)) for f, g, n in
+                                          zip(s.hof_fitness, s.hof_genomes, s.hof_generation) if np.isfinite(f))])
 
     def record(self):
         if self.schedule is None:
