@@ -189,6 +189,54 @@ def _unbatched():
     return RunOptions(batch="off")
 
 
+class CountingCartPole:
+    """CartPole counting its resets (episodes begun) in :data:`EPISODES`."""
+
+    @staticmethod
+    def make(render_mode=None):
+        from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+        from gymnasium.wrappers import TimeLimit
+
+        class Env(CartPoleEnv):
+            def reset(self, *, seed=None, options=None):
+                EPISODES.append(seed)
+                return super().reset(seed=seed, options=options)
+
+        return TimeLimit(Env(), 200)
+
+
+EPISODES: list = []
+
+
+def test_a_stop_signal_is_honoured_between_validation_episodes(tmp_path):
+    """SIGTERM sets the stop flag; a run checks it between tasks, and a validation phase is
+    one task per episode: a stop asked for during 2 x 500 validation episodes ends the run
+    after the episode in flight (the checkpoint of the last generation on disk), not
+    after all of them."""
+    import gymnasium as gym
+
+    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.loop import RunOptions, RunStopped, run_evolution
+    from synapto.parallel.farm import SerialFarm
+    from synapto.store import RunData
+
+    if "CountingCartPole-v0" not in gym.registry:
+        gym.register("CountingCartPole-v0", entry_point=CountingCartPole.make)
+    cfg = EvolveConfig(env="CountingCartPole-v0", agent="pruned-mlp", hidden=[4], population=4, episodes=1,
+                       generations=3, strategy="openai-es", validate_top=2, validate_episodes=500, test_episodes=0,
+                       seed=1)
+    EPISODES.clear()
+    training = cfg.population * cfg.episodes
+    stop_after = training + 3  # three validation episodes into generation 0's validation
+    with pytest.raises(RunStopped) as stopped:
+        run_evolution(cfg, tmp_path / "r.h5", SerialFarm(), log=lambda s: None, options=RunOptions(batch="off"),
+                      stop=lambda: len(EPISODES) >= stop_after)
+    assert stopped.value.generation == 0
+    assert len(EPISODES) == stop_after  # the episode in flight ends, no other starts
+    with RunData(tmp_path / "r.h5") as run:
+        assert run.completed == 0
+
+
 # -- compact run files and older ones ------------------------------------------------
 def test_a_centre_strategy_stores_keys_not_populations(tmp_path):
     """O(genome) per generation: the centre, sigma and (P/2) noise keys; no /population.
