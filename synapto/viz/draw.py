@@ -280,7 +280,7 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     v = view(net, pick.config.env, layout.inert_outputs, all_units)
     n_edges, total = len(net.weight), pick.agent.n_params
     panels = [(np.abs(net.weight), "edge width: |weight|   colour: sign (red +, blue -)"
-                                   + ("   dashed: cannot change an action" if v.inert.any() else ""))]
+                                   + ("\ndashed: cannot change an action" if v.inert.any() else ""))]
     if activity and getattr(pick.agent, "name", "") == "hebbian-dag":
         stats, ret, steps = hebbian_activity(pick)
         if stats is not None:
