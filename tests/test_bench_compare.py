@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import kill_group, run_cli, start_cli, wait_for_line
 from synapto.bench.compare import Curve, Point, spread, summarise
 from synapto.cli import main
 from synapto.store import PPORun, RunData
@@ -114,3 +114,22 @@ def test_runs_it_cannot_compare_are_refused(tmp_path, capsys):
             main(["bench", "compare", str(path), "--out-dir", str(tmp_path / "o")])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_an_unfinished_run_ends_at_its_latest_policy(tmp_path):
+    """A PPO run killed before epoch 2: its curve ends at the checkpoint after epoch 1,
+    tested with that epoch's normalisation, and the table says it is unfinished."""
+    out = tmp_path / "cut.h5"
+    proc = start_cli("ppo", "--env", "CartPole-v1", "--epochs", "5", "--steps-per-epoch", "300", "--hid", "8",
+                     "--obs-norm", "--seed", "4", "--out", out, extra_env={"SYNAPTO_FAULT": "epoch:2"})
+    wait_for_line(proc, "FAULT-POINT epoch 2", timeout=120)
+    kill_group(proc)
+    proc.wait(timeout=60)
+    r = run_cli("bench", "compare", out, "--points", "1", "--episodes", "3", "--out-dir", tmp_path / "o", timeout=120)
+    assert r.returncode == 0, r.stderr
+    (curve,) = json.loads((tmp_path / "o" / "compare.json").read_text())["runs"]
+    assert curve["finished"] is False
+    assert [(p["label"], p["env_steps"]) for p in curve["points"]] == [("epoch 0", 300), ("epoch 1", 600)]
+    e = run_cli("ppo-eval", out, "--episodes", "3", timeout=60)  # the checkpoint, as ppo-eval tests it
+    assert f"return {curve['points'][-1]['test_mean']:.2f}" in e.stdout, e.stdout
+    assert "1 unfinished" in (tmp_path / "o" / "compare.md").read_text()

@@ -14,6 +14,10 @@ test is:
   evenly), with that epoch's observation normalisation, at the env steps and wall time
   after that epoch; then the final policy's stored test (or, without one, its test here).
 
+A run that is not finished (still going, or stopped) ends at its latest policy instead
+(the centre of its last generation, the checkpoint after its last epoch) and is marked
+unfinished in the table: its figures are how far it got.
+
 A task's **threshold** (LunarLander-v3 200, BipedalWalker-v3 300, HalfCheetah-v5 2386,
 Hopper-v5 3403, Walker2d-v5 3830, Swimmer-v5 355; ``--threshold ENV=X``) is reached at
 the first tested point whose mean passes it: its env steps and wall time are the figures
@@ -67,6 +71,7 @@ class Curve:
     method: str
     seed: int
     points: list[Point] = field(default_factory=list)
+    finished: bool = True  #: False: a run still going (or stopped), its last point its latest policy
 
     @property
     def final(self) -> Point:
@@ -122,8 +127,7 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
 
     with RunData(path, kind="evolve") as run:
         cfg = run.parse_config(EvolveConfig.from_json)
-        if not run.tested:
-            raise UsageError(f"{str(path)!r} is not finished (its champion is not tested): compare finished runs")
+        finished = run.tested
         if "centre" not in run.strategy_names():
             raise UsageError(f"{str(path)!r} is a {cfg.strategy} run: bench compare needs a centre strategy's "
                              f"checkpointed centres (openai-es, pgpe, cmaes, ars)")
@@ -131,22 +135,25 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
         steps = run.stats("env_steps") + run.stats("validation_env_steps")
         wall = np.cumsum(np.nan_to_num(run.timing("wall")))
         picks = spread(list(range(1, g_done)), points)
+        if not finished and g_done - 1 not in picks and g_done > 1:
+            picks.append(g_done - 1)  # an unfinished run: its latest centre
         centres = {g: (run.strategy("centre", g), run.obs_norm(g)) for g in picks}
         champion = run.champion()
         selection = run.selection()
     agent = build_agent(cfg)
     env = partial(make_env, cfg.env, **cfg.make_kwargs)
     seeds = test_seeds(cfg.seed, episodes)
-    curve = Curve(str(path), "evolve", cfg.env, evolve_method(cfg), cfg.seed)
+    curve = Curve(str(path), "evolve", cfg.env, evolve_method(cfg), cfg.seed, finished=finished)
     for g in picks:
         genome, norm = centres[g]
         log(f"  {path.name}: generation {g} centre on {episodes} test episodes")
         mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", lambda: evaluate(
             agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns)
         curve.points.append(Point(int(steps[g - 1]), float(wall[g - 1]), f"generation {g}", mean, std))
-    total = int(steps[-1]) + (int(np.sum(selection.steps)) if selection is not None else 0)
-    r = champion.test_returns
-    curve.points.append(Point(total, float(wall[-1]), "final", float(r.mean()), float(r.std())))
+    if finished:
+        total = int(steps[-1]) + (int(np.sum(selection.steps)) if selection is not None else 0)
+        r = champion.test_returns
+        curve.points.append(Point(total, float(wall[-1]), "final", float(r.mean()), float(r.std())))
     return curve
 
 
@@ -165,16 +172,17 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
     with PPORun(path) as run:
         cfg = run.parse_config(PPOConfig.from_json)
         done = run.completed
-        if done < cfg.epochs:
-            raise UsageError(f"{str(path)!r} is not finished ({done} of {cfg.epochs} epochs): compare finished runs")
+        finished = done >= cfg.epochs
+        if done < 1:
+            raise UsageError(f"{str(path)!r} has no completed epoch")
         run_id = run.run_id
         steps = run.stats("TotalEnvInteracts")
         wall = run.timing("Time")
         kept = [k for k in range(0, done - 1, cfg.save_freq)]
         picks = spread(kept, points)
         params = {k: (run.params(str(k))[0], run.policy_norm(k)) for k in picks}
-        final_params, final_norm, stored = run.params("final")[0], run.policy_norm(done - 1), run.policy_test()
-    curve = Curve(str(path), "ppo", cfg.env, ppo_method(cfg), cfg.seed)
+        final_params, final_norm, stored = run.params("latest")[0], run.policy_norm(done - 1), run.policy_test()
+    curve = Curve(str(path), "ppo", cfg.env, ppo_method(cfg), cfg.seed, finished=finished)
     for k in picks:
         pi, norm = params[k]
         log(f"  {path.name}: epoch {k} policy on {episodes} test episodes")
@@ -183,9 +191,10 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
     if stored is not None:
         mean, std = float(stored["returns"].mean()), float(stored["returns"].std())
     else:
-        mean, std = cache.get(f"{run_id}:final:{episodes}",
+        mean, std = cache.get(f"{run_id}:{'final' if finished else f'latest{done}'}:{episodes}",
                               lambda: test_policy(cfg, final_params, episodes, final_norm)["returns"])
-    curve.points.append(Point(int(steps[-1]), float(wall[-1]), "final", mean, std))
+    curve.points.append(Point(int(steps[-1]), float(wall[-1]), "final" if finished else f"epoch {done - 1}",
+                              mean, std))
     return curve
 
 
@@ -203,6 +212,7 @@ def summarise(curves: list[Curve], thresholds: dict[str, float]) -> list[dict]:
             got = [h for h in hits if h is not None]
             rows.append({
                 "env": env, "method": method, "kind": group[0].kind, "threshold": threshold,
+                "unfinished": sum(not c.finished for c in group),
                 "seeds": [c.seed for c in group], "final_means": finals,
                 "final_mean": float(np.mean(finals)), "final_min": float(np.min(finals)),
                 "reached": len(got), "runs": len(group),
@@ -229,7 +239,8 @@ def markdown(rows: list[dict], command: str, episodes: int) -> str:
         ["task (threshold)", "method", "seeds", "final test (each seed)", "reached", "env steps to it",
          "wall time to it", "env steps, wall time in all"],
         [[f"{r['env']} ({r['threshold']:g})", r["method"], " ".join(map(str, r["seeds"])),
-          f"{r['final_mean']:.1f} ({', '.join(f'{x:.0f}' for x in r['final_means'])})",
+          f"{r['final_mean']:.1f} ({', '.join(f'{x:.0f}' for x in r['final_means'])})"
+          + (f"; {r['unfinished']} unfinished: latest policy" if r["unfinished"] else ""),
           f"{r['reached']}/{r['runs']}", _m(r["steps_to_threshold"]), _t(r["wall_to_threshold"]),
           f"{_m(r['final_env_steps'])}, {_t(r['final_wall'])}"] for r in rows], align="llllrrrr")
     return (f"Evolution against PPO: test means over {episodes} episodes of the test stream; \"reached\": "
