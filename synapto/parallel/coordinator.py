@@ -17,7 +17,9 @@ worker frees up it is fed (:meth:`MPIFarm._feed`): a task if it is idle, and a
 prefetched next task while more tasks are queued than there are workers -- the last
 ``n_workers`` tasks of a map go to whichever worker is free first.  Nothing in the
 loop waits for a worker, whatever the messages' sizes (:mod:`synapto.parallel.wire`
-says why that matters); with nothing to do, it sleeps 10 µs doubling to 1 ms.
+says why that matters); with nothing to do, it sleeps 10 µs doubling to 1 ms, or to a
+twentieth of a typical task where tasks take longer (20 ms at most): a worker that
+finishes is served at most that late, and it holds its next task meanwhile.
 
 Tasks and results carry the task's index; results are placed by index, so the
 results of a map do not depend on which worker ran what.  ``schedule="waves"``
@@ -123,6 +125,11 @@ class _Map:
 class MPIFarm:
     """Rank 0's task farm over the ranks of ``comm`` (see the module docstring)."""
 
+    #: the coordinator sleeps between polls at most this fraction of a typical task ...
+    POLL_FRACTION = 0.05
+    #: ... and never longer than this (seconds)
+    MAX_POLL = 0.02
+
     def __init__(self, comm, max_sleep: float = 1e-3, task_timeout: float | None = None):
         from mpi4py import MPI
 
@@ -140,6 +147,7 @@ class MPIFarm:
         self._incoming: list = []  #: [request, worker, tag] of announced results still arriving
         self._ignored: list = []  #: receives from retired ranks (completed and dropped, never waited for)
         self._contexts = 0
+        self._typical = 0.0  #: a running mean of the tasks' compute time (seconds)
         self._closed = False
         self.last_stats = MapStats()  #: the stats of the last map (informational)
 
@@ -251,6 +259,7 @@ class MPIFarm:
             s.compute += compute
             s.worker_wait += idle
             s.per_worker_compute[w.rank] = s.per_worker_compute.get(w.rank, 0.0) + compute
+            self._typical += 0.1 * (compute - self._typical)
             s.order.append(index)
             if m.progress is not None:
                 m.progress(m.n_done, len(m.results))
@@ -316,6 +325,7 @@ class MPIFarm:
             event = self._receive(m) or event
             if event:
                 wait.reset()
+                wait.max_sleep = min(max(self.max_sleep, self.POLL_FRACTION * self._typical), self.MAX_POLL)
             elif hard is not None and self._retire_silent(m, hard):
                 self._fill(m)
             else:
