@@ -74,5 +74,5 @@ def test_sbatch_writes_the_one_process_run_file(slurm, tmp_path, launcher):
     job = sbatch("--out", job_file, env={"CONFIG": config, "LAUNCHER": launcher}, output=log)
     out = log.read_text()
     assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), out
-    assert f"{TASKS} ranks" in out and f"{TASKS - 1} worker(s)" in out, out
+    assert f"{TASKS} ranks" in out and f"{TASKS - 1} workers" in out, out
     assert_same_run(one, job_file)
