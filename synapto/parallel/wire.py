@@ -35,7 +35,8 @@ build's eager limit.
 Neither side spins in MPI while it waits: :class:`Backoff` sleeps between polls, from
 10 µs doubling to ``max_sleep``, and starts again at 10 µs after any event.  Workers poll
 at most 1 ms apart; the coordinator at most 1 ms apart or a twentieth of a typical task
-(20 ms at most), so that serving workers whose tasks take seconds costs it almost no CPU.
+(20 ms at most), so that serving workers whose tasks take seconds costs it almost no CPU
+(a result above the eager limit waits at most that long for the coordinator to take it).
 """
 
 from __future__ import annotations
@@ -143,17 +144,15 @@ class Outbox:
         return len(self.requests)
 
 
-def receive(comm, status, source: int, wait: Backoff, idle=None):
+def receive(comm, status, source: int, wait: Backoff):
     """The next :class:`Frame` from ``source``, unpickled: ``(object, tag, source)``; polls
-    without spinning, calling ``idle()`` (completing this rank's own sends, say) between polls."""
+    without spinning."""
     from mpi4py import MPI
 
     while True:
         msg = comm.improbe(source=source, tag=MPI.ANY_TAG, status=status)
         if msg is not None:
             break
-        if idle is not None:
-            idle()
         wait.sleep()
     wait.reset()
     src, tag = status.Get_source(), status.Get_tag()

@@ -3,11 +3,9 @@
 The worker never lets an exception escape: a task that raises (or runs past the task
 timeout, :mod:`synapto.parallel.deadline`) is answered with ``ERROR`` and its
 traceback, rank and host; the coordinator decides.  A result is sent with ``isend``
-and the worker goes on at once: with its next task, if the coordinator already sent one
-(the coordinator learns from the result's envelope that this worker is free, and its
-data arrives once the worker calls MPI again), else polling for one, which also moves
-the result's data.  The worker never waits for the coordinator.  Messages:
-:mod:`synapto.parallel.wire`.
+and completed (polling, not spinning) before the next task starts, so the coordinator
+learns at once that this worker is free and no rendezvous waits on a worker deep in
+an episode.  Messages: :mod:`synapto.parallel.wire`.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> N
     context_id, context = None, None
     t_free = time.perf_counter()
     while True:
-        msg, tag, _ = receive(comm, status, 0, wait, outbox.progress)
+        msg, tag, _ = receive(comm, status, 0, wait)
         if tag == Tag.STOP:
             outbox.drain(max_sleep)
             return
@@ -73,4 +71,5 @@ def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> N
             outbox.send((index, rank, host, *error), 0, Tag.ERROR)
         else:
             outbox.send((index, value, time.perf_counter() - t_start, idle), 0, Tag.RESULT)
+        outbox.drain(max_sleep)
         t_free = time.perf_counter()
