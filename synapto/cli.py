@@ -131,7 +131,15 @@ HELP_SECTIONS = {"run": "The run", "search": "Strategy", "choose": "Validation, 
                  "exec": "Execution", "track": "Tracking"}
 
 
-@app.command(no_args_is_help=False)
+#: evolve's help: the paragraphs are joined here (the help formatter keeps a docstring's line breaks)
+EVOLVE_HELP = ("Evolve a population on an environment (coordinator + MPI workers).\n\n"
+               "With no run options (only --seed, --workers, --out, --force, --check) it runs the default "
+               "experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 25 % of its "
+               "connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon "
+               "as any run option or --config is given.")
+
+
+@app.command(no_args_is_help=False, help=EVOLVE_HELP)
 def evolve(
     ctx: typer.Context,
     env: Annotated[str, typer.Option(help="Gymnasium environment id; module:Env-v0 imports module first.",
@@ -248,12 +256,7 @@ def evolve(
              "generation) or .jsonl (one JSON object per generation).", show_default="off",
         rich_help_panel=HELP_SECTIONS["track"])] = None,
 ):
-    """Evolve a population on an environment (coordinator + MPI workers).
-
-    With no run options (only --seed, --workers, --out, --force, --check) it runs the default
-    experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 25 % of its
-    connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon
-    as any run option or --config is given."""
+    """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import load_toml
     from synapto.evolution.command import check_runs, resume_evolution, run_on_farm, tracking_callbacks
     from synapto.parallel.launch import relaunch, under_mpi
