@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import time
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -112,3 +115,17 @@ def load_average() -> float:
         return float(os.getloadavg()[0])
     except (OSError, AttributeError):  # pragma: no cover
         return math.nan
+
+
+def run_logged(cmd: Sequence[str], log: Path) -> float:
+    """Run ``cmd`` with its output in ``log``; its wall time (s).  A failed run raises a
+    one-line :class:`~synapto.errors.UsageError` naming the log, with the log's tail."""
+    from synapto.errors import UsageError
+
+    t = time.perf_counter()
+    with open(log, "w") as logf:
+        proc = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-10:])
+        raise UsageError(f"run failed (exit {proc.returncode}), see {log}:\n{tail}")
+    return time.perf_counter() - t

@@ -24,7 +24,6 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
@@ -32,7 +31,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import md_table, mean_std
+from synapto.bench.common import md_table, mean_std, run_logged
 from synapto.errors import UsageError
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
@@ -232,15 +231,9 @@ def register(bench_app: typer.Typer) -> None:
             for s in seeds:
                 cmd, out = cmd_of(m, s)
                 print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                t = time.perf_counter()
-                log = out.with_suffix(".log")
-                with open(log, "w") as logf:
-                    proc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
-                if proc.returncode != 0:
-                    tail = "".join(log.read_text().splitlines(keepends=True)[-10:])
-                    raise UsageError(f"run failed (exit {proc.returncode}), see {log}:\n{tail}")
+                wall = run_logged(cmd, out.with_suffix(".log"))
                 r = champion_summary(out)
-                r["wall"] = time.perf_counter() - t
+                r["wall"] = wall
                 runs[m].append(r)
                 print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
                       f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "

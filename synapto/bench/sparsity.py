@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -28,7 +26,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import md_table, mean_std
+from synapto.bench.common import md_table, mean_std, run_logged
 from synapto.bench.learn import SOLVED, champion_summary, check_command
 from synapto.errors import UsageError
 
@@ -283,15 +281,9 @@ def register(bench_app: typer.Typer) -> None:
                     r["wall"] = r["run_wall"]
                 else:
                     print(f"[{e} {mode} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                    t = time.perf_counter()
-                    log = out.with_suffix(".log")
-                    with open(log, "w") as logf:
-                        proc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
-                    if proc.returncode != 0:
-                        tail = "".join(log.read_text().splitlines(keepends=True)[-10:])
-                        raise UsageError(f"run failed (exit {proc.returncode}), see {log}:\n{tail}")
+                    wall = run_logged(cmd, out.with_suffix(".log"))
                     r = champion_summary(out)
-                    r["wall"] = time.perf_counter() - t
+                    r["wall"] = wall
                 r.update(env=e, agent=a, level=lv, mode=mode, dense=dense_connections(out))
                 runs.append(r)
                 print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f}, {r['connections']} "
