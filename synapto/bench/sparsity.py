@@ -36,6 +36,8 @@ MULTI_VALUE_OPTIONS = {"--envs", "--agents", "--levels", "--bipedal-seeds"}
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)
 LEVELS = {"off": None, "50": 0.5, "25": 0.25, "10": 0.1}
 AGENTS = ("pruned-mlp", "hebbian-dag")
+#: connection counts marked on the plot's log axis
+TICKS = (5, 10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
     except ImportError:
         return False
     envs = list(dict.fromkeys(s["env"] for s in summary))
@@ -195,12 +198,21 @@ def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
         if SOLVED.get(env) is not None:
             ax.axhline(SOLVED[env], color="grey", ls="--", lw=1)
         ax.set_xscale("log")
+        conns = [r["connections"] for r in runs if r["env"] == env]
+        ax.set_xticks([t for t in TICKS if min(conns) / 1.5 <= t <= max(conns) * 1.5])
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("champion's connections (log scale)")
         ax.set_ylabel("champion's test mean return")
         ax.set_title(env)
-        ax.legend(fontsize="x-small", loc="lower right")
+    labels = {}  # one legend for all panels, below them: it never covers a point
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            labels.setdefault(label, handle)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.legend(labels.values(), labels.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
+               fontsize="small", frameon=False)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return True
 
