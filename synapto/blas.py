@@ -7,8 +7,12 @@ busy-wait for work, so that on a 2-core machine a BipedalWalker worker ran at ha
 speed alone and two workers were slower than one (measured in ``bench farm``).  Every
 process that evaluates or trains therefore limits BLAS to one thread, through
 threadpoolctl (OpenBLAS, MKL, BLIS alike), unless the user chose a thread count with
-``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``OMP_NUM_THREADS``.  Results do not
-depend on it.
+``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``OMP_NUM_THREADS``.
+
+Results can depend on it: full-covariance CMA-ES draws its samples through an
+eigendecomposition whose rounding changes with the thread count once the genome has a
+few hundred weights (tests/test_blas.py), so a user who sets more threads gets runs of
+their own, reproducible at that setting but not equal to synapto's.
 """
 
 from __future__ import annotations
