@@ -72,17 +72,23 @@ def test_box_actions_are_scaled_to_bounds():
 
 
 # ---------------------------------------------------------------- hebbian-dag
-def dag_reference(agent: HebbianDAG, g, observations):
-    """Nested-loop DAG forward pass and trace accumulation, block by block."""
-    sizes = agent.sizes
-    L = len(sizes) - 1
+def dag_blocks(sizes, g):
+    """The genome's weight matrices read by hand: ``W[i, j]`` from layer ``j`` into layer
+    ``i + 1``, in genome order; and a zero trace per matrix."""
     W, off = {}, 0
-    for i in range(L):
+    for i in range(len(sizes) - 1):
         for j in range(i + 1):
             n = sizes[j] * sizes[i + 1]
             W[i, j] = g[off:off + n].reshape(sizes[j], sizes[i + 1])
             off += n
-    H = {key: np.zeros_like(w) for key, w in W.items()}
+    return W, {key: np.zeros_like(w) for key, w in W.items()}
+
+
+def dag_reference(agent: HebbianDAG, g, observations):
+    """Nested-loop DAG forward pass and trace accumulation, block by block."""
+    sizes = agent.sizes
+    L = len(sizes) - 1
+    W, H = dag_blocks(sizes, g)
     actions = []
     for obs in observations:
         xs = [np.asarray(obs, float)]
@@ -118,13 +124,7 @@ def modulated_reference(agent: HebbianDAG, g, observations, decay=0.0, plastic_p
     modulation unit's previous output; H <- (1 - decay) H + outer(pre, contribution),
     kept at 0 on pruned connections unless ``plastic_pruned``."""
     sizes, L = agent.sizes, len(agent.sizes) - 1
-    W, off = {}, 0
-    for i in range(L):
-        for j in range(i + 1):
-            n = sizes[j] * sizes[i + 1]
-            W[i, j] = g[off:off + n].reshape(sizes[j], sizes[i + 1])
-            off += n
-    H = {key: np.zeros_like(w) for key, w in W.items()}
+    W, H = dag_blocks(sizes, g)
     m, actions = 0.0, []
     for obs in observations:
         xs = [np.asarray(obs, float)]
