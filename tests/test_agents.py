@@ -1,5 +1,7 @@
 """Both agents: forward pass against a plain re-implementation, traces, pruning."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -258,3 +260,15 @@ def test_agent_loading_errors():
         HebbianDAG(BOX, (4, 0))
     with pytest.raises(UsageError):
         HebbianDAG(BOX, (4,), {"no_such_option": 1})
+
+
+def test_an_overflowing_policy_gives_minus_inf_fitness_without_numpy_warnings():
+    """The reference's neuromodulated update (a trace summed over the episode) feeds back
+    through W + m H and can overflow: that is fitness -inf, counted as non-finite, and no
+    warning from numpy on every step of every worker."""
+    agent = HebbianDAG(SpaceInfo.of(make_env("Pendulum-v1")), (4,), {"neuromodulate": True})
+    g = np.full(agent.n_params, 3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = evaluate(agent, lambda: make_env("Pendulum-v1"), g, [1, 2])
+    assert r.nonfinite and r.fitness == -np.inf and r.steps[0] < 200

@@ -87,65 +87,69 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     nonfinite = False
     t_env = 0.0
     t_agent = clock() - t0
-    for e in range(n):
-        t0 = clock()
-        env = env_factory()
-        obs, _ = env.reset(seed=int(seeds[e]))
-        step = env.step
-        t_loop = t2 = clock()
-        t_env += t_loop - t0
-        policy.reset()
-        if record is not None:
-            record.start()
-        total, count = 0.0, 0
-        t_step = 0.0  # this episode's time in env.step; the rest of the loop is the agent's
-        while True:
-            # obs . 0 is NaN iff a component is inf or NaN (an image is checked whole)
-            try:
-                obs_ok = isfinite(obs.dot(obs_zeros)) if flat_obs else bool(np.isfinite(obs).all())
-            except (AttributeError, TypeError, ValueError):  # not a float array
-                obs_ok = bool(np.isfinite(np.asarray(obs, dtype=np.float64)).all())
-            if not obs_ok:
-                nonfinite = True
-                t2 = clock()
-                break
-            action = act(obs)
-            if check:
-                # action . 0 is NaN iff a component is inf or NaN, and cannot overflow
+    # overflow in a policy (a Hebbian trace that grows without bound) or an env is what the
+    # checks below turn into fitness -inf, counted and warned about once per generation:
+    # numpy's own warnings would repeat that on every step of every worker
+    with np.errstate(over="ignore", invalid="ignore"):
+        for e in range(n):
+            t0 = clock()
+            env = env_factory()
+            obs, _ = env.reset(seed=int(seeds[e]))
+            step = env.step
+            t_loop = t2 = clock()
+            t_env += t_loop - t0
+            policy.reset()
+            if record is not None:
+                record.start()
+            total, count = 0.0, 0
+            t_step = 0.0  # this episode's time in env.step; the rest of the loop is the agent's
+            while True:
+                # obs . 0 is NaN iff a component is inf or NaN (an image is checked whole)
                 try:
-                    finite = isfinite(action.dot(zeros))
-                except (AttributeError, TypeError, ValueError):  # not a flat float array
-                    finite = isfinite(float(np.sum(action)))
-                if not finite:
+                    obs_ok = isfinite(obs.dot(obs_zeros)) if flat_obs else bool(np.isfinite(obs).all())
+                except (AttributeError, TypeError, ValueError):  # not a float array
+                    obs_ok = bool(np.isfinite(np.asarray(obs, dtype=np.float64)).all())
+                if not obs_ok:
                     nonfinite = True
                     t2 = clock()
                     break
-            elif action.__class__ is not int and not _finite_choice(action):
-                nonfinite = True
+                action = act(obs)
+                if check:
+                    # action . 0 is NaN iff a component is inf or NaN, and cannot overflow
+                    try:
+                        finite = isfinite(action.dot(zeros))
+                    except (AttributeError, TypeError, ValueError):  # not a flat float array
+                        finite = isfinite(float(np.sum(action)))
+                    if not finite:
+                        nonfinite = True
+                        t2 = clock()
+                        break
+                elif action.__class__ is not int and not _finite_choice(action):
+                    nonfinite = True
+                    t2 = clock()
+                    break
+                t1 = clock()
+                obs, reward, terminated, truncated, _ = step(action)
                 t2 = clock()
+                t_step += t2 - t1
+                total += float(reward)
+                count += 1
+                if terminated or truncated:
+                    break
+            t_env += t_step
+            t_agent += t2 - t_loop - t_step
+            t0 = clock()
+            env.close()
+            t_env += clock() - t0
+            t0 = clock()
+            policy.end_episode()
+            if record is not None:
+                record.end()
+            t_agent += clock() - t0
+            returns[e], steps[e] = (np.nan if nonfinite else total), count
+            if nonfinite or not math.isfinite(total):
+                nonfinite = True
                 break
-            t1 = clock()
-            obs, reward, terminated, truncated, _ = step(action)
-            t2 = clock()
-            t_step += t2 - t1
-            total += float(reward)
-            count += 1
-            if terminated or truncated:
-                break
-        t_env += t_step
-        t_agent += t2 - t_loop - t_step
-        t0 = clock()
-        env.close()
-        t_env += clock() - t0
-        t0 = clock()
-        policy.end_episode()
-        if record is not None:
-            record.end()
-        t_agent += clock() - t0
-        returns[e], steps[e] = (np.nan if nonfinite else total), count
-        if nonfinite or not math.isfinite(total):
-            nonfinite = True
-            break
     fitness = -math.inf
     if not nonfinite:
         fitness = float(np.mean(returns)) - agent.penalty(genome)
