@@ -134,7 +134,7 @@ HELP_SECTIONS = {"run": "The run", "search": "Strategy", "choose": "Validation, 
 #: evolve's help: the paragraphs are joined here (the help formatter keeps a docstring's line breaks)
 EVOLVE_HELP = ("Evolve a population on an environment (coordinator + MPI workers).\n\n"
                "With no run options (only --seed, --workers, --out, --force, --check) it runs the default "
-               "experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 25 % of its "
+               "experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 50 % of its "
                "connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon "
                "as any run option or --config is given.")
 
