@@ -87,9 +87,10 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     nonfinite = False
     t_env = 0.0
     t_agent = clock() - t0
-    # overflow in a policy (a Hebbian trace that grows without bound) or an env is what the
-    # checks below turn into fitness -inf, counted and warned about once per generation:
-    # numpy's own warnings would repeat that on every step of every worker
+    # overflow in a policy (a Hebbian trace that grows without bound) or an env either
+    # saturates (tanh of inf is 1) or ends in a NaN that the checks below turn into fitness
+    # -inf, counted and warned about once per generation: numpy's own warnings would
+    # repeat that on every step of every worker
     with np.errstate(over="ignore", invalid="ignore"):
         for e in range(n):
             t0 = clock()
