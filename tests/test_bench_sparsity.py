@@ -3,13 +3,14 @@ stay within their level, the Pareto front is the non-dominated modes, bad input 
 refused before anything runs."""
 
 import json
+import time
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli
-from synapto.bench.sparsity import pareto
+from conftest import ROOT, assert_same_run, kill_group, run_cli, start_cli
+from synapto.bench.sparsity import identity, pareto, resumable
 
 
 def test_pareto_front_by_hand():
@@ -78,3 +79,41 @@ def test_bench_sparsity_refuses_bad_input_before_running(tmp_path, args, needle)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
     assert not (tmp_path / "sparsity_runs").exists()
+
+
+def test_only_a_stopped_run_of_the_same_command_is_resumed(tmp_path):
+    run = tmp_path / "LunarLander-v3_pruned-mlp_10_s1.h5"
+    cmd = ["python", "-m", "synapto", "evolve", "--seed", "1", "--out", str(run), "--force", "--workers", "2"]
+    assert not resumable(run, cmd)
+    run.write_bytes(b"")
+    run.with_suffix(".cmd").write_text(identity(cmd))
+    assert not resumable(run, cmd)  # no checkpoint
+    (tmp_path / f"{run.name}.ckpt").write_bytes(b"")
+    assert resumable(run, cmd)
+    assert resumable(run, [*cmd[:-1], "7"])  # other workers: the same run
+    assert not resumable(run, [*cmd[:5], "2", *cmd[6:]])  # another seed
+    run.with_suffix(".cmd").unlink()
+    assert not resumable(run, cmd)  # a run file the benchmark did not start
+
+
+@pytest.mark.slow
+def test_a_killed_benchmark_resumes_its_run_and_ends_as_if_never_stopped(tmp_path):
+    """kill -9 of the benchmark in its run's generation 1; with --keep-finished it goes on
+    from the run's checkpoint, and the run file equals an uninterrupted run's."""
+    args = ["bench", "sparsity", "--envs", "LunarLander-v3", "--agents", "pruned-mlp", "--levels", "10",
+            "--no-reference", "--seed", "1", "--max-env-steps", "10000", "--test-episodes", "2", "--workers", "0"]
+    whole = run_cli(*args, "--out-dir", tmp_path / "whole", timeout=600)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    proc = start_cli(*args, "--out-dir", tmp_path / "cut", extra_env={"SYNAPTO_FAULT": "generation:1"})
+    name = "LunarLander-v3_pruned-mlp_10_s1"
+    log = tmp_path / "cut" / "sparsity_runs" / f"{name}.log"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and "FAULT-POINT generation 1" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run never reached generation 1"
+        time.sleep(0.2)
+    kill_group(proc)
+    proc.wait(timeout=60)
+    again = run_cli(*args, "--keep-finished", "--out-dir", tmp_path / "cut", timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("resuming") == 1 and "reusing" not in again.stdout, again.stdout
+    assert_same_run(tmp_path / "whole" / "sparsity_runs" / f"{name}.h5", tmp_path / "cut" / "sparsity_runs" / f"{name}.h5")

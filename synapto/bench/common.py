@@ -117,13 +117,14 @@ def load_average() -> float:
         return math.nan
 
 
-def run_logged(cmd: Sequence[str], log: Path) -> float:
-    """Run ``cmd`` with its output in ``log``; its wall time (s).  A failed run raises a
-    one-line :class:`~synapto.errors.UsageError` naming the log, with the log's tail."""
+def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> float:
+    """Run ``cmd`` with its output in ``log`` (after what it holds, with ``append``); its
+    wall time (s).  A failed run raises a one-line :class:`~synapto.errors.UsageError`
+    naming the log, with the log's tail."""
     from synapto.errors import UsageError
 
     t = time.perf_counter()
-    with open(log, "w") as logf:
+    with open(log, "a" if append else "w") as logf:
         proc = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-10:])

@@ -20,6 +20,7 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -101,6 +102,20 @@ def finished(path: Path, test_episodes: int) -> bool:
             return bool(run.tested) and run.champion().test_returns.size == test_episodes
     except Exception:  # unreadable or unfinished: run it again
         return False
+
+
+def identity(cmd: Sequence[str]) -> str:
+    """What makes a run of :func:`command` the run it is: its options apart from the
+    interpreter and ``--workers`` (the last two), on which no result depends."""
+    return shlex.join(cmd[1:-2])
+
+
+def resumable(path: Path, cmd: Sequence[str]) -> bool:
+    """An unfinished run file that ``cmd``'s run started (its ``.cmd`` file holds
+    :func:`identity`) and that has a checkpoint to go on from."""
+    marker = path.with_suffix(".cmd")
+    return (path.exists() and Path(f"{path}.ckpt").exists() and marker.exists()
+            and marker.read_text() == identity(cmd))
 
 
 def dense_connections(path: Path) -> int:
@@ -239,7 +254,8 @@ def register(bench_app: typer.Typer) -> None:
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
         keep_finished: Annotated[bool, typer.Option(
-            help="Reuse finished run files in OUT_DIR/sparsity_runs instead of running them again.")] = False,
+            help="Reuse finished run files in OUT_DIR/sparsity_runs, and resume stopped ones from their "
+                 "checkpoints, instead of running them again.")] = False,
         out_dir: Annotated[Path, typer.Option(help="Where tables, plot and run files go.")] = Path("bench"),
     ):
         """Pruning levels side by side: test return against connections, with the Pareto front."""
@@ -291,8 +307,15 @@ def register(bench_app: typer.Typer) -> None:
                     print(f"[{e} {mode} seed {s}] reusing {out}", flush=True)
                     r = champion_summary(out)
                     r["wall"] = r["run_wall"]
+                elif keep_finished and resumable(out, cmd):  # stopped or killed: go on from its checkpoint
+                    print(f"[{e} {mode} seed {s}] resuming {out}", flush=True)
+                    run_logged([sys.executable, "-m", "synapto", "evolve", "--resume", str(out),
+                                "--workers", str(workers)], out.with_suffix(".log"), append=True)
+                    r = champion_summary(out)
+                    r["wall"] = r["run_wall"]
                 else:
                     print(f"[{e} {mode} seed {s}] {shlex.join(cmd[1:])}", flush=True)
+                    out.with_suffix(".cmd").write_text(identity(cmd))
                     wall = run_logged(cmd, out.with_suffix(".log"))
                     r = champion_summary(out)
                     r["wall"] = wall
