@@ -25,7 +25,7 @@ PATH = Path(__file__).with_name("defaults.toml")
 #: CPU seconds per env step of the default experiment, everything included (policy,
 #: environment, CMA-ES): one process (``--workers 0``) took 146.7 s of CPU for the
 #: 2.79 M env steps of a whole run (tuning seed 1000) with the network cut to 25 %; cut
-#: to 50 % (as now), it took 4 % more CPU than that over 400 k steps, run side by side
+#: to 50 % (as now), it took 4 % more CPU than that over 400 k steps, run one after the other
 CPU_SECONDS_PER_STEP = 53e-6
 #: env steps of a final-selection or test episode (LunarLander-v3 champions land in about 300)
 EPISODE_STEPS = 300
