@@ -28,6 +28,8 @@ from synapto.store import RunData
 
 def score(path: str, episodes: int) -> dict:
     with RunData(path, kind="evolve") as run:
+        if not run.finished:  # its champion is not chosen yet: scoring it would score zeros
+            raise SystemExit(f"tune_score: {path} is not finished (still running, or stopped: evolve --resume it)")
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
         steps = int(run.stats("env_steps")[-1]) + int(run.stats("validation_env_steps")[-1])
@@ -46,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+")
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--threshold", type=float, default=200.0, help="the score counted as solved (default 200)")
     args = parser.parse_args()
     groups = defaultdict(list)
     for path in args.runs:
@@ -55,9 +58,9 @@ def main() -> None:
         groups[re.sub(r"_s\d+(\.h5)$", r"\1", path)].append(r)
     for name, items in groups.items():
         items.sort(key=lambda r: r["seed"])
-        scores = " ".join(f"{r['score']:.0f}" for r in items)
+        scores = " ".join(f"{r['score']:.1f}" for r in items)
         conn = " ".join(str(r["connections"]) for r in items)
-        print(f"{name}: scores {scores} (>= 200: {sum(r['score'] >= 200 for r in items)}/{len(items)}); "
+        print(f"{name}: scores {scores} (>= {args.threshold:g}: {sum(r['score'] >= args.threshold for r in items)}/{len(items)}); "
               f"connections {conn}")
 
 
