@@ -311,6 +311,9 @@ def evolve(
     options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch,
                          wire=wire)
     if resume is not None:
+        if "out" not in given and out_path is not None:
+            raise UsageError(f"--config {config} sets out = {str(out_path)!r}, but --resume continues RUN.h5 in "
+                             f"place: resume without --config (the run file holds its config)")
         if out_path is not None or force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
         resume_evolution(resume, values, given_seeds=None if "seed" not in given and "seed" not in file_values

@@ -367,3 +367,19 @@ def test_bad_run_files_for_resume_and_replay(tmp_path, finished_run, capsys):
             lines = err.strip().splitlines()
             assert len(lines) == 1 and needle in lines[0], lines
         assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_resume_with_a_config_that_sets_out_names_the_config(tmp_path, finished_run, capsys):
+    out = tmp_path / "r.h5"
+    shutil.copy(finished_run, out)
+    before = out.read_bytes()
+    config = tmp_path / "exp.toml"
+    config.write_text('env = "CartPole-v1"\nout = "runs/elsewhere.h5"\n')
+    code, _, err = call(capsys, "evolve", "--resume", out, "--config", config)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and str(config) in lines[0] and "runs/elsewhere.h5" in lines[0]
+    assert "resume without --config" in lines[0]
+    code, _, err = call(capsys, "evolve", "--resume", out, "--out", tmp_path / "x.h5")
+    assert code == 2 and "--out/--force cannot be used with it" in err
+    assert out.read_bytes() == before
