@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -29,7 +30,9 @@ from synapto.store import RunData
 def score(path: str, episodes: int) -> dict:
     with RunData(path, kind="evolve") as run:
         if not run.finished:  # its champion is not chosen yet: scoring it would score zeros
-            raise SystemExit(f"tune_score: {path} is not finished (still running, or stopped: evolve --resume it)")
+            print(f"tune_score: {path} is not finished (still running, or stopped: evolve --resume it)",
+                  file=sys.stderr)
+            raise SystemExit(2)
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
         steps = int(run.stats("env_steps")[-1]) + int(run.stats("validation_env_steps")[-1])
