@@ -71,7 +71,7 @@ REPORT_MARK = "\x1esynapto-report "
 def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) -> RunSummary:
     import time
 
-    from synapto.evolution.callbacks import GenerationReport, close_all
+    from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import find_mpiexec, without_mpi_env
 
     args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume, "force": force,
@@ -84,23 +84,36 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     try:
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               bufsize=1) as proc:
-            for line in proc.stdout:
-                line = line.rstrip("\n")
-                if line.startswith(REPORT_MARK):
-                    data = json.loads(line[len(REPORT_MARK):])
-                    report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
-                                              data["elapsed"], Path(out), config)
-                    for callback in callbacks:
-                        callback(report)
-                    continue
-                log(line)
-                tail = (tail + [line])[-20:]
+            try:
+                tail = _follow(proc, config, out, log, callbacks)
+            except BaseException:
+                proc.terminate()  # a callback failed: the child's output has no reader any more
+                raise
             rc = proc.wait()
     finally:
         close_all(callbacks)
     if rc != 0:
         raise RuntimeError(f"the MPI run exited with code {rc}:\n" + "\n".join(tail))
     return summary_of(out, time.perf_counter() - t0)
+
+
+def _follow(proc, config, out, log, callbacks) -> list[str]:
+    """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``; its last lines."""
+    from synapto.evolution.callbacks import GenerationReport
+
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        if line.startswith(REPORT_MARK):
+            data = json.loads(line[len(REPORT_MARK):])
+            report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
+                                      data["elapsed"], Path(out), config)
+            for callback in callbacks:
+                callback(report)
+            continue
+        log(line)
+        tail = (tail + [line])[-20:]
+    return tail
 
 
 def summary_of(out: str | Path, wall: float) -> RunSummary:

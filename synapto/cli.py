@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from synapto.evolution.config import EvolveConfig
-from synapto.errors import DiskFullError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.evolution.command import check_task_timeout  # noqa: F401  (part of this module's interface)
 from synapto.logs import say
 from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
@@ -307,7 +307,7 @@ def evolve(
         raise UsageError(f"--batch must be 'auto' or 'off', got {batch!r}")
     if wire not in ("keys", "genomes"):
         raise UsageError(f"--wire must be 'keys' or 'genomes', got {wire!r}")
-    callbacks = tracking_callbacks(tensorboard, live_log)
+    callbacks = tracking_callbacks(tensorboard, live_log, len(seeds))
     options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch,
                          wire=wire)
     if resume is not None:
@@ -445,7 +445,7 @@ def _main(argv: list[str] | None = None) -> None:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:
         if env_rank() == 0:
-            sys.stderr.write(f"error: {exc}\n")
+            sys.stderr.write(exc.report() if isinstance(exc, TrackingError) else f"error: {exc}\n")
         sys.exit(2)
     except DiskFullError as exc:
         if env_rank() == 0:

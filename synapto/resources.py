@@ -146,7 +146,19 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
             read_only = False
         raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
                          f"{'on a read-only file system' if read_only else 'not writable'}")
+    _probe_folder(probe, f"{option} {str(p)!r}")
     return p
+
+
+def _probe_folder(folder: Path, what: str) -> None:
+    """Make and remove an empty folder in ``folder``: the permission bits say yes to root
+    in /sys or /proc, where making anything fails; nothing is left behind."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".synapto-probe-", dir=folder))
+    except OSError as exc:
+        raise UsageError(f"{what}: nothing can be made in {str(folder)!r} ({exc.strerror})") from None
 
 
 def episode_memory(cfg) -> int:

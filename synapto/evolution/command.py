@@ -12,20 +12,21 @@ from pathlib import Path
 
 import typer
 
-from synapto.errors import DiskFullError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run
 from synapto.shell import synapto_command
 
 
-def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
-    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now)."""
+def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: int = 1) -> list:
+    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now);
+    ``runs`` > 1 (several seeds): one TensorBoard subfolder per run file."""
     from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
     from synapto.logs import debug
 
     found = [timing_debug(debug)]
     if tensorboard is not None:
-        found.append(TensorBoardWriter.checked(tensorboard))
+        found.append(TensorBoardWriter.checked(tensorboard, per_run=runs > 1))
     if live_log is not None:
         found.append(LiveLog.checked(live_log))
     return found
@@ -109,6 +110,9 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)
+            except TrackingError as exc:  # rows and checkpoint of the last generation are on disk
+                exc.resume = resume_command(o, workers())
+                raise
             except DiskFullError as exc:
                 # the run file and checkpoint on disk are the last whole ones: say how to go on
                 if (resuming or exc.resumable) and Path(o).exists():
