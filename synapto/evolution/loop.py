@@ -39,6 +39,7 @@ from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_tim
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
+from synapto.shell import synapto_command
 from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
 
@@ -305,6 +306,9 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
             for line in gen.warnings:
                 log(line)
+            for who in gen.validation.failed_individuals():
+                log("reproduce: " + synapto_command("replay", out, "--generation", gen.index, "--individual", who,
+                                                    "--validation"))
             stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
