@@ -173,7 +173,8 @@ def resumed_config(stored, values: dict, path):
         wanted = dataclasses.replace(stored, **values)
     except TypeError as exc:
         raise UsageError(f"bad option value: {exc}") from None
-    diffs = stored.differences(wanted)
+    # the champion test is part of the run's promise: changing it on --resume is refused too
+    diffs = stored.differences(wanted, names=(*stored.IDENTITY, "test_episodes"))
     if diffs:
         raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
     return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
@@ -206,6 +207,11 @@ def resume_state(path, values: dict):
     return wanted, done_generations, steps_done, finished
 
 
+def nothing_to_do(path, generations: int, steps: int) -> str:
+    return (f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
+            f"(raise --generations or --max-env-steps to extend it)")
+
+
 def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
                      task_timeout: float | None = None, check: bool = False, callbacks=()) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
@@ -218,8 +224,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     wanted, done_generations, steps_done, finished = resume_state(path, values)
     if finished and not wanted.goes_on(done_generations, steps_done):
         if env_rank() == 0:
-            _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
-                 f"(raise --generations or --max-env-steps to extend it)")
+            _log(nothing_to_do(path, done_generations, steps_done))
         return
     from synapto.agents import build_agent
     from synapto.store import check_writable
