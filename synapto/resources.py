@@ -161,12 +161,20 @@ def _probe_folder(folder: Path, what: str) -> None:
         raise UsageError(f"{what}: nothing can be made in {str(folder)!r} ({exc.strerror})") from None
 
 
+#: bytes of one single-episode task and its result on the coordinator (validation, selection
+#: and test run one task per candidate and episode): 760 measured with tracemalloc
+TASK_BYTES = 800
+
+
 def episode_memory(cfg) -> int:
     """Lower bound of the memory of a run's per-episode arrays: seeds, returns and steps of
-    a generation's training and validation episodes, of the final selection and of the test."""
+    a generation's training and validation episodes, of the final selection and of the test,
+    and the tasks of the phases that send one task per episode."""
     per_generation = cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes
     selection = max(1, cfg.elite_count) * cfg.select_episodes
-    return 3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+    tasks = max(cfg.validation_count * cfg.validate_episodes, selection, cfg.test_episodes)
+    return (3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+            + TASK_BYTES * tasks)
 
 
 def free_disk(path: str | Path) -> int | None:

@@ -55,14 +55,17 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     return agent
 
 
-def check_task_timeout(value) -> float | None:
-    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
-    import math
+#: the longest --task-timeout (about 116 days): the interval timer's own limit is near 1e9 s
+MAX_TASK_TIMEOUT = 1e7
 
+
+def check_task_timeout(value) -> float | None:
+    """``--task-timeout`` / ``task_timeout``: None (off) or a number of seconds in
+    (0, :data:`MAX_TASK_TIMEOUT`]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
-        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= MAX_TASK_TIMEOUT):
+        raise UsageError(f"--task-timeout must be a number of seconds in (0, {MAX_TASK_TIMEOUT:,.0f}], got {value!r}")
     return float(value)
 
 
