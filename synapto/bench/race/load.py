@@ -10,7 +10,7 @@ Two figures, both from ``/proc`` (no psutil):
   a slower, smoother figure that also counts processes waiting for a core.
 
 Before the race the refusal rule is: busy cores above ``max_busy``, or the race needing
-more cores than the machine has left (cores - busy), stops it with a one-line error
+more cores than this process may use, stops it with a one-line error
 unless ``--allow-load`` is given; either way the figures go into the report.
 """
 
@@ -75,7 +75,6 @@ def verdict(seen: dict, need: int, max_busy: float) -> str | None:
     if busy > max_busy:
         return (f"the machine is busy: {busy:.2f} cores' worth of other work over {seen['interval_s']:g} s "
                 f"(/proc/stat; load average {seen['loadavg_1min']:.2f}), above --max-busy {max_busy:g}")
-    if need > seen["usable_cores"] - busy + 1e-9:
-        return (f"the race needs {need} cores and {seen['usable_cores']} usable cores have "
-                f"{busy:.2f} busy (/proc/stat over {seen['interval_s']:g} s)")
+    if need > seen["usable_cores"]:
+        return f"the race needs {need} cores and this process may use {seen['usable_cores']}"
     return None
