@@ -2,7 +2,8 @@
 
     python scripts/bench_ppo_processes.py [--epochs ppo_bipedal=1 ppo_lunarlander=4] [--procs 1 2]
 
-Each config runs ``--epochs`` epochs (no final test) at each process count, the counts
+Each config runs ``--epochs`` epochs (no final test; ``CONFIG=EPOCHS:STEPS`` shortens its
+epochs to STEPS env steps, which scales the rollout and the minibatch update alike) at each process count, the counts
 alternating from config to config; the table gives, from the run file's ``/timing``
 (rank 0, mean over the epochs), the seconds
 per epoch, its rollout (which the processes split) and the rest (values, GAE, the
@@ -22,12 +23,12 @@ from pathlib import Path
 import numpy as np
 
 
-def one(config: str, epochs: int, procs: int, tmp: Path) -> dict:
+def one(config: str, epochs: int, steps: str, procs: int, tmp: Path) -> dict:
     from synapto.store import PPORun
 
     out = tmp / f"{config}_{procs}.h5"
     cmd = [sys.executable, "-m", "synapto", "ppo", "--config", config, "--epochs", str(epochs), "--test-episodes",
-           "0", "--cpu", str(procs), "--out", str(out), "--force"]
+           "0", "--cpu", str(procs), "--out", str(out), "--force", *(["--steps-per-epoch", steps] if steps else [])]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with PPORun(out) as run:
         epoch, rollout = run.timing("epoch"), run.timing("rollout")
@@ -37,15 +38,16 @@ def one(config: str, epochs: int, procs: int, tmp: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"], help="CONFIG=EPOCHS")
+    ap.add_argument("--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"], help="CONFIG=EPOCHS[:STEPS_PER_EPOCH]")
     ap.add_argument("--procs", nargs="+", type=int, default=[1, 2])
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, item in enumerate(args.epochs):
-            config, _, epochs = item.partition("=")
+            config, _, rest = item.partition("=")
+            epochs, _, steps = rest.partition(":")
             for p in (args.procs if i % 2 == 0 else args.procs[::-1]):
-                rows.append(one(config, int(epochs), p, Path(tmp)))
+                rows.append(one(config, int(epochs), steps, p, Path(tmp)))
     print("| config | processes | s / epoch | rollout | rest (serial) | epoch rate vs 1 process | load after |")
     print("|:---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
