@@ -117,10 +117,12 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("race")
     def bench_race(
-        evolve_config: Annotated[list[str], typer.Option(help="Evolution config of a task (repeatable; a "
-                                                               "centre strategy: openai-es, pgpe, cmaes, ars).")],
-        ppo_config: Annotated[list[str], typer.Option(help="PPO config of the same task (repeatable, paired "
-                                                           "in order with --evolve-config).")],
+        evolve_config: Annotated[Optional[list[str]], typer.Option(
+            help="Evolution config of a task (repeatable; a centre strategy: openai-es, pgpe, cmaes, ars).",
+            show_default="none, required")] = None,
+        ppo_config: Annotated[Optional[list[str]], typer.Option(
+            help="PPO config of the same task (repeatable, paired in order with --evolve-config).",
+            show_default="none, required")] = None,
         workers: Annotated[int, typer.Option(help="Evolution's workers W: both methods get W + 1 cores.")] = 1,
         seeds: Annotated[Optional[list[int]], typer.Option(help="Seeds, each a race of both methods.",
                                                            show_default="1")] = None,
@@ -152,7 +154,8 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--max-busy and --coordinator-us must be >= 0, got {max_busy} and {coordinator_us}")
         thresholds = parse_thresholds(threshold or [])
         check_out_dir(out_dir)
-        tasks = plan(list(evolve_config), list(ppo_config), workers)
+        evolve_config, ppo_config = list(evolve_config or []), list(ppo_config or [])
+        tasks = plan(evolve_config, ppo_config, workers)
         for t in tasks:
             if t["task"] not in thresholds:
                 raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
