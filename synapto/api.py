@@ -84,17 +84,21 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     try:
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               bufsize=1) as proc:
-            for line in proc.stdout:
-                line = line.rstrip("\n")
-                if line.startswith(REPORT_MARK):
-                    data = json.loads(line[len(REPORT_MARK):])
-                    report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
-                                              data["elapsed"], Path(out), config)
-                    for callback in callbacks:
-                        callback(report)
-                    continue
-                log(line)
-                tail = (tail + [line])[-20:]
+            try:
+                for line in proc.stdout:
+                    line = line.rstrip("\n")
+                    if line.startswith(REPORT_MARK):
+                        data = json.loads(line[len(REPORT_MARK):])
+                        report = GenerationReport(data["generation"], data["stats"], data["timing"],
+                                                  data["env_steps"], data["elapsed"], Path(out), config)
+                        for callback in callbacks:
+                            callback(report)
+                        continue
+                    log(line)
+                    tail = (tail + [line])[-20:]
+            except BaseException:  # a callback that raises (a pruned trial: synapto.tune) ends the MPI job
+                proc.terminate()
+                raise
             rc = proc.wait()
     finally:
         close_all(callbacks)

@@ -397,6 +397,7 @@ def _register_optional() -> None:
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.viz.cli import register as viz_register
+    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
 
     envs_register(bench_app)
     nn_register(bench_app)
@@ -408,7 +409,8 @@ def _register_optional() -> None:
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
-    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
+    tune_register(app)
+    MULTI_VALUE_OPTIONS.update({*tune_multi, "--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
                                 *sparsity_multi})
 
 
