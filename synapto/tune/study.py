@@ -21,6 +21,7 @@ rerun trial shifts.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import optuna
@@ -42,20 +43,25 @@ def storage_url(study: str) -> str:
 
 def open_storage(study: str, heartbeat: int = 60):
     """Optuna's RDB storage of ``--study``, with heartbeats and the requeue of stale trials."""
-    from optuna.storages import RDBStorage
-
     import inspect
     import warnings
+
+    from optuna.storages import RDBStorage
 
     stale = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in inspect.signature(
         RDBStorage).parameters else "failed_trial_callback"  # the name before Optuna 4.9
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    try:
-        return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
-                          **{stale: requeue})
-    except Exception as exc:  # a URL Optuna cannot open: a bad scheme, host or file
-        raise UsageError(f"--study {study!r} cannot be opened as a study database ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    for attempt in range(5):
+        try:
+            return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
+                              **{stale: requeue})
+        except Exception as exc:  # a URL Optuna cannot open: a bad scheme, host or file
+            if "already exists" in str(exc) and attempt < 4:  # another process is making the same tables
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise UsageError(f"--study {study!r} cannot be opened as a study database "
+                             f"({type(exc).__name__}: {first})") from None
 
 
 def make_pruner(name: str, milestones: int):
