@@ -4,8 +4,8 @@ Storage: ``--study FILE.db`` is SQLite through Optuna's RDB storage (``sqlite://
 any URL Optuna accepts (``postgresql://...``, ``mysql://...``) is used as given.  Several
 ``tune`` processes (on one machine, or Slurm jobs on many sharing a database server or a
 SQLite file on a file system with working locks) given the same command share the study:
-each asks Optuna for the next trial, and each stops when the finished and running trials
-reach ``--trials``.
+each asks Optuna for the next trial, and each stops when ``--trials`` trials are finished
+(waiting for the last ones, which run elsewhere, and rerunning any whose process died).
 
 Crashes.  Every trial records its process (``host:pid:start time``) and beats a heartbeat
 into the database.  A trial left RUNNING by a process that is gone -- found at once on the
@@ -117,16 +117,21 @@ def counts(study) -> tuple[int, int]:
 
 
 def run_trials(study, objective, n_trials: int, sampler_seed: int, log) -> None:
-    """Add trials until ``n_trials`` are finished or running (any process)."""
+    """Add trials until ``n_trials`` are finished (in any process); when the rest are running
+    elsewhere, wait for them, rerunning any whose process died."""
     from synapto.seeding import sampler_seed as seed_for
 
-    recovered = recover_local(study)
-    if recovered:
-        log(f"{recovered} interrupted trial(s) marked failed and queued to run again")
     while True:
+        recovered = recover_local(study)
+        if recovered:
+            log(f"{recovered} interrupted trial(s) marked failed and queued to run again")
         finished, running = counts(study)
-        if finished + running >= n_trials:
+        if finished >= n_trials:
             return
+        if finished + running >= n_trials:  # the last trials run elsewhere: wait for them (or their end)
+            optuna.storages.fail_stale_trials(study)
+            time.sleep(2.0)
+            continue
         study.sampler = optuna.samplers.TPESampler(seed=seed_for(sampler_seed, finished))
         try:
             study.optimize(objective, n_trials=1, catch=())

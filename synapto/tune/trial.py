@@ -84,10 +84,10 @@ class Objective:
 
         self.current = trial
         t0 = time.perf_counter()
+        trial.set_user_attr("host_pid", process_token())  # first: a trial with params names its process
         params = self.space.suggest(trial)
         run_dir = trial.user_attrs.get("run_dir", str(trial.number))
         trial.set_user_attr("run_dir", run_dir)
-        trial.set_user_attr("host_pid", process_token())
         values = with_params(self.base, params)
         self.log(f"trial {trial.number}: {params}")
         history: list[list[float]] = []
