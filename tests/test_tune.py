@@ -89,15 +89,20 @@ def test_without_optuna_tune_names_its_extra(capsys, tmp_path, base, monkeypatch
     assert code == 2 and len(err.strip().splitlines()) == 1 and "synapto-evo[tune]" in err, err
 
 
-def test_the_shipped_study_is_found_by_name_and_in_sync():
+SPACES = sorted((ROOT / "experiments" / "spaces").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
+def test_each_shipped_space_is_found_by_name_fits_its_config_and_is_in_sync(path):
+    """experiments/spaces/NAME.toml samples experiments/NAME.toml; both are reachable by name."""
     from synapto.tune.base import load_base
     from synapto.tune.space import check_space, load_space
 
-    space = load_space("cartpole")
-    check_space(space, load_base("cartpole"))
-    assert {p.name for p in space.params} >= {"lr"} and 1000 not in space.benchmark_seeds
-    shipped = ROOT / "synapto" / "experiments" / "spaces" / "cartpole.toml"
-    assert shipped.read_text() == (ROOT / "experiments" / "spaces" / "cartpole.toml").read_text()
+    space = load_space(path.stem)
+    check_space(space, load_base(path.stem))
+    assert space.params and 1000 not in space.benchmark_seeds
+    shipped = ROOT / "synapto" / "experiments" / "spaces" / path.name
+    assert shipped.read_text() == path.read_text()
 
 
 @pytest.mark.slow
