@@ -187,3 +187,10 @@ def test_kill_9_then_the_same_command_equals_an_uninterrupted_study(capsys, tmp_
     assert len(finished(str(db))) == 4 and _study_key(db) == _study_key(tmp_path / "a.db")
     states = [t.state.name for t in optuna.load_study(study_name=None, storage=f"sqlite:///{db}").trials]
     assert states.count("FAIL") == 1 and "RUNNING" not in states
+
+
+def test_a_ppo_config_is_refused_in_one_line(capsys, tmp_path):
+    code, _, err = tune(capsys, "--config", "ppo_lunarlander", "--space", "cartpole", "--seeds", 1000, "--study",
+                        tmp_path / "s.db")
+    assert code == 2 and "is a PPO config" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "s.db").exists()

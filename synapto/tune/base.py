@@ -35,7 +35,12 @@ def load_base(path) -> dict[str, Any]:
     from synapto.config import load_toml
     from synapto.options import strategy_options, table
 
-    values = load_toml(path, set(EVOLVE_KEYS))
+    try:
+        values = load_toml(path, set(EVOLVE_KEYS))
+    except UsageError:
+        if _is_ppo(path):
+            raise UsageError(f"--config {str(path)!r} is a PPO config: tune searches evolve configs only") from None
+        raise
     for key in ("seed", "out", "workers", "task_timeout"):
         values.pop(key, None)
     if list(values.get("hidden", ())) == [0]:
@@ -44,6 +49,16 @@ def load_base(path) -> dict[str, Any]:
     for key in ("agent_options", "env_options"):
         values[key] = table(values, key)
     return values
+
+
+def _is_ppo(path) -> bool:
+    from synapto.ppo.config import load_ppo_toml
+
+    try:
+        load_ppo_toml(path)
+    except UsageError:
+        return False
+    return True
 
 
 def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
