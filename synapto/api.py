@@ -89,8 +89,8 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
                               bufsize=1) as proc:
             try:
                 tail = _follow(proc, config, out, log, callbacks)
-            except BaseException:
-                proc.terminate()  # a callback failed: the child's output has no reader any more
+            except BaseException:  # a callback that raises (a pruned trial: synapto.tune) ends the MPI job
+                proc.terminate()
                 raise
             rc = proc.wait()
     finally:

@@ -419,6 +419,7 @@ def _register_optional() -> None:
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.viz.cli import register as viz_register
+    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
 
     envs_register(bench_app)
     nn_register(bench_app)
@@ -431,8 +432,9 @@ def _register_optional() -> None:
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
+    tune_register(app)
     MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
-                                *sparsity_multi, *race_multi})
+                                *sparsity_multi, *race_multi, *tune_multi})
 
 
 _register_optional()

@@ -26,6 +26,7 @@ class Stream(IntEnum):
     PPO_TEST = 6  #: PPO policy test episodes
     SELECT = 7  #: the final selection episodes of the champion's candidates
     TUNE = 8  #: scoring champions of tuning runs (scripts/tune_score.py); no run draws from it
+    SAMPLER = 9  #: ``synapto tune``: the Optuna sampler's seed before each new trial
 
 
 def check_run_seed(seed: int) -> int:
@@ -158,3 +159,10 @@ def validation_seeds(run_seed: int, generation: int, episodes: int) -> np.ndarra
 def tuning_seeds(run_seed: int, episodes: int) -> np.ndarray:
     """Seeds of the episodes that score a tuning run's champion (a stream no run uses)."""
     return episode_seeds(run_seed, Stream.TUNE, (), episodes)
+
+
+def sampler_seed(study_seed: int, finished: int) -> int:
+    """``synapto tune``'s sampler seed for the trial asked after ``finished`` finished trials: a
+    rerun of a killed study samples what the uninterrupted one would (numpy's RandomState
+    inside Optuna's samplers takes seeds below 2**32)."""
+    return int_seed(study_seed, Stream.SAMPLER, finished) & 0xFFFFFFFF

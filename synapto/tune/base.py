@@ -1,0 +1,90 @@
+"""The base config of a study, and a trial's config: the base with sampled values.
+
+A base config is an ``evolve`` TOML (a file or a shipped config's name).  Its values are
+read as ``evolve --config`` reads them (:mod:`synapto.config`, :mod:`synapto.options`):
+the strategy's shorthands (``sigma``, ``lr``, ``prune``, ``mutation_std``) go into
+``strategy_options``.  A sampled value named ``strategy_options.KEY``,
+``agent_options.KEY`` or ``env_options.KEY`` sets that table's option; any other name sets
+the run option itself.  Trials never run the test stream: their ``test_episodes`` is 0.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from synapto.errors import UsageError
+
+#: the option tables a sampled name may reach into (``strategy_options.init_std``)
+TABLES = ("strategy_options", "agent_options", "env_options")
+#: options a study never samples: which seeds run, where, and the test that must stay unseen
+NOT_TUNED = ("seed", "out", "workers", "task_timeout", "test_episodes")
+
+
+def tunable_names() -> list[str]:
+    """The run options a space may name directly (the rest through :data:`TABLES`)."""
+    from synapto.cli import EVOLVE_KEYS
+
+    return sorted(set(EVOLVE_KEYS) - set(NOT_TUNED) - set(TABLES))
+
+
+def load_base(path) -> dict[str, Any]:
+    """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
+    ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
+    from synapto.cli import EVOLVE_KEYS
+    from synapto.config import load_toml
+    from synapto.options import strategy_options, table
+
+    try:
+        values = load_toml(path, set(EVOLVE_KEYS))
+    except UsageError:
+        if _is_ppo(path):
+            raise UsageError(f"--config {str(path)!r} is a PPO config: tune searches evolve configs only") from None
+        raise
+    for key in ("seed", "out", "workers", "task_timeout"):
+        values.pop(key, None)
+    if list(values.get("hidden", ())) == [0]:
+        values["hidden"] = []
+    values["strategy_options"] = strategy_options(values, None)
+    for key in ("agent_options", "env_options"):
+        values[key] = table(values, key)
+    return values
+
+
+def _is_ppo(path) -> bool:
+    from synapto.ppo.config import load_ppo_toml
+
+    try:
+        load_ppo_toml(path)
+    except UsageError:
+        return False
+    return True
+
+
+def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with each sampled ``name = value`` of ``params`` set."""
+    from synapto.options import STRATEGY_SHORTHANDS
+
+    values = copy.deepcopy(dict(base))
+    for name, value in params.items():
+        table, dot, key = name.partition(".")
+        if dot:
+            values[table][key] = value
+        elif name in STRATEGY_SHORTHANDS:
+            values["strategy_options"][name] = value
+        else:
+            values[name] = value
+    if "prune" in values["strategy_options"] and isinstance(values["strategy_options"]["prune"], str):
+        values["strategy_options"]["prune"] = values["strategy_options"]["prune"].lower() == "on"
+    return values
+
+
+def trial_config(values: Mapping[str, Any], seed: int):
+    """The :class:`EvolveConfig` a trial runs on tuning seed ``seed`` (no test episodes)."""
+    from synapto.evolution.config import EvolveConfig
+
+    try:
+        return EvolveConfig(**{**values, "hidden": tuple(values.get("hidden", (8, 8))), "seed": seed,
+                               "test_episodes": 0})
+    except TypeError as exc:
+        raise UsageError(f"bad option value: {exc}") from None

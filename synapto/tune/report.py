@@ -1,0 +1,119 @@
+"""``tune --report FILE.db``: the table of trials, what pruning saved, the tuning layer's
+overhead, and the parameter-importance and history plots (matplotlib, the plot extra)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from synapto.errors import UsageError
+
+REMINDER = ("reminder: these scores are on tuning seeds; score the chosen setting on seeds never used in "
+            "tuning (the space's benchmark_seeds) before quoting it")
+
+
+def load(storage, name: str | None):
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    if not names:
+        raise UsageError("--report: the database holds no study")
+    if name is None and len(names) > 1:
+        raise UsageError(f"--report: the database holds several studies ({', '.join(names)}): give --study-name")
+    name = name or names[0]
+    if name not in names:
+        raise UsageError(f"--report: no study {name!r} in the database; it holds {', '.join(names)}")
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def table(study) -> list[str]:
+    names = sorted({k for t in study.trials for k in t.params})
+    head = f"{'trial':>5}  {'state':<8} {'score':>9} {'env steps':>11} {'wall s':>8}  " + "  ".join(names)
+    rows = [head]
+    for t in study.trials:
+        value = f"{t.value:9.2f}" if t.value is not None else f"{'-':>9}"
+        steps = t.user_attrs.get("env_steps")
+        wall = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else math.nan
+        params = "  ".join(_short(t.params.get(n)) for n in names)
+        rows.append(f"{t.number:>5}  {t.state.name:<8} {value} {steps if steps is not None else '-':>11} "
+                    f"{wall:8.1f}  {params}")
+    return rows
+
+
+def _short(v) -> str:
+    return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def savings(study) -> str | None:
+    """Env steps spent against running every finished trial to the end."""
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE and "env_steps" in t.user_attrs]
+    finished = [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    if not done:
+        return None
+    spent = sum(int(t.user_attrs.get("env_steps", 0)) for t in finished)
+    full = float(np.mean([t.user_attrs["env_steps"] for t in done])) * len(finished)
+    pruned = sum(t.state == TrialState.PRUNED for t in finished)
+    return (f"env steps: {spent:,} spent on {len(finished)} finished trials ({pruned} pruned); running every one "
+            f"to the end: about {full:,.0f} ({full / max(spent, 1):.2f}x what was spent)")
+
+
+def overhead(study) -> str | None:
+    """The tuning layer's time per trial: trial wall time minus the runs and the scoring."""
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE and "run_wall" in t.user_attrs]
+    done = [t for t in done if t.user_attrs["run_wall"] > 0]  # trials whose runs all ran
+    if not done:
+        return None
+    walls = np.array([(t.datetime_complete - t.datetime_start).total_seconds() for t in done])
+    layer = walls - np.array([t.user_attrs["run_wall"] + t.user_attrs["score_wall"] for t in done])
+    return (f"tuning layer: {np.median(layer):.3f} s per trial (median of {len(done)}), "
+            f"{100 * np.median(layer / walls):.2f} % of a trial's wall time")
+
+
+def plots(study, stem: Path) -> list[Path]:
+    """The history and parameter-importance plots, ``<stem>.history.png`` and ``.importance.png``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--report's plots need matplotlib: pip install 'synapto-evo[plot]'") from None
+    from optuna.visualization import matplotlib as ovm
+
+    import warnings
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    out = []
+    ax = ovm.plot_optimization_history(study)
+    path = stem.with_name(stem.name + ".history.png")
+    ax.figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(ax.figure)
+    out.append(path)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    if len(complete) >= 2 and complete[0].params:
+        from optuna.importance import PedAnovaImportanceEvaluator
+
+        ax = ovm.plot_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
+        path = stem.with_name(stem.name + ".importance.png")
+        ax.figure.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(ax.figure)
+        out.append(path)
+    return out
+
+
+def report(storage, name: str | None, stem: Path, log) -> None:
+    study = load(storage, name)
+    for row in table(study):
+        log(row)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    if complete:
+        best = study.best_trial
+        log(f"best: trial {best.number}, tuning score {best.value:.2f}, {best.params}")
+    for line in (savings(study), overhead(study)):
+        if line:
+            log(line)
+    for path in plots(study, stem):
+        log(f"wrote {path}")
+    log(REMINDER)

@@ -1,0 +1,196 @@
+"""One trial: the base config with the sampled values, run on every tuning seed, scored on
+the TUNE stream; validation means go to the pruner at fixed env-step milestones.
+
+Milestones: a run of ``max_env_steps`` M has ``milestones`` K checkpoints at k M / K env
+steps (training + validation, k = 1..K).  The value at milestone k is the mean of the
+generations' validation means (the population mean where validation is off) since the
+milestone before; on the s-th seed (0-based) the trial reports, at step s M + k M / K, the
+mean of that value over seeds 0..s.  Every trial thus reports at the same steps (the env
+steps it has spent), on the same seeds in the same order, and the pruner compares like
+with like.  The hook is an evolution callback (:mod:`synapto.evolution.callbacks`): the
+loop is unchanged; a pruned trial's run stops at the generation that reported.
+
+Run files: ``TRIALS/<n>/s<seed>.h5`` where ``n`` is the trial's number (a trial rerun after
+a crash keeps the folder of the trial it reruns).  A seed whose run file is finished and
+was run with the same config is not run again: its rows are reported from the file.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import UsageError
+
+
+class MilestoneReporter:
+    """An evolution callback that reports a trial's intermediate values to Optuna."""
+
+    def __init__(self, trial, seed_index: int, max_env_steps: int, milestones: int, history: list[list[float]],
+                 steps_done: int = 0):
+        self.trial, self.s, self.m, self.k_total = trial, seed_index, max_env_steps, milestones
+        self.steps_done = steps_done  #: env steps of the trial's earlier seeds
+        self.history = history  #: history[s][k]: seed s's value at milestone k
+        self.values: list[float] = []
+        self.window: list[float] = []
+        self.env_steps = 0
+        self.last = -1e300  #: the value of the last milestone (-1e300: no finite value yet)
+        history.append(self.values)
+
+    def milestone_steps(self, k: int) -> int:
+        return -(-self.m * (k + 1) // self.k_total)
+
+    def __call__(self, report) -> None:
+        self.see(report.env_steps, report.stats)
+
+    def see(self, env_steps: int, stats) -> None:
+        """One generation's cumulative env steps and stats row; raises ``optuna.TrialPruned``."""
+        import optuna
+
+        self.env_steps = int(env_steps)
+        value = stats.get("validation_mean", math.nan)
+        self.window.append(float(value if math.isfinite(value) else stats["pop_mean"]))
+        while len(self.values) < self.k_total and env_steps >= self.milestone_steps(len(self.values)):
+            k = len(self.values)
+            if self.window:  # a generation that passes several milestones gives them one value
+                finite = [v for v in self.window if math.isfinite(v)]
+                self.last = float(np.mean(finite)) if finite else -1e300
+                self.window = []
+            self.values.append(self.last)
+            mean = float(np.mean([h[k] for h in self.history]))
+            self.trial.report(mean, self.s * self.m + self.milestone_steps(k))
+            if self.trial.should_prune():
+                self.trial.set_user_attr("env_steps", self.steps_done + self.env_steps)
+                raise optuna.TrialPruned(f"pruned at milestone {k + 1} of seed {self.s + 1}")
+
+
+class Objective:
+    """``study.optimize``'s function: a trial's tuning score (the mean over seeds)."""
+
+    def __init__(self, space, base: dict, seeds: list[int], trials_dir: Path, workers: int = 0,
+                 milestones: int = 10, score_episodes: int = 100, log=print):
+        self.space, self.base, self.seeds = space, base, list(seeds)
+        self.trials_dir, self.workers = Path(trials_dir), workers
+        self.milestones, self.score_episodes, self.log = milestones, score_episodes, log
+        self.current = None  #: the trial running now (for an interrupted one to be requeued)
+
+    def __call__(self, trial) -> float:
+        import optuna
+
+        from synapto.tune.base import trial_config, with_params
+
+        self.current = trial
+        t0 = time.perf_counter()
+        trial.set_user_attr("host_pid", process_token())  # first: a trial with params names its process
+        params = self.space.suggest(trial)
+        run_dir = trial.user_attrs.get("run_dir", str(trial.number))
+        trial.set_user_attr("run_dir", run_dir)
+        values = with_params(self.base, params)
+        self.log(f"trial {trial.number}: {params}")
+        history: list[list[float]] = []
+        scores, steps, run_wall, score_wall = [], 0, 0.0, 0.0
+        for s, seed in enumerate(self.seeds):
+            cfg = trial_config(values, seed)
+            out = self.trials_dir / run_dir / f"s{seed}.h5"
+            reporter = MilestoneReporter(trial, s, cfg.max_env_steps, self.milestones, history, steps)
+            try:
+                run_wall += self._run(cfg, out, reporter)
+            except optuna.TrialPruned as exc:
+                self.log(f"trial {trial.number}: {exc}")
+                raise
+            t1 = time.perf_counter()
+            result = _score(out, self.score_episodes)
+            score_wall += time.perf_counter() - t1
+            scores.append(result.score)
+            steps += result.env_steps
+        value = float(np.mean(scores))
+        for key, v in (("scores", scores), ("env_steps", steps), ("run_wall", run_wall), ("score_wall", score_wall),
+                       ("trial_wall", time.perf_counter() - t0)):
+            trial.set_user_attr(key, v)
+        self.log(f"trial {trial.number}: tuning score {value:.2f} (seeds {', '.join(f'{x:.1f}' for x in scores)})")
+        return value
+
+    def _run(self, cfg, out: Path, reporter: MilestoneReporter) -> float:
+        """Run (or reuse) one seed's run file; returns the run's wall time."""
+        from synapto.api import evolve
+        from synapto.logs import debug
+
+        if _finished_with(out, cfg):
+            _replay_rows(out, reporter)
+            return 0.0
+        out.parent.mkdir(parents=True, exist_ok=True)
+        callbacks = [reporter] if cfg.max_env_steps else []
+        summary = evolve(cfg, out, workers=self.workers, force=True, log=debug, callbacks=callbacks)
+        return summary.wall
+
+
+def _score(out: Path, episodes: int):
+    from synapto.tune.score import score_run
+
+    return score_run(out, episodes)
+
+
+def _finished_with(out: Path, cfg) -> bool:
+    """Whether ``out`` is a finished run of exactly ``cfg``."""
+    from synapto.evolution.config import EvolveConfig
+    from synapto.store import RunData
+
+    if not out.exists():
+        return False
+    try:
+        with RunData(out, kind="evolve") as run:
+            return bool(run.finished) and EvolveConfig.from_json(run.config_json) == cfg
+    except (UsageError, OSError):
+        return False
+
+
+def _replay_rows(out: Path, reporter: MilestoneReporter) -> None:
+    """Report a finished run's generations from its file, as its callbacks saw them."""
+    from synapto.store import RunData
+
+    with RunData(out, kind="evolve") as run:
+        steps = run.stats("env_steps") + run.stats("validation_env_steps")
+        val, pop = run.stats("validation_mean"), run.stats("pop_mean")
+    if reporter.m:
+        for g in range(len(steps)):
+            reporter.see(int(steps[g]), {"validation_mean": float(val[g]), "pop_mean": float(pop[g])})
+
+
+def process_token() -> str:
+    """``host:pid:start`` of this process: a RUNNING trial whose process is gone is stale."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), so that a reused pid is
+    not taken for the process that died; '' where /proc is not there."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text.rsplit(")", 1)[1].split()[19]
+
+
+def token_alive(token: str) -> bool | None:
+    """Whether the process of ``token`` still runs: None when it ran on another host."""
+    import os
+    import socket
+
+    host, _, rest = token.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _start_time(pid) == start
