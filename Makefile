@@ -17,7 +17,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,dev]"
+	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,onnx,dev]"
 	touch $@
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot or mujoco extra (installed above) fails the tests instead of skipping them
