@@ -105,25 +105,25 @@ class LoadedPolicy(_Exportable):
         from synapto.evolution.obs_norm import CLIP
         from synapto.policy_export import Layer, Network
 
-        agent, g = self.agent, self.genome
+        agent = self.agent
         if isinstance(agent, HebbianDAG) and agent.options["neuromodulate"]:
             raise UsageError("a plastic hebbian-dag (neuromodulate = true) changes its weights every step; "
                              "export takes pruned-mlp, static hebbian-dag and PPO policies")
-        if isinstance(agent, PrunedMLP):
-            mats = [g[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
-            layers = [Layer(w, None, "previous", "tanh") for w in mats[:-1]] + [Layer(mats[-1], None, "previous",
-                                                                                        "identity")]
-            start = 0
-        elif isinstance(agent, HebbianDAG):
-            layers = [Layer(g[s].reshape(shape), None, "all", "tanh") for s, shape in zip(agent._slices, agent._shapes)]
-            start = 1
-        else:
+        if not isinstance(agent, (PrunedMLP, HebbianDAG)):
             raise UsageError(f"export takes pruned-mlp, static hebbian-dag and PPO policies, not agent "
                              f"{self.config.agent!r}")
-        space = agent.space
-        bounds = None if space.discrete else agent._bounds
+        layout = agent.layout()
+        layers = []
+        for target in range(1, len(layout.sizes)):
+            blocks = sorted((b for b in layout.blocks if b.target == target), key=lambda b: b.source)
+            weight = np.vstack([self.genome[b.index].reshape(b.shape) for b in blocks])
+            last = target == len(layout.sizes) - 1
+            layers.append(Layer(weight, None, "previous" if [b.source for b in blocks] == [target - 1] else "all",
+                                "identity" if last and isinstance(agent, PrunedMLP) else "tanh"))
+        space, bounds = agent.space, agent.action_bounds
         head = "argmax" if space.discrete else "tanh" if bounds is None else "tanh-scaled"
-        return Network(space.obs_dim, space.act_dim, tuple(layers), head, "float64", self.obs_norm, CLIP, start,
+        return Network(space.obs_dim, space.act_dim, tuple(layers), head, "float64", self.obs_norm, CLIP,
+                       1 if layout.modulation_unit else 0,
                        None if bounds is None else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)))
 
 
