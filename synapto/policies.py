@@ -124,7 +124,7 @@ class LoadedPolicy(_Exportable):
         head = "argmax" if space.discrete else "tanh" if bounds is None else "tanh-scaled"
         return Network(space.obs_dim, space.act_dim, tuple(layers), head, "float64", self.obs_norm, CLIP,
                        1 if layout.modulation_unit else 0,
-                       None if bounds is None else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)))
+                       None if bounds is None else tuple(np.asarray(b, np.float64) for b in bounds))
 
 
 @dataclass
@@ -238,4 +238,5 @@ def _load_ppo(path: Path, which: str) -> PPOPolicy:
     seeds = np.zeros(0, np.int64) if test is None else np.asarray(test["seeds"], np.int64)
     returns = np.zeros(0) if test is None else np.asarray(test["returns"], np.float64)
     fitness, on = (float(returns.mean()), "test") if returns.size else (last_return, "training")
-    return PPOPolicy(cfg, pi, label, *dims, norm, seeds, returns, fitness, on, f"PPO {list(cfg.hid)}, parameters {label}")
+    return PPOPolicy(cfg, pi, label, *dims, norm, seeds, returns, fitness, on,
+                     f"PPO {list(cfg.hid)}, parameters {label}")
