@@ -10,14 +10,14 @@ WORKERS ?= 2
 CONFIG  ?= quickstart
 FORCE   ?= --force
 
-.PHONY: install test test-fast evolve clean
+.PHONY: install test test-fast evolve clean wheel
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,dev]"
+	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,onnx,dev]"
 	touch $@
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot or mujoco extra (installed above) fails the tests instead of skipping them
@@ -40,8 +40,14 @@ test-slurm: install
 evolve: install
 	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS) $(FORCE)
 
+# A wheel to install synapto outside a checkout (README "synapto is not on a package index yet"):
+# dist/synapto_evo-<version>-py3-none-any.whl, the shipped configs and the Slurm script inside.
+wheel: install
+	rm -rf build
+	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
 
 # PPO benchmark: the origin's Spinning Up run (BipedalWalker-v3, hid 32 32, gamma 0.999,
 # seeds 13 42 1337) at each process count in PROCS; the defaults take ~10 minutes on

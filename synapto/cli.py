@@ -21,7 +21,9 @@ from synapto.logs import say
 from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
 from synapto.parallel.launch import env_rank
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+#: -h works as --help, for every command (click hands help_option_names down to subcommands)
+HELP = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP)
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
 app.add_typer(bench_app, name="bench")
 
@@ -405,6 +407,21 @@ def replay(
     raise typer.Exit(0 if ok else 1)
 
 
+@app.command("slurm-script")
+def slurm_script(
+    python: Annotated[Optional[str], typer.Option(help="The Python the job runs synapto with (PY).",
+                                                  show_default="this Python")] = None,
+):
+    """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5
+    sbatch job.sh): a requeued or resubmitted job resumes its run file."""
+    import shlex
+    from importlib import resources
+
+    text = (resources.files("synapto") / "slurm_evolve.sh").read_text()
+    default = "PY=${PY:-.venv/bin/python}"
+    typer.echo(text.replace(default, f"PY=${{PY:-{shlex.quote(python or sys.executable)}}}", 1), nl=False)
+
+
 def _register_optional() -> None:
     """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, race, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
@@ -463,9 +480,15 @@ def _finish(code) -> None:
         farm.abort_if_abandoned(code)
 
 
+def dashed(argv: list[str]) -> list[str]:
+    """``--steps_per_epoch`` is ``--steps-per-epoch`` (Spinning Up's spellings, for every command)."""
+    return [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):] if a.startswith("--") else a
+            for a in argv]
+
+
 def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    argv = hoist_global_flags(expand_multi(list(argv), MULTI_VALUE_OPTIONS))
+    argv = hoist_global_flags(expand_multi(dashed(list(argv)), MULTI_VALUE_OPTIONS))
     try:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:

@@ -1,7 +1,7 @@
 """Gymnasium environments: creation, space checks, friendly errors, and a run's env options.
 
 MuJoCo tasks (``HalfCheetah-v5``, ``Hopper-v5``, ...) need the ``mujoco`` extra
-(``pip install -e .[mujoco]``, which ``make install`` does); without it their ids stop
+(``pip install 'synapto-evo[mujoco]'``, which ``make install`` does); without it their ids stop
 with one line naming it.
 """
 
@@ -112,7 +112,7 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
             raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
         raise
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
-        extra = " (the mujoco extra: pip install -e .[mujoco])" if _is_mujoco(gym, env_id) else ""
+        extra = " (the mujoco extra: pip install 'synapto-evo[mujoco]'; in a checkout: make install)" if _is_mujoco(gym, env_id) else ""
         raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None

@@ -199,6 +199,11 @@ class Agent(ABC):
         return ActionMap(self)
 
     @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(low, high)`` that :meth:`output_to_action` scales to, or None (Discrete, or [-1, 1])."""
+        return None if self.space.discrete else self._bounds
+
+    @property
     def _bounds(self):
         cached = self.__dict__.get("_bounds_cache", False)
         if cached is not False:

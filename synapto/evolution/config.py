@@ -144,6 +144,15 @@ class EvolveConfig:
         return strategy_class(self.strategy).check_options(self.strategy_options)
 
     @classmethod
+    def from_toml(cls, path, **overrides) -> "EvolveConfig":
+        """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
+        as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
+        file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
+        from synapto.config import evolve_config
+
+        return evolve_config(path, overrides)
+
+    @classmethod
     def from_json(cls, text: str) -> "EvolveConfig":
         data = json.loads(text)
         if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format

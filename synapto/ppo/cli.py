@@ -2,7 +2,7 @@
 
 :func:`register` adds the commands to synapto's typer apps.  Option names and
 defaults follow Spinning Up (``python -m spinup.run ppo``), with its underscore
-spellings accepted too, so an origin command carries over::
+spellings accepted too (synapto's main() reads ``--a_b`` as ``--a-b``), so an origin command carries over::
 
     python -m synapto ppo --hid "[32,32]" --env BipedalWalker-v3 --exp_name x --gamma 0.999 \\
         --epochs 1000 --steps_per_epoch 40000 --seed 13 42 1337 --cpu 40
@@ -87,85 +87,126 @@ def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
 
 
 _P = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+#: ppo's help in panels: one table of 80 columns per panel stays readable
+PANELS = {"run": "The run", "ppo": "PPO", "norm": "Normalisation and initialisation", "exec": "Execution",
+          "track": "Tracking"}
 
 
 def ppo(
     ctx: typer.Context,
-    env: Annotated[str, typer.Option(help="Gymnasium environment id.")] = _P["env"],
+    env: Annotated[str, typer.Option(rich_help_panel=PANELS["run"], help="Gymnasium environment id.")] = _P["env"],
     hid: Annotated[list[str], typer.Option(
-        help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\".")] = \
+        rich_help_panel=PANELS["run"],
+                help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\".")] = \
         [str(h) for h in _P["hid"]],  # noqa: B006
-    gamma: Annotated[float, typer.Option(help="Discount factor.")] = _P["gamma"],
-    lam: Annotated[float, typer.Option(help="GAE lambda.")] = _P["lam"],
-    epochs: Annotated[int, typer.Option(help="Epochs to run (with --resume: the new total).")] = _P["epochs"],
+    gamma: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="Discount factor.")] = _P["gamma"],
+    lam: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="GAE lambda.")] = _P["lam"],
+    epochs: Annotated[int, typer.Option(rich_help_panel=PANELS["run"],
+            help="Epochs to run (with --resume: the new total).")] = _P["epochs"],
     steps_per_epoch: Annotated[int, typer.Option(
-        "--steps-per-epoch", "--steps_per_epoch",
-        help="Env steps per epoch over all ranks; each rank runs steps // ranks.")] = _P["steps_per_epoch"],
-    seed: Annotated[list[int], typer.Option(help="Run seed(s); several run one after another.")] = \
+        "--steps-per-epoch",
+        rich_help_panel=PANELS["run"],
+                help="Env steps per epoch over all ranks; each rank runs steps // ranks.")] = _P["steps_per_epoch"],
+    seed: Annotated[list[int], typer.Option(rich_help_panel=PANELS["run"],
+            help="Run seed(s); several run one after another.")] = \
         [_P["seed"]],  # noqa: B006
     cpu: Annotated[int, typer.Option(
-        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).")] = 1,
-    pi_lr: Annotated[float, typer.Option("--pi-lr", "--pi_lr", help="Policy learning rate (Adam).")] = _P["pi_lr"],
-    vf_lr: Annotated[float, typer.Option("--vf-lr", "--vf_lr", help="Value learning rate (Adam).")] = _P["vf_lr"],
+        rich_help_panel=PANELS["exec"],
+                help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).")] = 1,
+    pi_lr: Annotated[float, typer.Option("--pi-lr", rich_help_panel=PANELS["ppo"],
+            help="Policy learning rate (Adam).")] = _P["pi_lr"],
+    vf_lr: Annotated[float, typer.Option("--vf-lr", rich_help_panel=PANELS["ppo"],
+            help="Value learning rate (Adam).")] = _P["vf_lr"],
     train_pi_iters: Annotated[int, typer.Option(
-        "--train-pi-iters", "--train_pi_iters", help="Maximum policy steps per epoch.")] = _P["train_pi_iters"],
+        "--train-pi-iters", rich_help_panel=PANELS["ppo"],
+                help="Maximum policy steps per epoch.")] = _P["train_pi_iters"],
     train_v_iters: Annotated[int, typer.Option(
-        "--train-v-iters", "--train_v_iters", help="Value steps per epoch.")] = _P["train_v_iters"],
+        "--train-v-iters", rich_help_panel=PANELS["ppo"], help="Value steps per epoch.")] = _P["train_v_iters"],
     clip_ratio: Annotated[float, typer.Option(
-        "--clip-ratio", "--clip_ratio", help="PPO clip epsilon.")] = _P["clip_ratio"],
+        "--clip-ratio", rich_help_panel=PANELS["ppo"], help="PPO clip epsilon.")] = _P["clip_ratio"],
     target_kl: Annotated[float, typer.Option(
-        "--target-kl", "--target_kl", help="Stop policy steps when the KL exceeds 1.5 x this.")] = _P["target_kl"],
+        "--target-kl", rich_help_panel=PANELS["ppo"],
+                help="Stop policy steps when the KL exceeds 1.5 x this.")] = _P["target_kl"],
     max_ep_len: Annotated[Optional[int], typer.Option(
-        "--max-ep-len", "--max_ep_len",
-        help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
+        "--max-ep-len",
+        rich_help_panel=PANELS["ppo"],
+                help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
         show_default="the env's time limit, 1600 for BipedalWalker-v3")] = None,
     save_freq: Annotated[int, typer.Option(
-        "--save-freq", "--save_freq", help="Keep the parameters after epochs 0, N, 2N, ...")] = _P["save_freq"],
+        "--save-freq", rich_help_panel=PANELS["exec"],
+                help="Keep the parameters after epochs 0, N, 2N, ...")] = _P["save_freq"],
     exp_name: Annotated[Optional[str], typer.Option(
-        "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it).",
+        "--exp-name", rich_help_panel=PANELS["run"],
+                help="Experiment name in config.json (Spinning Up's plots group by it).",
         show_default="ppo_<env>")] = None,
-    dtype: Annotated[str, typer.Option(help="Network arithmetic: float32 or float64.")] = _P["dtype"],
-    n_envs: Annotated[int, typer.Option("--n-envs", help="Environments in all, split evenly over the processes (1: one per process).")]
+    dtype: Annotated[str, typer.Option(rich_help_panel=PANELS["exec"],
+                                       help="Network arithmetic: float32 or float64.")] = _P["dtype"],
+    n_envs: Annotated[int, typer.Option("--n-envs", rich_help_panel=PANELS["exec"],
+                                        help="Environments in all, split evenly over the processes (1: one per "
+                                             "process).")]
         = _P["n_envs"],
     obs_norm: Annotated[bool, typer.Option(
-        "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics.")] = _P["obs_norm"],
+        "--obs-norm/--no-obs-norm", rich_help_panel=PANELS["norm"],
+                help="Normalise observations by running statistics.")] = _P["obs_norm"],
     reward_scale: Annotated[bool, typer.Option(
         "--reward-scale/--no-reward-scale",
-        help="Divide rewards by the running std of the discounted return.")] = _P["reward_scale"],
+        rich_help_panel=PANELS["norm"],
+                help="Divide rewards by the running std of the discounted return.")] = _P["reward_scale"],
     lr_schedule: Annotated[str, typer.Option(
-        "--lr-schedule", help="constant, or linear (decay over the epochs).")] = _P["lr_schedule"],
+        "--lr-schedule", rich_help_panel=PANELS["ppo"],
+                help="constant, or linear (decay over the epochs).")] = _P["lr_schedule"],
     minibatch_size: Annotated[int, typer.Option(
-        "--minibatch-size", help="> 0: minibatch updates of this many steps (docs/ppo.md); 0: Spinning Up's "
+        "--minibatch-size", rich_help_panel=PANELS["ppo"],
+                help="> 0: minibatch updates of this many steps (docs/ppo.md); 0: Spinning Up's "
                                  "full-batch steps.")] = _P["minibatch_size"],
     update_epochs: Annotated[int, typer.Option(
-        "--update-epochs", help="Passes over an epoch's steps with --minibatch-size.")] = _P["update_epochs"],
-    ent_coef: Annotated[float, typer.Option("--ent-coef", help="Entropy bonus.")] = _P["ent_coef"],
+        "--update-epochs", rich_help_panel=PANELS["ppo"],
+                help="Passes over an epoch's steps with --minibatch-size.")] = _P["update_epochs"],
+    ent_coef: Annotated[float, typer.Option("--ent-coef", rich_help_panel=PANELS["ppo"],
+            help="Entropy bonus.")] = _P["ent_coef"],
     vf_coef: Annotated[float, typer.Option(
-        "--vf-coef", help="Value loss weight in the clipped gradient norm.")] = _P["vf_coef"],
+        "--vf-coef", rich_help_panel=PANELS["ppo"],
+                help="Value loss weight in the clipped gradient norm.")] = _P["vf_coef"],
     max_grad_norm: Annotated[float, typer.Option(
-        "--max-grad-norm", help="Clip a minibatch's gradient norm to this; 0: off.")] = _P["max_grad_norm"],
-    adam_eps: Annotated[float, typer.Option("--adam-eps", help="Adam's epsilon.")] = _P["adam_eps"],
+        "--max-grad-norm", rich_help_panel=PANELS["ppo"],
+                help="Clip a minibatch's gradient norm to this; 0: off.")] = _P["max_grad_norm"],
+    adam_eps: Annotated[float, typer.Option("--adam-eps", rich_help_panel=PANELS["ppo"],
+            help="Adam's epsilon.")] = _P["adam_eps"],
     log_std_init: Annotated[float, typer.Option(
-        "--log-std-init", help="Initial log std of a Gaussian policy.")] = _P["log_std_init"],
+        "--log-std-init", rich_help_panel=PANELS["ppo"],
+                help="Initial log std of a Gaussian policy.")] = _P["log_std_init"],
     ortho_init: Annotated[bool, typer.Option(
-        "--ortho-init/--no-ortho-init", help="Orthogonal initial weights.")] = _P["ortho_init"],
+        "--ortho-init/--no-ortho-init", rich_help_panel=PANELS["norm"],
+                help="Orthogonal initial weights.")] = _P["ortho_init"],
     test_episodes: Annotated[int, typer.Option(
-        "--test-episodes", help="Test the final policy on this many episodes into the run file.")]
+        "--test-episodes", rich_help_panel=PANELS["run"],
+                help="Test the final policy on this many episodes into the run file.")]
         = _P["test_episodes"],
     out: Annotated[Optional[Path], typer.Option(
-        help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
+        rich_help_panel=PANELS["run"],
+                help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5.",
         show_default="runs/ppo_<env>_s<seed>.h5")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
+        rich_help_panel=PANELS["run"],
+                help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
         show_default=False)] = None,
     resume: Annotated[Optional[Path], typer.Option(
-        help="Continue a stopped PPO run file bit-identically (same number of processes; "
+        rich_help_panel=PANELS["run"],
+                help="Continue a stopped PPO run file bit-identically (same number of processes; "
              "only --epochs and --cpu may be given).", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=PANELS["run"],
+            help="Overwrite existing output files.")] = False,
     check: Annotated[bool, typer.Option(
-        "--check", help="Check the options, the config and the output paths, print what would run, and exit "
+        "--check", rich_help_panel=PANELS["exec"],
+                help="Check the options, the config and the output paths, print what would run, and exit "
                         "without running or writing anything.")] = False,
+    tensorboard: Annotated[Optional[Path], typer.Option(
+        rich_help_panel=PANELS["track"], help="Write every epoch's statistics as TensorBoard scalars into this "
+                                              "folder (needs the tensorboard extra).", show_default="off")] = None,
+    live_log: Annotated[Optional[Path], typer.Option(
+        rich_help_panel=PANELS["track"], help="Append every epoch's statistics to this file as it runs: .csv or "
+                                              ".jsonl (column generation: the epoch).", show_default="off")] = None,
 ):
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
     from synapto.envs import space_info
@@ -193,6 +234,9 @@ def ppo(
     from synapto.ppo.threads import update_threads
 
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
+    from synapto.evolution.command import tracking_callbacks
+
+    callbacks = tracking_callbacks(tensorboard, live_log)  # evolution's trackers, one report per epoch
 
     if resume is not None:
         extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
@@ -264,7 +308,7 @@ def ppo(
         relaunch(size)
 
     for cfg, o in zip(configs, outs):
-        train(cfg, o, comm, resume=resume is not None, force=force, log=_log)
+        train(cfg, o, comm, resume=resume is not None, force=force, log=_log, callbacks=callbacks)
 
 
 def ppo_eval(
@@ -274,7 +318,7 @@ def ppo_eval(
         help="Which parameters: latest (final, else the last checkpoint), final, or an epoch number "
              "kept by --save-freq.")] = "latest",
     max_ep_len: Annotated[Optional[int], typer.Option(
-        "--max-ep-len", "--max_ep_len", help="Episode cap.", show_default="the run's")] = None,
+        "--max-ep-len", help="Episode cap.", show_default="the run's")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
     from synapto.ppo.evaluate import evaluate_run

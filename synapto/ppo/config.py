@@ -139,6 +139,14 @@ class PPOConfig:
         return 1.0 if self.lr_schedule == "constant" else 1.0 - epoch / self.epochs
 
     @classmethod
+    def from_toml(cls, path, **overrides) -> "PPOConfig":
+        """The config of a TOML file, or of a shipped config by name (``"ppo_bipedal"``), read as
+        ``ppo --config`` reads it; ``overrides`` win.  ``cpu`` and ``out`` are not part of a config."""
+        from synapto.config import ppo_config
+
+        return ppo_config(path, overrides)
+
+    @classmethod
     def from_json(cls, text: str) -> "PPOConfig":
         data = json.loads(text)
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})

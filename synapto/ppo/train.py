@@ -322,8 +322,10 @@ def _broadcast_error(comm, error: Exception | None) -> None:
 
 
 def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
-          log: Callable[[str], None] = print) -> Path | None:
-    """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs."""
+          log: Callable[[str], None] = print, callbacks=()) -> Path | None:
+    """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs, and
+    calls ``callbacks`` (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose
+    ``generation`` is the epoch."""
     from synapto.ppo.progress import ProgressWriter, log_dir
     from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
 
@@ -404,6 +406,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                     f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
                     f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
                     f"{timing['update']:.2f})")
+                _report(callbacks, k, stats, timing, time.time() - t_start, out, cfg)
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
     except DiskFullError as exc:
@@ -428,7 +431,22 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 pass
         if lock is not None:
             lock.release()
+        if rank == 0 and callbacks:
+            from synapto.evolution.callbacks import close_all
+
+            close_all(callbacks)
     return out if rank == 0 else None
+
+
+def _report(callbacks, epoch, stats, timing, elapsed, out, cfg) -> None:
+    from synapto.evolution.callbacks import GenerationReport
+
+    if callbacks:
+        report = GenerationReport(epoch, {k: float(v) for k, v in stats.items()},
+                                  {k: float(v) for k, v in timing.items()}, int(stats["TotalEnvInteracts"]),
+                                  elapsed, Path(out), cfg)
+        for callback in callbacks:
+            callback(report)
 
 
 def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:

@@ -95,13 +95,24 @@ def draw(
 
 def export(
     runs: Annotated[list[Path], typer.Argument(help=RUNS_HELP, show_default=False)],
-    csv: Annotated[Path, typer.Option(help="Folder for <run name>.csv (created if needed; "
-                                           "existing CSV files of the same name are replaced).")] = Path("csv"),
+    csv: Annotated[Optional[Path], typer.Option(
+        help="Folder for <run name>.csv (created if needed; existing CSV files of the same name are replaced).",
+        show_default="csv, unless --onnx or --npz is given")] = None,
+    onnx: Annotated[Optional[Path], typer.Option(
+        help="Write the run's policy (the champion; PPO: the latest parameters) as an ONNX model: raw "
+             "observation in, action out (needs the onnx extra).", show_default="off")] = None,
+    npz: Annotated[Optional[Path], typer.Option(
+        help="Write the run's policy as named weight matrices with their layout (.npz).",
+        show_default="off")] = None,
 ):
-    """Per-generation (evolution) or per-epoch (PPO) statistics as CSV files."""
-    from synapto.viz.export import export_runs
+    """Statistics as CSV (per generation or epoch), or a run's policy as ONNX / .npz."""
+    from synapto.viz.export import export_policy, export_runs
 
-    export_runs(runs, csv, log=_log)
+    if onnx is not None or npz is not None:
+        export_policy(runs, onnx, npz, log=_log)
+        if csv is None:
+            return
+    export_runs(runs, Path("csv") if csv is None else csv, log=_log)
 
 
 def register(app: typer.Typer) -> None:

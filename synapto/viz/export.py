@@ -1,4 +1,5 @@
-"""``synapto export``: a run's per-generation (or per-epoch) statistics as CSV.
+"""``synapto export``: a run's per-generation (or per-epoch) statistics as CSV, and
+(``--onnx``, ``--npz``) its policy as files other tools read (:func:`export_policy`).
 
 One file ``DIR/<run name>.csv`` per run, one row per completed generation (epoch),
 comma-separated with a header:
@@ -96,4 +97,29 @@ def _export(run: RunSeries, folder: Path) -> list[Path]:
         champ = folder / f"{run.path.stem}_champion.csv"
         write_csv(champ, cols, n)
         written.append(champ)
+    return written
+
+
+def export_policy(paths: list[Path], onnx: Path | None, npz: Path | None, log=print) -> list[Path]:
+    """``--onnx FILE`` / ``--npz FILE``: the policy of one run file (:func:`synapto.load_policy`)
+    in the formats of :mod:`synapto.policy_export`; everything is checked before a file is written."""
+    from synapto.policies import load_policy
+    from synapto.policy_export import require_onnx, write_npz, write_onnx
+    from synapto.viz import check_image_out, write_output
+
+    if len(paths) != 1:
+        raise UsageError(f"--onnx/--npz export the policy of one run file, got {len(paths)}")
+    targets = [(p, flag, write) for p, flag, write in ((onnx, "--onnx", write_onnx), (npz, "--npz", write_npz))
+               if p is not None]
+    for out, flag, _ in targets:
+        check_image_out(out, (f".{flag[2:]}",), flag)
+    if onnx is not None:
+        require_onnx()
+    policy = load_policy(paths[0])
+    net = policy.network()  # a policy that cannot be exported is refused here
+    written = []
+    for out, flag, write in targets:
+        write_output(out, lambda o: write(net, o), flag)
+        written.append(Path(out))
+    log(f"export: {paths[0]} ({policy.description}) -> " + ", ".join(map(str, written)))
     return written

@@ -288,31 +288,20 @@ def _prunes(group) -> bool:
 
 
 def _line_styles(groups, curves) -> dict:
-    """``(group key, curve) -> (colour, legend label)``: one colour per curve drawn, a
-    curve family (best, elite mean, ...) of one group in shades of the group's hue when
-    there are several groups, in distinct colours when there is one."""
-    import matplotlib
+    """``(group key, curve) -> (colour, legend label)``: every line drawn has its own colour of
+    distinct hue (matplotlib's qualitative cycle without its grey, then hues evenly spread
+    around the colour wheel for more lines), so that the best, elite-mean, pop-mean and
+    validation curves of one run never look alike."""
+    import colorsys
 
     drawn = []
     for g in groups:
         names = curves if g.kind == "evolve" else ["return"]
         drawn += [(g, n) for n in names if any(n in r.curves for r in g.runs)]
-    out = {}
-    if len(groups) == 1:
-        for i, (g, n) in enumerate(drawn):
-            out[(g.key, n)] = (f"C{i % 10}", f"{g.label}: {_curve_label(g, n)}")
-        return out
-    cmap = matplotlib.colormaps["tab20"]  # pairs of a dark and a light shade per hue
-    hues = {g.key: i % 10 for i, g in enumerate(groups)}
-    for g in groups:
-        mine = [n for gg, n in drawn if gg is g]
-        for j, n in enumerate(mine):
-            base = np.array(cmap(2 * hues[g.key]))
-            shade = base if j == 0 else np.array(cmap(2 * hues[g.key] + 1)) if j == 1 else \
-                np.clip(base * (1 - 0.25 * (j - 1)), 0, 1)
-            shade[3] = 1.0
-            out[(g.key, n)] = (tuple(shade), f"{g.label}: {_curve_label(g, n)}")
-    return out
+    palette = [f"C{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]
+    if len(drawn) > len(palette):
+        palette = [colorsys.hsv_to_rgb(i / len(drawn), 0.8, 0.8) for i in range(len(drawn))]
+    return {(g.key, n): (palette[i], f"{g.label}: {_curve_label(g, n)}") for i, (g, n) in enumerate(drawn)}
 
 
 def _curve_label(group, name: str) -> str:

@@ -1,0 +1,163 @@
+"""A policy as files other tools read: ONNX (``--onnx``) and named weight matrices (``--npz``).
+
+Every policy :func:`synapto.load_policy` gives (a ``pruned-mlp`` or static ``hebbian-dag``
+agent of an evolution run, a PPO policy) is a stack of dense layers, read off as a
+:class:`Network`::
+
+    x0      = raw observation (flattened), float64
+    x0      = clip((x0 - obs_mean) / obs_std, -obs_clip, obs_clip)     (runs with obs_norm)
+    input_i = x_i                          (input "previous": an MLP)
+            | concat(x0, x1, ..., x_i)     (input "all": the DAG, every earlier layer, observation first)
+    x_i+1   = act_i(input_i @ weight_i + bias_i)     act_i: tanh or identity; bias_i may be absent
+    out     = x_L[:, output_start:]        (hebbian-dag: unit 0 is the modulation unit, not an action)
+    action  = argmax(out)                          (head "argmax": Discrete)
+            | tanh(out)                            (head "tanh")
+            | lo + (tanh(out) + 1) / 2 * (hi - lo) (head "tanh-scaled": finite Box bounds other than [-1, 1])
+            | out                                  (head "identity": PPO's Gaussian mean)
+
+``dtype`` is the arithmetic of the layers (float64 for evolution, the run's ``--dtype`` for
+PPO); normalisation is float64, then cast, as synapto does it.
+
+**ONNX** (:func:`write_onnx`, the ``onnx`` extra): input ``obs`` (batch, obs_dim) float64, the
+raw observation; output ``action``: (batch,) int64 for Discrete, (batch, act_dim) in ``dtype``
+for Box -- the action :meth:`act` gives.  Opset 17.
+
+**npz** (:func:`write_npz`): ``layer<i>_weight`` (inputs, units), ``layer<i>_bias`` (units,) where
+the layer has one, ``obs_mean`` and ``obs_std`` with obs_norm, ``action_low``/``action_high``
+for a scaled head, and ``layout``: a JSON string with ``obs_dim``, ``act_dim``, ``dtype``,
+``obs_clip``, ``output_start``, ``head`` and per layer ``input`` and ``activation``
+(``json.loads(str(np.load(f)["layout"]))``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from synapto.errors import UsageError
+
+OPSET = 17
+
+
+@dataclass(frozen=True)
+class Layer:
+    weight: np.ndarray  #: (inputs, units)
+    bias: np.ndarray | None
+    input: str  #: "previous" or "all"
+    activation: str  #: "tanh" or "identity"
+
+
+@dataclass(frozen=True)
+class Network:
+    """A policy's layers and its observation normalisation and action head (module docstring)."""
+
+    obs_dim: int
+    act_dim: int
+    layers: tuple[Layer, ...]
+    head: str  #: argmax, tanh, tanh-scaled or identity
+    dtype: str = "float64"
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None
+    obs_clip: float = 0.0
+    output_start: int = 0
+    bounds: tuple[np.ndarray, np.ndarray] | None = None
+
+    def layout(self) -> dict:
+        return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "dtype": self.dtype,
+                "obs_norm": self.obs_norm is not None, "obs_clip": self.obs_clip,
+                "output_start": self.output_start, "head": self.head,
+                "layers": [{"input": l.input, "activation": l.activation, "shape": list(l.weight.shape),
+                            "bias": l.bias is not None} for l in self.layers]}
+
+
+def write_npz(net: Network, path: str | Path) -> None:
+    arrays = {"layout": np.array(json.dumps(net.layout()))}
+    for i, layer in enumerate(net.layers):
+        arrays[f"layer{i}_weight"] = layer.weight
+        if layer.bias is not None:
+            arrays[f"layer{i}_bias"] = layer.bias
+    if net.obs_norm is not None:
+        arrays["obs_mean"], arrays["obs_std"] = (np.asarray(a, np.float64) for a in net.obs_norm)
+    if net.bounds is not None:
+        arrays["action_low"], arrays["action_high"] = net.bounds
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def require_onnx():
+    """The ``onnx`` package, or one line naming the extra that brings it."""
+    try:
+        import onnx
+    except ImportError:
+        raise UsageError("ONNX export needs the onnx package: pip install 'synapto-evo[onnx]' "
+                         "(in a checkout: make install)") from None
+    return onnx
+
+
+def onnx_model(net: Network):
+    """The ONNX model of ``net`` (see the module docstring)."""
+    onnx = require_onnx()
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}[net.dtype]
+    inits, nodes = [], []
+
+    def const(name, value, dtype):
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    x = "obs"
+    if net.obs_norm is not None:
+        x = node("Sub", [x, const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
+        x = node("Div", [x, const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
+        x = node("Clip", [x, const("obs_min", -net.obs_clip, np.float64), const("obs_max", net.obs_clip, np.float64)],
+                 "obs_normalised")
+    if net.dtype != "float64":
+        x = node("Cast", [x], "obs_cast", to=elem)
+    acts = [x]
+    for i, layer in enumerate(net.layers):
+        src = acts[-1] if layer.input == "previous" or len(acts) == 1 else node("Concat", acts, f"input{i}", axis=1)
+        h = node("MatMul", [src, const(f"layer{i}_weight", layer.weight, net.dtype)], f"layer{i}_matmul")
+        if layer.bias is not None:
+            h = node("Add", [h, const(f"layer{i}_bias", layer.bias, net.dtype)], f"layer{i}_add")
+        if layer.activation == "tanh":
+            h = node("Tanh", [h], f"layer{i}_tanh")
+        acts.append(h)
+    out = acts[-1]
+    if net.output_start:
+        out = node("Slice", [out, const("out_start", [net.output_start], np.int64),
+                             const("out_end", [net.output_start + net.act_dim], np.int64),
+                             const("out_axis", [1], np.int64)], "actions_out")
+    if net.head == "argmax":
+        out = node("ArgMax", [out], "action", axis=1, keepdims=0)
+        out_type = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
+    else:
+        if net.head in ("tanh", "tanh-scaled"):
+            out = node("Tanh", [out], "action_tanh")
+        if net.head == "tanh-scaled":
+            lo, hi = net.bounds
+            out = node("Add", [out, const("one", 1.0, net.dtype)], "action_plus1")
+            out = node("Mul", [out, const("half", 0.5, net.dtype)], "action_half")
+            out = node("Mul", [out, const("action_span", hi - lo, net.dtype)], "action_span_mul")
+            out = node("Add", [const("action_low", lo, net.dtype), out], "action_scaled")
+        node("Identity", [out], "action")
+        out_type = helper.make_tensor_value_info("action", elem, ["batch", net.act_dim])
+    graph = helper.make_graph(nodes, "synapto_policy",
+                              [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, ["batch", net.obs_dim])],
+                              [out_type], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="synapto")
+    model.ir_version = min(model.ir_version, 8)  # readable by older runtimes too
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_onnx(net: Network, path: str | Path) -> None:
+    model = onnx_model(net)
+    with open(path, "wb") as fh:
+        fh.write(model.SerializeToString())

@@ -1,0 +1,81 @@
+"""``synapto slurm-script``: the Slurm job script ships with the package, asks for SIGTERM
+ahead of the kill, lets Slurm requeue the job, and a requeued job resumes its run file to
+the uninterrupted run's results (here without Slurm: a stand-in launcher runs one rank;
+tests/cluster/test_slurm.py does it under sbatch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, _env, assert_same_run, finish, kill_group, run_cli, wait_for_line
+
+CONFIG = """\
+env = "CartPole-v1"
+agent = "hebbian-dag"
+hidden = [4]
+population = 10
+generations = 5
+episodes = 2
+seed = 8
+test-episodes = 3
+"""
+
+
+def script(capsys, *args) -> str:
+    from synapto.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["slurm-script", *args])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_the_script_asks_for_sigterm_ahead_and_requeues(capsys):
+    text = script(capsys)
+    lines = text.splitlines()
+    assert "#SBATCH --signal=B:TERM@120" in lines and "#SBATCH --requeue" in lines
+    assert "#SBATCH --open-mode=append" in lines
+    assert f"PY=${{PY:-{sys.executable}}}" in lines  # the Python that printed it, not a checkout's .venv
+    resume = [l for l in lines if "--resume" in l and not l.startswith("#")]
+    assert resume and all("--config" not in l and '"$@"' not in l for l in resume)  # --resume refuses both
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_the_checkout_copy_is_the_shipped_script(capsys):
+    shipped = script(capsys, "--python", ".venv/bin/python")
+    assert (ROOT / "scripts" / "slurm_evolve.sh").read_text() == shipped
+
+
+def launcher(tmp_path):
+    """A stand-in for mpiexec: drops ``-n N`` and runs the command as one process."""
+    stub = tmp_path / "fake-mpiexec"
+    stub.write_text('#!/bin/bash\nshift 2\nexec "$@"\n')
+    stub.chmod(0o755)
+    return stub
+
+
+@pytest.mark.slow
+def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(CONFIG)
+    job = tmp_path / "job.sh"
+    job.write_text(script(capsys))
+    env = {**_env(), "OUT": str(tmp_path / "job.h5"), "CONFIG": str(tmp_path / "c.toml"), "PYTHONUNBUFFERED": "1",
+           "SYNAPTO_MPIEXEC": str(launcher(tmp_path)), "SLURM_SUBMIT_DIR": str(tmp_path)}
+    first = subprocess.Popen(["bash", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
+    wait_for_line(first, "gen    1 ")
+    kill_group(first, signal.SIGTERM)  # Slurm's --signal=B:TERM ahead of the time limit
+    out, err = finish(first)
+    assert first.returncode == 143, out + err
+    again = subprocess.run(["bash", job], capture_output=True, text=True, env=env, timeout=300)  # the requeue
+    assert again.returncode == 0 and "resuming" in again.stdout, again.stdout + again.stderr
+    one = run_cli("evolve", "--config", tmp_path / "c.toml", "--out", tmp_path / "one.h5")
+    assert one.returncode == 0, one.stderr
+    assert_same_run(tmp_path / "one.h5", tmp_path / "job.h5")
+    done = subprocess.run(["bash", job], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr  # a finished run: requeued once more, nothing to do
