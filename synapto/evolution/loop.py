@@ -80,7 +80,7 @@ class RunStopped(Exception):
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
     shaping = cfg.envs.shaping
     return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs,
-                      shaping if shaping.active else None)
+                      shaping if shaping.active else None, cfg.envs.train_backend)
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:
@@ -302,9 +302,17 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     from synapto.evolution.batched import batching_farm
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
+    fast = cfg.envs.train_backend == "envpool"
+    if fast:  # training episodes on envpool (whatever --batch says: it changes the results)
+        from synapto.evolution import fast_box2d
+
+        fast_box2d.require(cfg, build_agent(cfg))
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     spec = spec_of(cfg)
-    farm = batching_farm(farm, spec, run.agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
+    if fast:
+        farm = fast_box2d.training_farm(farm, spec)
+    else:
+        farm = batching_farm(farm, spec, run.agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=options.wire == "keys")

@@ -61,12 +61,32 @@ class RowsLastBatchPolicy(BatchPolicy):
             self.exact.drop(self.ids[rows])
 
 
+def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[j, r] = sum_i w[i, j, r] x[i, r]`` for every row ``r`` (rows last).
+
+    float32 (the certified passes, whose bounds hold for any order of summation): one
+    ``einsum``.  float64 (Box actions): the sum runs over ``i`` in order, by elementwise
+    multiplications and additions, so a row's value is the same bits whatever the rows
+    beside it and however many there are (an ``einsum`` or BLAS product may change its
+    order of summation with the batch's shape)."""
+    if out.dtype != np.float64:
+        return np.einsum("ijr,ir->jr", w, x, out=out)
+    np.multiply(w[0], x[0], out=out)
+    tmp = np.empty_like(out)
+    for i in range(1, w.shape[0]):
+        np.multiply(w[i], x[i], out=tmp)
+        out += tmp
+    return out
+
+
 def batch_actions(agent: "Agent", out: np.ndarray) -> np.ndarray:
     """:meth:`Agent.output_to_action` for outputs ``out`` (act_dim, rows), rows first in
     the result; the same elementwise operations, so bit for bit the one-row result."""
     if agent.space.discrete:
         return out.argmax(axis=0)
-    a = np.tanh(out.T)
+    # a C-contiguous copy: numpy may take another code path (other rounding) for strided
+    # arrays, and out.T is strided but for one row
+    a = np.tanh(np.ascontiguousarray(out.T))
     bounds = agent._bounds
     if bounds is not None:
         lo, hi = bounds
