@@ -65,17 +65,20 @@ def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out[j, r] = sum_i w[i, j, r] x[i, r]`` for every row ``r`` (rows last).
 
     float32 (the certified passes, whose bounds hold for any order of summation): one
-    ``einsum``.  float64 (Box actions): the sum runs over ``i`` in order, by elementwise
-    multiplications and additions, so a row's value is the same bits whatever the rows
-    beside it and however many there are (an ``einsum`` or BLAS product may change its
-    order of summation with the batch's shape)."""
+    ``einsum``.  float64 (Box actions): the products, then their sum over ``i`` as a
+    fixed tree of elementwise additions (the top half added onto the bottom half until
+    one is left), so a row's value is the same bits whatever the rows beside it and
+    however many there are (an ``einsum`` or BLAS product may change its order of
+    summation with the batch's shape); a few calls per layer, not two per input."""
     if out.dtype != np.float64:
         return np.einsum("ijr,ir->jr", w, x, out=out)
-    np.multiply(w[0], x[0], out=out)
-    tmp = np.empty_like(out)
-    for i in range(1, w.shape[0]):
-        np.multiply(w[i], x[i], out=tmp)
-        out += tmp
+    p = np.multiply(w, x[:, None, :])
+    m = p.shape[0]
+    while m > 1:
+        h = m // 2
+        p[:h] += p[m - h:m]
+        m -= h
+    np.copyto(out, p[0])
     return out
 
 
