@@ -385,7 +385,7 @@ def replay(
 
 
 def _register_optional() -> None:
-    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, ppo), ppo, and the
+    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, race, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
@@ -393,6 +393,7 @@ def _register_optional() -> None:
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
     from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
@@ -405,11 +406,12 @@ def _register_optional() -> None:
     sparsity_register(bench_app)
     bench_evolve_register(bench_app)
     farm_register(bench_app)
+    race_register(bench_app)
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
     MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
-                                *sparsity_multi})
+                                *sparsity_multi, *race_multi})
 
 
 _register_optional()
