@@ -17,10 +17,10 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,onnx,dev]"
+	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,onnx,envpool,dev]"
 	touch $@
 
-# SYNAPTO_REQUIRE_EXTRAS: a missing plot or mujoco extra (installed above) fails the tests instead of skipping them
+# SYNAPTO_REQUIRE_EXTRAS: a missing plot, mujoco or envpool extra (installed above) fails the tests instead of skipping them
 test: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20 -n 2 --dist loadfile
 

@@ -39,12 +39,16 @@ class EnvOptions:
     make: Mapping[str, Any] = field(default_factory=dict)  #: gymnasium.make's keyword arguments
     #: training-time shaping (``fall_reward``, ``stall_steps``, ...: :mod:`synapto.shaping`)
     shaping: Shaping = field(default_factory=Shaping)
+    #: the simulator of training episodes: "gymnasium" or "envpool" (:mod:`synapto.evolution.fast_box2d`)
+    train_backend: str = "gymnasium"
 
     HELP = {
         "max_episode_steps": "cap on the steps of every episode (0: the env's own time limit)",
         "reward_shift": "subtracted from every step's reward in the fitness the strategy learns from "
                         "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
         **Shaping.HELP,
+        "train_backend": "training episodes only: gymnasium (default) or envpool (C++ Box2D in lockstep: "
+                         "BipedalWalker-v3, LunarLander-v3, LunarLanderContinuous-v3; the envpool extra)",
     }
 
     @classmethod
@@ -53,6 +57,9 @@ class EnvOptions:
         for synapto's own (the env's constructor refuses what it does not take when made)."""
         make = dict(options or {})
         shaping = Shaping.pop(make)
+        backend = make.pop("train_backend", "gymnasium")
+        if backend not in ("gymnasium", "envpool"):
+            raise UsageError(f"env option train_backend must be gymnasium or envpool, got {backend!r}")
         shift = make.pop("reward_shift", 0.0)
         if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
             raise UsageError(f"env option reward_shift must be a finite number, got {shift!r}")
@@ -61,7 +68,7 @@ class EnvOptions:
             raise UsageError(f"env option max_episode_steps must be an integer >= 0, got {cap!r}")
         if cap:
             make["max_episode_steps"] = cap
-        return cls(float(shift), make, shaping)
+        return cls(float(shift), make, shaping, backend)
 
     def make_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``gymnasium.make`` for these options."""

@@ -11,7 +11,8 @@ from conftest import run_cli
 @pytest.mark.slow
 def test_bench_envs_tiny(tmp_path):
     proc = run_cli("bench", "envs", "--max-envs", "16", "--steps", "200", "--max-async", "2",
-                   "--max-serial", "4", "--workers", "1", "--out-dir", tmp_path, timeout=240)
+                   "--max-serial", "4", "--workers", "1", "--bipedal-rows", "2", "--bipedal-seconds", "0.1",
+                   "--out-dir", tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "envs.json").read_text())
     got = {(r["backend"], r["agent"], r["envs"]) for r in data["results"]}
@@ -42,3 +43,17 @@ def test_bench_nn_tiny(tmp_path):
 def test_bench_envs_rejects_unknown_backend(tmp_path):
     proc = run_cli("bench", "envs", "--backend", "gpu", "--out-dir", tmp_path, timeout=60)
     assert proc.returncode == 2 and "gpu" in proc.stderr
+
+
+def test_bench_envs_bipedal_row_tiny(tmp_path):
+    pytest.importorskip("envpool")
+    proc = run_cli("bench", "envs", "--backend", "bipedal", "--bipedal-rows", "2", "--bipedal-seconds", "0.1",
+                   "--out-dir", tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "envs.json").read_text())["bipedal"]
+    assert data["rounds"] >= 2 and set(data["paths"]) == {"gymnasium", "envpool"}
+    for p in data["paths"].values():
+        assert p["steps"] > 0 and p["per_core"] > 0
+    assert data["ratio"] == data["paths"]["envpool"]["per_core"] / data["paths"]["gymnasium"]["per_core"]
+    md = (tmp_path / "envs.md").read_text()
+    assert "| envpool, 2 envs in lockstep |" in md and "| gymnasium, one env at a time |" in md

@@ -8,6 +8,9 @@ choosing the actions:
 * ``async``  -- gymnasium ``AsyncVectorEnv``, one subprocess per env (up to
   ``--max-async`` envs: each is a process);
 * ``vector`` -- gymnasium's numpy-batched CartPole (``vectorization_mode="vector_entry_point"``);
+* ``bipedal`` -- not CartPole: BipedalWalker-v3's training steps per CPU second with a
+  pruned-mlp 24-40-40-4 policy, gymnasium one env at a time against envpool in lockstep
+  (:mod:`synapto.bench.box2d`; needs the envpool extra);
 * ``mpi``    -- synapto's MPI workers: ``n`` one-episode evaluations of a population
   of ``n`` individuals farmed to ``--workers`` ranks, one env at a time
   (``evolve --batch off``'s path); with ``--batched`` chunks the same tasks through
@@ -262,26 +265,42 @@ def register(bench_app: typer.Typer) -> None:
         backend: Annotated[Optional[list[str]], typer.Option(
             help="Backends to run: sync async vector mpi.", show_default="all")] = None,
         out_dir: Annotated[Path, typer.Option(help="Where envs.md, envs.json and envs.png go.")] = Path("bench"),
+        bipedal_rows: Annotated[int, typer.Option(help="bipedal: envs stepped in lockstep on envpool.")] = 64,
+        bipedal_seconds: Annotated[float, typer.Option(
+            help="bipedal: CPU seconds per path (rounds alternate between the two).")] = 20.0,
     ):
-        """CartPole-v1 steps/s against the number of environments, per backend."""
+        """CartPole-v1 steps/s against the number of environments, per backend; and BipedalWalker-v3 training
+        steps per CPU second, gymnasium one env at a time against envpool in lockstep (backend bipedal)."""
         from synapto.errors import UsageError
 
-        backends = list(backend) if backend else ["sync", "async", "vector", "mpi"]
-        unknown = sorted(set(backends) - {"sync", "async", "vector", "mpi"})
+        from synapto.bench import box2d
+
+        backends = list(backend) if backend else ["sync", "async", "vector", "mpi", "bipedal"]
+        unknown = sorted(set(backends) - {"sync", "async", "vector", "mpi", "bipedal"})
         if unknown:
-            raise UsageError(f"--backend: unknown {', '.join(unknown)} (known: sync async vector mpi)")
-        if max_envs < 1 or steps < 1 or workers < 1:
-            raise UsageError("--max-envs, --steps and --workers must be >= 1")
+            raise UsageError(f"--backend: unknown {', '.join(unknown)} (known: sync async vector mpi bipedal)")
+        bipedal = "bipedal" in backends
+        if bipedal and not box2d.available():
+            if backend:
+                raise UsageError("--backend bipedal needs the envpool extra: pip install -e .[envpool]")
+            print("bipedal row skipped: the envpool extra is not installed")
+            bipedal = False
+        backends = [b for b in backends if b != "bipedal"]
+        if max_envs < 1 or steps < 1 or workers < 1 or bipedal_rows < 1 or not bipedal_seconds > 0:
+            raise UsageError("--max-envs, --steps, --workers and --bipedal-rows must be >= 1, --bipedal-seconds > 0")
         from synapto.resources import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         ns = [n for n in DEFAULT_NS if n <= max_envs]
         data = run_envs(ns, steps, workers, max_async, max_serial, backends)
-        md = table(data)
+        md = table(data) if data["results"] else ""
+        if bipedal:
+            data["bipedal"] = box2d.bench_bipedal(bipedal_rows, bipedal_seconds)
+            md += f"\n\n{box2d.table(data['bipedal'])}" if md else box2d.table(data["bipedal"])
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "envs.json").write_text(json.dumps(data, indent=2))
         (out_dir / "envs.md").write_text(f"# bench envs: {ENV} env steps/s ({data['cores']} cores)\n\n{md}\n")
-        png = plot(data, out_dir / "envs.png")
+        png = plot(data, out_dir / "envs.png") if data["results"] else False
         print(md)
         print(f"-> {out_dir / 'envs.md'}, {out_dir / 'envs.json'}" + (f", {out_dir / 'envs.png'}" if png else ""))
 

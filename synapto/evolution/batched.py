@@ -203,15 +203,27 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
         t_agent += clock() - t2 + t1 - t0
     t0 = clock()
     stats = policy.trace_stats() if want_stats else None
-    ret = ret.reshape(K, E)
-    steps = steps.reshape(K, E)
-    bad = bad.reshape(K, E) | ~np.isfinite(ret)
+    results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
+    share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
+    t_agent += clock() - t0
+    for k, res in enumerate(results):
+        res.env_seconds, res.agent_seconds = t_env * share[k], t_agent * share[k]
+    return results
+
+
+def batch_results(agent, genomes: np.ndarray, ret: np.ndarray, steps: np.ndarray, bad: np.ndarray,
+                  stats: np.ndarray | None) -> list[EvalResult]:
+    """Per individual (rows of ``genomes``), the :class:`EvalResult` of its episodes'
+    returns, steps and non-finite flags (K, E) and its rows' trace statistics (K * E,
+    n_params) -- as the one-at-a-time path gives: an individual with a bad episode stops
+    there (later episodes count 0 return and 0 steps) with fitness -inf.  Times are 0."""
+    K, E = ret.shape
+    bad = bad | ~np.isfinite(ret)
     fitness = ret.mean(axis=1) - agent.batch_penalty(genomes)
     if stats is not None:
         stats = stats.reshape(K, E, -1)
         mean_stats = stats.sum(axis=1) / E
     results = []
-    share = steps.sum(axis=1) / max(int(steps.sum()), 1)
     for k in range(K):
         r, s = ret[k].copy(), steps[k].copy()
         nonfinite = bool(bad[k].any())
@@ -227,9 +239,6 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
         else:
             f = float(fitness[k])
         results.append(EvalResult(f, r, s, st, nonfinite, 0.0, 0.0))
-    t_agent += clock() - t0
-    for k, res in enumerate(results):
-        res.env_seconds, res.agent_seconds = t_env * share[k], t_agent * share[k]
     return results
 
 
@@ -305,11 +314,25 @@ class BatchingFarm:
     def __getattr__(self, name):
         return getattr(self.farm, name)
 
+    def batches(self, payloads: list, chunks: list[list[int]], context) -> list:
+        """The chunks' tasks for the workers' evaluator."""
+        if context is not None:
+            return [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
+        return [BatchTask(np.stack([payloads[i].genome for i in c]),
+                          np.stack([np.asarray(payloads[i].seeds) for i in c]), payloads[c[0]].want_stats)
+                for c in chunks]
+
+    def batched(self, payloads: list, context) -> bool:
+        """Whether a map of ``payloads`` is evaluated in chunks (else task by task)."""
+        return True
+
     def map(self, payloads, **kw):
         from synapto.parallel.farm import Results, TaskFailed
 
         payloads = list(payloads)
         context = kw.get("context")
+        if not self.batched(payloads, context):
+            return self.farm.map(payloads, **kw)
         if context is not None:  # payloads of a SampleContext: chunks of payloads, genomes built by workers
             shapes = [context.shape(p) for p in payloads]
         elif payloads and all(isinstance(p, EvalTask) for p in payloads):
@@ -320,12 +343,7 @@ class BatchingFarm:
             return self.farm.map(payloads, **kw)
         workers = len(getattr(self.farm, "workers", ())) or self.farm.n_workers  # retired ranks excepted
         chunks = chunks_of(shapes, 1 << 62, 1) if self.local else chunks_of(shapes, self.chunk_rows, workers)
-        if context is not None:
-            batch = [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
-        else:
-            batch = [BatchTask(np.stack([payloads[i].genome for i in c]),
-                               np.stack([np.asarray(payloads[i].seeds) for i in c]), payloads[c[0]].want_stats)
-                     for c in chunks]
+        batch = self.batches(payloads, chunks, context)
         on_error = kw.pop("on_error", "raise")
         progress = kw.pop("progress", None)
         n = len(payloads)

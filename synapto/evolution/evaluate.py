@@ -269,6 +269,8 @@ class EvolveSpec:
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
     shaping: object = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
+    #: the simulator of training episodes ("gymnasium" or "envpool": :mod:`synapto.evolution.fast_box2d`)
+    train_backend: str = "gymnasium"
 
     def build(self) -> "Evaluator":
         return Evaluator(self)
@@ -284,7 +286,7 @@ class Evaluator:
         from synapto.envs import SpaceInfo, make_env
 
         self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
-        self.shaping = spec.shaping
+        self.shaping, self.env_id, self.fast = spec.shaping, spec.env, spec.train_backend == "envpool"
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()
@@ -292,6 +294,10 @@ class Evaluator:
     def __call__(self, task, context: SampleContext | None = None) -> EvalResult:
         if context is not None:
             task = context.task(task)
+        if task.shaped and self.fast:  # a training task alone (replay, a failed chunk's retry)
+            from synapto.evolution.fast_box2d import evaluate_tasks
+
+            return evaluate_tasks(self.agent, self.env_id, [task], self.shaping)[0]
         make = self.make_env
         if task.shaped and self.shaping is not None:
             shaping, cap = self.shaping, task.max_steps

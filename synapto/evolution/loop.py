@@ -82,7 +82,7 @@ class RunStopped(Exception):
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
     shaping = cfg.envs.shaping
     return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs,
-                      shaping if shaping.active else None)
+                      shaping if shaping.active else None, cfg.envs.train_backend)
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:
@@ -285,6 +285,28 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def fast_backend(cfg: EvolveConfig):
+    """:mod:`synapto.evolution.fast_box2d` if the run's training episodes run on envpool
+    (after its one-line checks: the extra, the agent), else None."""
+    if cfg.envs.train_backend != "envpool":
+        return None
+    from synapto.evolution import fast_box2d
+
+    fast_box2d.require(cfg, build_agent(cfg))
+    return fast_box2d
+
+
+def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=None):
+    """``farm`` set up for the run: training on envpool (``fast``, whatever ``--batch``
+    says: it changes results), else batched where supported and asked for."""
+    from synapto.evolution.batched import batching_farm
+
+    spec = spec_of(cfg)
+    if fast is not None:
+        return fast.training_farm(farm, spec)
+    return batching_farm(farm, spec, agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
+
+
 def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
                   options: RunOptions = RunOptions(), resume: bool = False,
                   stop: Callable[[], bool] | None = None, overwrite: bool = True,
@@ -301,12 +323,10 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     :class:`~synapto.evolution.callbacks.GenerationReport` after each generation's rows
     are written (:mod:`synapto.evolution.callbacks`).
     """
-    from synapto.evolution.batched import batching_farm
-
     t_start, cpu_start = time.perf_counter(), time.process_time()
+    fast = fast_backend(cfg)  # its one-line checks come before the run file is touched
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
-    spec = spec_of(cfg)
-    farm = batching_farm(farm, spec, run.agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
+    farm = evaluation_farm(farm, cfg, run.agent, options, fast)
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=options.wire == "keys")

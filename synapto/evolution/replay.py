@@ -178,6 +178,11 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
     from synapto.evolution.loop import spec_of
 
     log(plan.note)
+    if plan.config.envs.train_backend == "envpool" and any(it.shaped for it in plan.items):
+        from synapto.agents import build_agent
+        from synapto.evolution.fast_box2d import require
+
+        require(plan.config, build_agent(plan.config))
     farm.setup(spec_of(plan.config))
     from synapto.parallel.farm import TaskFailed
 

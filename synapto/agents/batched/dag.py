@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
-from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions
+from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 class DAGBatchPolicy(RowsLastBatchPolicy):
     """Rows last: weights (rows of the stacked matrix, out, rows), activities (units,
-    rows); one ``einsum`` and one in-place :func:`synapto.fastmath.tanh_` per layer.
+    rows); one ``einsum`` (float64: :func:`rows_product`) and one in-place :func:`synapto.fastmath.tanh_` per layer.
 
     Discrete actions: float32 with certified decisions (see :mod:`synapto.agents.batched.certify`): every
     action is the one-row policy's, bit for bit.  The output layer's tanh is skipped:
@@ -99,7 +99,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         np.copyto(x0, obs.T, casting="unsafe")
         last = len(self._layers) - 1
         for i, (w, xin, h) in enumerate(self._layers):
-            np.einsum("ijr,ir->jr", w, xin, out=h)
+            rows_product(w, xin, h)
             if i < last or not self.discrete:
                 tanh_(h)
         if self._stats is not None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
-from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions
+from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         np.copyto(x, obs.T, casting="unsafe")
         last = len(self._mats) - 1
         for i, (w, h) in enumerate(zip(self._mats, self._bufs)):
-            np.einsum("ijr,ir->jr", w, x, out=h)
+            rows_product(w, x, h)
             if i < last:
                 tanh_(h)
             x = h

@@ -61,12 +61,35 @@ class RowsLastBatchPolicy(BatchPolicy):
             self.exact.drop(self.ids[rows])
 
 
+def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[j, r] = sum_i w[i, j, r] x[i, r]`` for every row ``r`` (rows last).
+
+    float32 (the certified passes, whose bounds hold for any order of summation): one
+    ``einsum``.  float64 (Box actions): the products, then their sum over ``i`` as a
+    fixed tree of elementwise additions (the top half added onto the bottom half until
+    one is left), so a row's value is the same bits whatever the rows beside it and
+    however many there are (an ``einsum`` or BLAS product may change its order of
+    summation with the batch's shape); a few calls per layer, not two per input."""
+    if out.dtype != np.float64:
+        return np.einsum("ijr,ir->jr", w, x, out=out)
+    p = np.multiply(w, x[:, None, :])
+    m = p.shape[0]
+    while m > 1:
+        h = m // 2
+        p[:h] += p[m - h:m]
+        m -= h
+    np.copyto(out, p[0])
+    return out
+
+
 def batch_actions(agent: "Agent", out: np.ndarray) -> np.ndarray:
     """:meth:`Agent.output_to_action` for outputs ``out`` (act_dim, rows), rows first in
     the result; the same elementwise operations, so bit for bit the one-row result."""
     if agent.space.discrete:
         return out.argmax(axis=0)
-    a = np.tanh(out.T)
+    # a C-contiguous copy: numpy may take another code path (other rounding) for strided
+    # arrays, and out.T is strided but for one row
+    a = np.tanh(np.ascontiguousarray(out.T))
     bounds = agent._bounds
     if bounds is not None:
         lo, hi = bounds
