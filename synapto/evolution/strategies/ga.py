@@ -284,7 +284,8 @@ class GA(Strategy):
         "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
         **target.OPTIONS,
     }
-    #: checkpoint names of the state (kept from the first run-file format)
+    #: checkpoint names of the state (kept from the first run-file format); ``genomes`` is left out
+    #: where the lineage (``lineage_<name>``) rebuilds them
     ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "hof_generation", "best_genome", "best_stats")
     #: where the hall of fame and the best-ever agent were evaluated (lineage references; newer checkpoints)
     REFS = ("hof_row", "best_ref")
@@ -351,10 +352,12 @@ class GA(Strategy):
 
     def state(self):
         e = self.evo
-        extra = {name: getattr(e, name) for name in self.REFS if getattr(e, name) is not None}
-        if e.lineage is not None:
-            extra.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
-        return ({**{name: getattr(e, name) for name in self.ARRAYS}, **extra},
+        arrays = {name: getattr(e, name) for name in self.ARRAYS}
+        arrays.update({name: getattr(e, name) for name in self.REFS if getattr(e, name) is not None})
+        if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
+            del arrays["genomes"]
+            arrays.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
+        return (arrays,
                 {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation),
                  "rate": float(e.rate)})
 
@@ -364,9 +367,11 @@ class GA(Strategy):
         if "hof_generation" not in arrays:  # a checkpoint from before generations were kept
             arrays["hof_generation"] = np.full(len(arrays["hof_fitness"]), -1, np.int64)
         part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
+        lineage = Lineage.from_arrays(part["bounds"], part) if part else None
+        if "genomes" not in arrays:
+            arrays["genomes"] = lineage.genomes()
         self.evo = EvolutionState(
             generation=int(scalars["generation"]), rate=float(scalars["rate"]),
             best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
             rng=self.rng, **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
-            **{name: np.asarray(arrays[name]) for name in self.REFS if name in arrays},
-            lineage=Lineage.from_arrays(part["bounds"], part) if part else None)
+            **{name: np.asarray(arrays[name]) for name in self.REFS if name in arrays}, lineage=lineage)
