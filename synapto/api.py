@@ -146,9 +146,10 @@ def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int],
     (mean return minus the agent's penalty) and the trace statistics."""
     from functools import partial
 
-    from synapto.envs import make_env
+    from synapto.envs import EnvOptions, make_env
 
-    return evaluate(agent, partial(make_env, env, **dict(env_options or {})), np.asarray(genome, dtype=np.float64),
+    make = EnvOptions.parse(env_options).make_kwargs()  # the task itself: training shaping never applies here
+    return evaluate(agent, partial(make_env, env, **make), np.asarray(genome, dtype=np.float64),
                     np.asarray(seeds, dtype=np.int64), obs_norm=obs_norm)
 
 

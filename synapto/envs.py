@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto.shaping import Shaping
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,9 @@ class EnvOptions:
     """A run's ``env_options`` (``--env-option KEY=VALUE``, a TOML ``[env_options]`` table),
     recorded in the run file's config: how its environments are made and its episodes run.
 
-    ``reward_shift`` is synapto's own: it is subtracted from every step's reward in the
+    ``reward_shift`` and the shaping options of :mod:`synapto.shaping` (``fall_reward``,
+    ``finish_bonus``, ``reward_floor``, ``stall_steps``, ``cap_factor``) are synapto's own,
+    for training episodes only.  ``reward_shift`` is subtracted from every step's reward in the
     fitness the strategy learns from (training episodes only: ARS's removal of the survival
     bonus of Hopper, Walker2d, Ant and Humanoid), while the run file, validation,
     selection and test keep the task's own returns.  Every other option is a keyword
@@ -34,11 +37,14 @@ class EnvOptions:
 
     reward_shift: float = 0.0
     make: Mapping[str, Any] = field(default_factory=dict)  #: gymnasium.make's keyword arguments
+    #: training-time shaping (``fall_reward``, ``stall_steps``, ...: :mod:`synapto.shaping`)
+    shaping: Shaping = field(default_factory=Shaping)
 
     HELP = {
         "max_episode_steps": "cap on the steps of every episode (0: the env's own time limit)",
         "reward_shift": "subtracted from every step's reward in the fitness the strategy learns from "
                         "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
+        **Shaping.HELP,
     }
 
     @classmethod
@@ -46,6 +52,7 @@ class EnvOptions:
         """The options of a mapping (config file table, ``--env-option``); one-line errors
         for synapto's own (the env's constructor refuses what it does not take when made)."""
         make = dict(options or {})
+        shaping = Shaping.pop(make)
         shift = make.pop("reward_shift", 0.0)
         if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
             raise UsageError(f"env option reward_shift must be a finite number, got {shift!r}")
@@ -54,7 +61,7 @@ class EnvOptions:
             raise UsageError(f"env option max_episode_steps must be an integer >= 0, got {cap!r}")
         if cap:
             make["max_episode_steps"] = cap
-        return cls(float(shift), make)
+        return cls(float(shift), make, shaping)
 
     def make_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``gymnasium.make`` for these options."""

@@ -26,6 +26,10 @@ class EvalTask:
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None
     #: return the observations' count, sum and sum of squares (training episodes)
     count_obs: bool = False
+    #: a training evaluation: its episodes run the run's shaping (:mod:`synapto.shaping`)
+    shaped: bool = False
+    #: step cap of each episode (0: none; the shaping's ``cap_factor``)
+    max_steps: int = 0
 
 
 @dataclass
@@ -205,6 +209,8 @@ class SampleContext:
     want_stats: bool = True
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None
     count_obs: bool = False
+    shaped: bool = False  #: training tasks (:attr:`EvalTask.shaped`)
+    max_steps: int = 0  #: their step cap (:attr:`EvalTask.max_steps`)
 
     def genome(self, i: int) -> np.ndarray:
         return self.samples.centre if i < 0 else self.samples.genome(i)
@@ -219,7 +225,8 @@ class SampleContext:
             seeds = self.seeds[e:e + 1]
         else:
             i, seeds = payload, self.seeds[payload]
-        return EvalTask(self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs)
+        return EvalTask(self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped,
+                        self.max_steps)
 
 
 def acting(agent, policy, obs_norm=None, count_obs: bool = False):
@@ -261,6 +268,7 @@ class EvolveSpec:
     hidden: tuple
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
+    shaping: object = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
 
     def build(self) -> "Evaluator":
         return Evaluator(self)
@@ -276,6 +284,7 @@ class Evaluator:
         from synapto.envs import SpaceInfo, make_env
 
         self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
+        self.shaping = spec.shaping
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()
@@ -283,5 +292,11 @@ class Evaluator:
     def __call__(self, task, context: SampleContext | None = None) -> EvalResult:
         if context is not None:
             task = context.task(task)
-        return evaluate(self.agent, self.make_env, task.genome, task.seeds, task.want_stats,
+        make = self.make_env
+        if task.shaped and self.shaping is not None:
+            shaping, cap = self.shaping, task.max_steps
+
+            def make():
+                return shaping.wrap(self.make_env(), cap)
+        return evaluate(self.agent, make, task.genome, task.seeds, task.want_stats,
                         task.obs_norm, task.count_obs)

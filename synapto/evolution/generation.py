@@ -157,10 +157,12 @@ def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray,
 
 
 def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent,
-                   norm=None) -> Generation:
+                   norm=None, max_steps: int = 0) -> Generation:
     """Ask, evaluate on training episodes, validate, tell: generation ``g``.  ``norm``: the
     frozen observation normalisation ``(mean, std)`` of this generation (``--obs-norm``),
-    whose training episodes then also count observations."""
+    whose training episodes then also count observations.  Training episodes run the
+    run's shaping (:mod:`synapto.shaping`), capped at ``max_steps`` steps (0: no cap);
+    validation never does."""
     P, E = cfg.population, cfg.episodes
     t0 = time.perf_counter()
     seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
@@ -170,9 +172,10 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     samples = strategy.samples()
     if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
         results = evals.map(list(range(P)), g, np.arange(P), "training",
-                            context=SampleContext(samples, seeds, True, norm, count))
+                            context=SampleContext(samples, seeds, True, norm, count, True, max_steps))
     else:
-        results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count) for i in range(P)],
+        results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True,
+                                      max_steps=max_steps) for i in range(P)],
                             g, np.arange(P), "training")
     t_eval = time.perf_counter() - t0
     failed = np.zeros(P, dtype=bool)

@@ -79,7 +79,9 @@ class RunStopped(Exception):
 
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
-    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs)
+    shaping = cfg.envs.shaping
+    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs,
+                      shaping if shaping.active else None)
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:
@@ -104,6 +106,8 @@ class EvolutionRun:
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
         self.selection_steps = 0  #: env steps of the final selection
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
+        self.shaping = cfg.envs.shaping
+        self.prev_steps: np.ndarray | None = None  #: the last generation's ``/steps`` (the training cap's basis)
         self.writer = None
         # One writer per run file, for the run's whole life: taken before anything is read,
         # created or rewritten; a second run on the same file stops here (exit code 2).
@@ -127,6 +131,8 @@ class EvolutionRun:
                                          self.extras(), run_id=checkpoint.run_id)
             if self.obs is not None:
                 self.norms = self.writer.obs_norms(self.generation)
+            if self.generation > 0:
+                self.prev_steps = self.writer.steps_of(self.generation - 1)
             log(f"resuming {out} at generation {self.generation} of {cfg.generations}")
             self.saved = self.generation
         else:
@@ -168,6 +174,10 @@ class EvolutionRun:
         """The observation normalisation of the next generation (frozen from the totals so far)."""
         return None if self.obs is None else self.obs.frozen()
 
+    def train_cap(self) -> int:
+        """The step cap of the next generation's training episodes (0: none; ``cap_factor``)."""
+        return self.shaping.cap(self.prev_steps, self.cfg.episodes)
+
     def norm_of(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The normalisation generation ``generation`` ran with (the next generation's for
         a genome not evaluated yet, e.g. an ES's last centre)."""
@@ -186,6 +196,7 @@ class EvolutionRun:
             self.norms.append(norm)
             self.obs.add(gen.results)
         self.env_steps += int(gen.steps.sum())
+        self.prev_steps = gen.steps
         self.validation_steps += int(gen.validation.steps.sum())
         self.generation = gen.index + 1
         stats = statistics(gen, self.strategy, self.cfg.elite_count, self.env_steps, self.validation_steps)
@@ -295,7 +306,8 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
-    farm = batching_farm(farm, spec_of(cfg), run.agent, "off" if cfg.obs_norm else options.batch)
+    spec = spec_of(cfg)
+    farm = batching_farm(farm, spec, run.agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget)
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=options.wire == "keys")
@@ -305,7 +317,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
     try:
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
             norm = run.norm()
-            gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm)
+            gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm, run.train_cap())
             for line in gen.warnings:
                 log(line)
             stats = run.record(gen, options.checkpoint_every, norm)

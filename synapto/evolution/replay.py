@@ -23,6 +23,8 @@ class ReplayItem:
     fitness: float | None  #: None for a generation that did not complete
     returns: np.ndarray | None
     norm: tuple[np.ndarray, np.ndarray] | None = None  #: the generation's observation normalisation
+    shaped: bool = False  #: a training evaluation: the run's shaping applies (:mod:`synapto.shaping`)
+    max_steps: int = 0  #: its training episodes' step cap (0: none)
 
 
 @dataclass
@@ -84,8 +86,17 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         if validation:
             return _plan_validation(Path(path), run, cfg, done, generation, individual, sample, sample_seed)
         items = [ReplayItem(g, i, run.population(g, i), run.seeds(g, i), float(run.fitness(g, i)),
-                            run.returns(g, i), run.obs_norm(g)) for g, i in picks]
+                            run.returns(g, i), run.obs_norm(g), True, training_cap(cfg, run, g)) for g, i in picks]
     return ReplayPlan(Path(path), cfg, items, note)
+
+
+def training_cap(cfg: EvolveConfig, run, generation: int) -> int:
+    """The step cap generation ``generation``'s training episodes ran with (the shaping's
+    ``cap_factor`` of the previous generation's ``/steps``; 0: none)."""
+    shaping = cfg.envs.shaping
+    if not shaping.cap_factor or generation == 0:
+        return 0
+    return shaping.cap(np.asarray(run.steps(generation - 1)), cfg.episodes)
 
 
 def _plan_validation(path, run, cfg, done, generation, individual, sample, sample_seed) -> ReplayPlan:
@@ -134,7 +145,9 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
         stats = ObsStats(len(checkpoint.arrays["obs_sum"]))
         stats.restore(checkpoint.arrays)
         norm = stats.frozen()
-    item = ReplayItem(generation, individual, genome, seeds, None, None, norm)
+    with RunData(path, kind="evolve") as run:
+        cap = training_cap(cfg, run, generation)
+    item = ReplayItem(generation, individual, genome, seeds, None, None, norm, True, cap)
     return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
                                          f"checkpoint), individual {individual}")
 
@@ -152,8 +165,8 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
     from synapto.parallel.farm import TaskFailed
 
     try:
-        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm)
-                            for it in plan.items])
+        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped,
+                                     max_steps=it.max_steps) for it in plan.items])
     except TaskFailed as exc:
         f = exc.failure
         it = plan.items[f.index]

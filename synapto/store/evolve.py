@@ -256,6 +256,10 @@ class EvolveRunWriter:
         mean, std = self.f["obs_norm/mean"][:generations], self.f["obs_norm/std"][:generations]
         return [(m, s) for m, s in zip(mean, std)]
 
+    def steps_of(self, generation: int) -> np.ndarray:
+        """``/steps`` of one written generation (each individual's training env steps)."""
+        return np.asarray(self.f["steps"][generation])
+
     def write_selection(self, selection) -> None:
         """The final candidates' re-evaluation (a :class:`synapto.evolution.champion.Selection`).
 
