@@ -1,4 +1,4 @@
-"""GA lineages (synapto/evolution/lineage.py): the GA's genomes as parents, segments,
+"""GA lineages (synapto/lineage.py): the GA's genomes as parents, segments,
 pruned bits and noise keys, over the wire and in the run file, the same runs as before.
 
 tests/data/ga_mlp.h5 (with its checkpoint) and ga_dag.h5 were written by main 8e2a0e2's
@@ -80,7 +80,7 @@ def test_the_wire_and_the_file_rebuild_every_genome_the_ga_asked_for():
     parents), equals the genome the strategy asks to evaluate, bit for bit."""
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.lineage import Lineage, rebuild
+    from synapto.lineage import Lineage, rebuild
     from synapto.evolution.strategies.base import Candidates, Feedback
     from synapto.evolution.strategies.ga import GA
 

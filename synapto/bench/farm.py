@@ -43,7 +43,7 @@ SIZES = (100, 10_000, 100_000, 1_000_000)
 KEY_GENOME = 2720
 #: configs, budgets and worker counts of part 2 (config, env steps)
 CONFIGS = (("experiments/bipedal_solve.toml", 400_000), ("experiments/lunarlander_learn.toml", 300_000))
-#: the GA at deep-neuroevolution scale (genomes as lineages, :mod:`synapto.evolution.lineage`):
+#: the GA at deep-neuroevolution scale (genomes as lineages, :mod:`synapto.lineage`):
 #: LunarLander with pruned-mlp networks of 68 k and 1.06 M weights (label, options, env steps)
 GA_RUNS = tuple((f"ga, pruned-mlp {a}x{a} ({label})",
                  ["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", str(a), str(a), "--strategy", "ga",

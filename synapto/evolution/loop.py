@@ -152,7 +152,7 @@ class EvolutionRun:
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
         attrs = {"action_range": action_range(self.agent)}
         samples = self.strategy.samples()
-        if samples is not None and samples.kind == "lineage":  # a GA's lineages (synapto.evolution.lineage)
+        if samples is not None and samples.kind == "lineage":  # a GA's lineages (synapto.lineage)
             attrs["lineage_bounds"] = json.dumps([int(b) for b in samples.bounds])
         elif samples is None or "centre" not in arrays:  # populations are stored
             return Extras(self.agent.space.obs_dim, {**figures, **arrays}, attrs=attrs)

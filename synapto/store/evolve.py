@@ -32,7 +32,7 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
                         parents' (generation, row), origin (G, P, S) int64 each segment's parent
                         (-1: generation 0, redrawn from its key), pruned (G, P, ceil(n/8)) uint8
                         bits, keys (G, P, 6) uint64 the perturbations' noise keys, std (G,),
-                        assign (G,) (:class:`synapto.evolution.lineage.Lineage`) in O(P) per generation
+                        assign (G,) (:class:`synapto.lineage.Lineage`) in O(P) per generation
     /connections        (G, P) int64    surviving connections
     /nonfinite          (G, P) bool     non-finite action or return
     /failed             (G, P) bool     evaluation raised (``--on-error skip``)
@@ -85,7 +85,7 @@ STATS = (
 TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "validation",
           "update", "write")
 #: ``/samples/<name>``'s dtype where it is not float64 (noise keys; a GA lineage's, see
-#: :mod:`synapto.evolution.lineage`)
+#: :mod:`synapto.lineage`)
 SAMPLE_DTYPES = {"keys": "u8", "pruned": "u1", "refs": "i8", "origin": "i8"}
 #: every dataset with one row per generation
 PER_GENERATION = ("fitness", "returns", "steps", "seeds", "population", "connections", "nonfinite", "failed",

@@ -238,7 +238,7 @@ class RunData:
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)
         row = {k: g[k][generation] for k in g}
         if kind == "lineage":
-            from synapto.evolution.lineage import Lineage
+            from synapto.lineage import Lineage
 
             return Lineage.from_arrays(json.loads(self._f.attrs["lineage_bounds"]), row)
         return Samples.from_arrays(kind, self._f["strategy/centre"][generation], row)
@@ -258,8 +258,8 @@ class RunData:
 
     def _lineage_population(self, generation, individual):
         """:meth:`population` of a GA's lineages: the genomes asked for and their ancestors,
-        rebuilt once and kept (:func:`synapto.evolution.lineage.rebuild`)."""
-        from synapto.evolution.lineage import rebuild
+        rebuilt once and kept (:func:`synapto.lineage.rebuild`)."""
+        from synapto.lineage import rebuild
 
         P = int(self._f["fitness"].shape[1])
         gens = range(self.completed) if generation is None else [generation + self.completed * (generation < 0)]
@@ -278,10 +278,16 @@ class RunData:
         return out[0] if generation is not None and individual is not None else out
 
     def _agent(self):
-        from synapto.agents import build_agent
-        from synapto.evolution.config import EvolveConfig
+        """The run's agent (generation 0 of a lineage file redraws its ``init_genome``)."""
+        from types import SimpleNamespace
 
-        return build_agent(self.parse_config(EvolveConfig.from_json))
+        from synapto.agents import build_agent
+        from synapto.envs import EnvOptions
+
+        c = self.config
+        return build_agent(SimpleNamespace(env=c["env"], agent=c["agent"], hidden=tuple(c.get("hidden") or ()),
+                                           agent_options=dict(c.get("agent_options") or {}),
+                                           make_kwargs=EnvOptions.parse(c.get("env_options")).make_kwargs()))
 
     @property
     def has_validation(self) -> bool:

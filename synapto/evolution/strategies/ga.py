@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution import lineage as lin
-from synapto.evolution.lineage import Lineage, perturb
+from synapto import lineage as lin
+from synapto.lineage import Lineage, perturb
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import (Champion, Feedback, Option, Strategy, check_told, distinct, keep_best,
                                                rank_order)
@@ -65,7 +65,7 @@ class EvolutionState:
     hof_generation: np.ndarray | None = None  #: (k,) generation of each hall-of-fame member (-1: empty)
     hof_row: np.ndarray | None = None  #: (k,) each member's row in its generation (-1: unknown)
     best_ref: np.ndarray | None = None  #: (2,) generation and row of ``best_genome`` (-1: unknown)
-    #: how ``genomes`` were made (:class:`synapto.evolution.lineage.Lineage`); None: not recorded
+    #: how ``genomes`` were made (:class:`synapto.lineage.Lineage`); None: not recorded
     lineage: Lineage | None = None
 
     @classmethod
@@ -346,7 +346,7 @@ class GA(Strategy):
                 "connection_budget": float(self.schedule.budget(self.evo.generation - 1))}  # the generation told
 
     def samples(self):
-        """The population as its :class:`~synapto.evolution.lineage.Lineage` (parents, segments,
+        """The population as its :class:`~synapto.lineage.Lineage` (parents, segments,
         pruned bits, noise keys), None where it was not recorded."""
         return self.evo.lineage
 
