@@ -51,6 +51,7 @@ def test_a_ga_run_equals_main_8e2a0e2s_and_stores_lineages(tmp_path, fixture):
     _same_as_main(DATA / fixture, new)
 
 
+@pytest.mark.slow
 def test_main_8e2a0e2s_ga_file_reads_replays_and_resumes_as_populations(tmp_path):
     """A GA file of populations (and its checkpoint, without lineages) still reads, its
     evaluations replay exactly, and --resume extends it as a file of populations equal to
@@ -80,9 +81,8 @@ def test_the_wire_and_the_file_rebuild_every_genome_the_ga_asked_for():
     parents), equals the genome the strategy asks to evaluate, bit for bit."""
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
-    from synapto.lineage import Lineage, rebuild
-    from synapto.evolution.strategies.base import Candidates, Feedback
     from synapto.evolution.strategies.ga import GA
+    from synapto.lineage import Lineage, rebuild
 
     cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=(4,), population=9)
     agent = build_agent(cfg)
@@ -98,12 +98,50 @@ def test_the_wire_and_the_file_rebuild_every_genome_the_ga_asked_for():
                 assert lineage.genome(i).tobytes() == genomes[i].tobytes(), (options, g, i)
             stored[g] = Lineage.from_arrays(lineage.bounds, lineage.arrays())
             asked.update({(g, i): genomes[i] for i in range(9)})
-            fitness = np.random.default_rng(g).normal(size=9)
-            stats = np.random.default_rng(g + 10).random((9, agent.n_params))
-            none = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
-            ga.tell(Feedback(g, fitness, stats, np.array([agent.connections(x) for x in genomes]), none, np.zeros(0)))
+            _tell(ga, agent, g)
         built = rebuild(stored.get, list(asked), lambda: agent, "test")
         assert all(built[w].tobytes() == asked[w].tobytes() for w in asked), options
+
+
+def _tell(ga, agent, g):
+    from synapto.evolution.strategies.base import Candidates, Feedback
+
+    genomes = ga.ask()
+    fitness = np.random.default_rng(g).normal(size=len(genomes))
+    stats = np.random.default_rng(g + 10).random(genomes.shape)
+    none = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
+    ga.tell(Feedback(g, fitness, stats, np.array([agent.connections(x) for x in genomes]), none, np.zeros(0)))
+
+
+def test_a_restored_ga_goes_on_with_the_same_lineages():
+    """state() / restore() mid-run (the checkpoint, which keeps the lineage and the hall of
+    fame's rows, not the population): the next generations' lineages, references to
+    older hall-of-fame members included, and genomes are those of the run that went on."""
+    import copy
+
+    from synapto.agents import build_agent
+    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.strategies.ga import GA
+
+    cfg = EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(4,), population=20)
+    agent = build_agent(cfg)
+    ga = GA(agent, 20, {}, np.random.default_rng(7))
+    ga.start()
+    for g in range(3):
+        _tell(ga, agent, g)
+    arrays, scalars = ga.state()
+    assert "genomes" not in arrays and "lineage_parents" in arrays
+    back = GA(agent, 20, {}, copy.deepcopy(ga.rng))
+    back.restore(arrays, {**scalars, "generation": 3})
+    older = False
+    for g in range(3, 8):
+        assert back.ask().tobytes() == ga.ask().tobytes()
+        a, b = ga.samples().arrays(), back.samples().arrays()
+        assert all(a[k].tobytes() == b[k].tobytes() for k in a), g
+        older |= bool((a["refs"][:, 0][a["refs"][:, 0] >= 0] < g - 1).any())
+        _tell(ga, agent, g)
+        _tell(back, agent, g)
+    assert older  # some child had a parent from before the previous generation
 
 
 @pytest.mark.mpi
@@ -132,6 +170,7 @@ def test_a_ga_run_is_the_same_on_1_and_3_ranks_and_through_kill_9_and_resume(tmp
     assert_same_run(serial, out)
 
 
+@pytest.mark.slow
 def test_a_damaged_lineage_is_refused_in_one_line(tmp_path):
     """A parent reference to a row the file does not hold (here: a generation after the
     child's) makes RunData.population and replay refuse the file in one line, exit 2."""
