@@ -176,3 +176,17 @@ def rebuild(generation_of, wanted: list[tuple[int, int]], agent_of, where: str) 
             parents = {int(u): out[tuple(int(x) for x in lin.refs[u])] for u in np.unique(lin.origin[r]) if u >= 0}
             out[g, r] = lin.genome(r, parents, agent)
     return out
+
+
+def agent_of(config: dict):
+    """The agent of a run file's stored ``config`` (its env, agent, hidden sizes, agent and
+    env options): what generation 0's ``init_genome`` needs, built where a file is read."""
+    from types import SimpleNamespace
+
+    from synapto.agents import build_agent
+    from synapto.envs import EnvOptions
+
+    return build_agent(SimpleNamespace(env=config["env"], agent=config["agent"],
+                                       hidden=tuple(config.get("hidden") or ()),
+                                       agent_options=dict(config.get("agent_options") or {}),
+                                       make_kwargs=EnvOptions.parse(config.get("env_options")).make_kwargs()))

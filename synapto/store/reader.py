@@ -279,15 +279,9 @@ class RunData:
 
     def _agent(self):
         """The run's agent (generation 0 of a lineage file redraws its ``init_genome``)."""
-        from types import SimpleNamespace
+        from synapto.lineage import agent_of
 
-        from synapto.agents import build_agent
-        from synapto.envs import EnvOptions
-
-        c = self.config
-        return build_agent(SimpleNamespace(env=c["env"], agent=c["agent"], hidden=tuple(c.get("hidden") or ()),
-                                           agent_options=dict(c.get("agent_options") or {}),
-                                           make_kwargs=EnvOptions.parse(c.get("env_options")).make_kwargs()))
+        return agent_of(self.config)
 
     @property
     def has_validation(self) -> bool:
