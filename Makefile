@@ -63,8 +63,8 @@ bench-learn: install
 
 # Sparsity benchmark (docs/sparsity.md): pruned-mlp and hebbian-dag with pruning off and to
 # 50 / 25 / 10 % of their connections, and the reference, on LunarLander-v3 (seeds 1-5, 3 M
-# env steps each: 45 runs, about an hour on 2 idle cores) and BipedalWalker-v3 (seed 1, 60 M
-# env steps: about 90 minutes a run on 2 idle cores, 9 runs).  SPARSITY_ARGS="--envs LunarLander-v3"
+# env steps each: 45 runs, about an hour on 2 idle cores) and BipedalWalker-v3 (seed 1, 10 M
+# env steps a run with the shaped configs bipedal_fast and bipedal_hebbian, 9 runs).  SPARSITY_ARGS="--envs LunarLander-v3"
 # for the LunarLander part only; a stopped benchmark resumes where it was.
 SPARSITY_ARGS ?=
 .PHONY: bench-sparsity

@@ -51,10 +51,13 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
     if resume:
-        from synapto.evolution.command import resume_state
+        from synapto.evolution.command import nothing_to_do, resume_state
 
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
-        config = resume_state(out, values)[0]
+        config, done, steps, finished = resume_state(out, values)
+        if finished and not config.goes_on(done, steps):  # as the command line: the run stays as it is
+            log(nothing_to_do(out, done, steps))
+            return summary_of(out, 0.0)
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
         return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks)
@@ -71,7 +74,7 @@ REPORT_MARK = "\x1esynapto-report "
 def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) -> RunSummary:
     import time
 
-    from synapto.evolution.callbacks import GenerationReport, close_all
+    from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import find_mpiexec, without_mpi_env
 
     args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume, "force": force,
@@ -84,17 +87,11 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     try:
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               bufsize=1) as proc:
-            for line in proc.stdout:
-                line = line.rstrip("\n")
-                if line.startswith(REPORT_MARK):
-                    data = json.loads(line[len(REPORT_MARK):])
-                    report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
-                                              data["elapsed"], Path(out), config)
-                    for callback in callbacks:
-                        callback(report)
-                    continue
-                log(line)
-                tail = (tail + [line])[-20:]
+            try:
+                tail = _follow(proc, config, out, log, callbacks)
+            except BaseException:
+                proc.terminate()  # a callback failed: the child's output has no reader any more
+                raise
             rc = proc.wait()
     finally:
         close_all(callbacks)
@@ -103,17 +100,49 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     return summary_of(out, time.perf_counter() - t0)
 
 
+def _follow(proc, config, out, log, callbacks) -> list[str]:
+    """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``; its last lines."""
+    from synapto.evolution.callbacks import GenerationReport
+
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        if line.startswith(REPORT_MARK):
+            data = json.loads(line[len(REPORT_MARK):])
+            report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
+                                      data["elapsed"], Path(out), config)
+            for callback in callbacks:
+                callback(report)
+            continue
+        log(line)
+        tail = (tail + [line])[-20:]
+    return tail
+
+
 def summary_of(out: str | Path, wall: float) -> RunSummary:
     """The :class:`RunSummary` of the finished run file ``out``."""
     from synapto.store import RunData
 
     with RunData(out, kind="evolve") as run:
         champion = run.champion()
-        steps = run.stats("env_steps")
         returns = np.asarray(champion.test_returns, dtype=np.float64)
         tested = returns.size > 0 and run.tested
-        return RunSummary(Path(out), run.completed, int(steps[-1]) if len(steps) else 0, float(champion.fitness),
+        return RunSummary(Path(out), run.completed, total_env_steps(run), float(champion.fitness),
                           float(returns.mean()) if tested else None, float(returns.std()) if tested else None, wall)
+
+
+def total_env_steps(run) -> int:
+    """Every env step of an open run file: training and validation (the last ``/stats`` row),
+    the final selection and the champion test -- the total of the run's "done" line."""
+    def last(name):
+        rows = run.stats(name)
+        return int(rows[-1]) if len(rows) else 0
+
+    selection = run.selection()
+    chosen = selection is not None and selection.chosen >= 0
+    test = run.champion().test_steps if run.tested else ()
+    return (last("env_steps") + last("validation_env_steps") + (int(selection.steps.sum()) if chosen else 0)
+            + int(np.sum(test)))
 
 
 def _mpi_main(args_json: str) -> None:

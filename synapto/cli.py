@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from synapto.evolution.config import EvolveConfig
-from synapto.errors import DiskFullError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.evolution.command import check_task_timeout  # noqa: F401  (part of this module's interface)
 from synapto.logs import say
 from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
@@ -126,17 +126,28 @@ def _seeds(value) -> list[int]:
     return list(seeds)
 
 
-_E = {f.name: f.default for f in dataclasses.fields(EvolveConfig)}
+def _shown_defaults() -> dict:
+    """The defaults evolve's options show: the default experiment's (synapto/defaults.toml),
+    EvolveConfig's where it says nothing."""
+    from synapto import defaults
+
+    found = {f.name: f.default for f in dataclasses.fields(EvolveConfig)}
+    found.update({k: v for k, v in defaults.values(EVOLVE_KEYS).items() if k in found})
+    return found
+
+
+_E = _shown_defaults()
 HELP_SECTIONS = {"run": "The run", "search": "Strategy", "choose": "Validation, selection, test",
                  "exec": "Execution", "track": "Tracking"}
 
 
 #: evolve's help: the paragraphs are joined here (the help formatter keeps a docstring's line breaks)
 EVOLVE_HELP = ("Evolve a population on an environment (coordinator + MPI workers).\n\n"
-               "With no run options (only --seed, --workers, --out, --force, --check) it runs the default "
-               "experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to 50 % of its "
-               "connections, LunarLander-v3 within 3 M env steps. The defaults shown below apply as soon "
-               "as any run option or --config is given.")
+               "It runs the default experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to "
+               "50 % of its connections, LunarLander-v3 within 2.75 M env steps; the defaults shown below are "
+               "its values, and the options given change them (a --strategy other than cmaes drops its "
+               "strategy options). --config FILE runs another experiment: the keys it leaves out take "
+               "EvolveConfig's defaults (docs/strategies.md).")
 
 
 @app.command(no_args_is_help=False, help=EVOLVE_HELP)
@@ -184,7 +195,7 @@ def evolve(
         rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
     sigma: Annotated[Optional[float], typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
-        show_default="the strategy's: 0.1 for openai-es, pgpe", rich_help_panel=HELP_SECTIONS["search"])] = None,
+        show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)", rich_help_panel=HELP_SECTIONS["search"])] = None,
     lr: Annotated[Optional[float], typer.Option(
         help="openai-es: Adam's step size on the centre; ars: the step size.", show_default="0.03 (openai-es)",
         rich_help_panel=HELP_SECTIONS["search"])] = None,
@@ -270,13 +281,18 @@ def evolve(
                   mutation_std=mutation_std, obs_norm=obs_norm, select_episodes=select_episodes,
                   task_timeout=task_timeout)
     given = {k: params[k] for k in given_on_command_line(ctx, params)}
+    from synapto import defaults
+
     default_run = (config is None and resume is None and not strategy_option and not agent_option
                    and not env_option and not set(given) - {"seed", "workers", "out"})
-    if default_run:  # no run options: the default experiment (synapto/defaults.py)
-        from synapto import defaults
-
-        config = defaults.PATH
-    values = load_toml(config, EVOLVE_KEYS) if config is not None else {}
+    if config is not None:
+        values = load_toml(config, EVOLVE_KEYS)
+    elif resume is None:  # the default experiment (synapto/defaults.py), changed by the options given
+        values = defaults.values(EVOLVE_KEYS)
+        if given.get("strategy", values["strategy"]) != values["strategy"]:
+            values.pop("strategy_options")  # the default strategy's options
+    else:
+        values = {}
     file_values = dict(values)
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
@@ -307,7 +323,7 @@ def evolve(
         raise UsageError(f"--batch must be 'auto' or 'off', got {batch!r}")
     if wire not in ("keys", "genomes"):
         raise UsageError(f"--wire must be 'keys' or 'genomes', got {wire!r}")
-    callbacks = tracking_callbacks(tensorboard, live_log)
+    callbacks = tracking_callbacks(tensorboard, live_log, len(seeds))
     options = RunOptions(schedule=schedule, on_error=on_error, checkpoint_every=checkpoint_every, batch=batch,
                          wire=wire)
     if resume is not None:
@@ -337,8 +353,13 @@ def evolve(
     if default_run and env_rank() == 0:
         say(defaults.describe(first, n_workers))
     if check:
+        from synapto.evolution.progress import Budget
+
+        ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
         say(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}")
+            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+            f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
+            f"{defaults.estimate(first, n_workers)}")
         return
 
     if n_workers > 0 and not under_mpi():
@@ -385,7 +406,7 @@ def replay(
 
 
 def _register_optional() -> None:
-    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, ppo), ppo, and the
+    """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, race, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
@@ -393,6 +414,7 @@ def _register_optional() -> None:
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
     from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
     from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
@@ -405,11 +427,12 @@ def _register_optional() -> None:
     sparsity_register(bench_app)
     bench_evolve_register(bench_app)
     farm_register(bench_app)
+    race_register(bench_app)
     viz_register(app)
     ppo_register(app)
     bench_ppo_register(bench_app)
     MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
-                                *sparsity_multi})
+                                *sparsity_multi, *race_multi})
 
 
 _register_optional()
@@ -445,7 +468,7 @@ def _main(argv: list[str] | None = None) -> None:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:
         if env_rank() == 0:
-            sys.stderr.write(f"error: {exc}\n")
+            sys.stderr.write(exc.report() if isinstance(exc, TrackingError) else f"error: {exc}\n")
         sys.exit(2)
     except DiskFullError as exc:
         if env_rank() == 0:

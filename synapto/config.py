@@ -38,7 +38,9 @@ def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
     underscores; unknown keys are errors."""
     p = find_config(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--config {str(p)!r} is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     except OSError as exc:
         names = ", ".join(shipped_configs())
         raise UsageError(f"--config {str(p)!r} cannot be read ({exc.strerror}); "
@@ -48,6 +50,10 @@ def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"--config {str(p)!r} does not parse as TOML ({exc})") from None
     data = {k.replace("-", "_"): v for k, v in raw.items()}
+    if len(data) < len(raw):
+        twice = sorted(k for k in data if sum(r.replace("-", "_") == k for r in raw) > 1)
+        raise UsageError(f"--config {str(p)!r} sets {', '.join(twice)} twice (dashes and underscores name the "
+                         f"same key)")
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise UsageError(

@@ -1,11 +1,13 @@
 """The default experiment: what ``synapto evolve`` runs when it is given no run options.
 
-``python -m synapto evolve`` with nothing that shapes the run (no ``--config``, no
-``--env``, ``--agent``, ``--strategy``, ...; ``--seed``, ``--workers``, ``--out``,
-``--force`` and ``--check`` may be given) runs :data:`PATH`, the best synaptolytic
-setting found for the default agent (hebbian-dag): see ``docs/sparsity.md``.  Any run
-option (or ``--config``) runs the options given on top of :class:`synapto.evolution.config.EvolveConfig`'s
-own defaults, as before; the reference algorithm is ``--config
+``python -m synapto evolve`` runs :data:`PATH`, the best synaptolytic setting found for
+the default agent (hebbian-dag): see ``docs/sparsity.md``.  Options given on the command
+line change it (``--generations 2`` runs two generations of it; ``--env CartPole-v1``
+runs it on CartPole); a ``--strategy`` other than its own drops its strategy options,
+which are that strategy's.  The command line's ``--help`` shows its values as the
+defaults.  A ``--config FILE`` is a whole experiment instead: the keys it leaves out take
+:class:`synapto.evolution.config.EvolveConfig`'s defaults (the reference algorithm's), as
+the shipped configs always have; the reference algorithm is ``--config
 experiments/lunarlander_reference.toml`` (LunarLander-v3) or
 ``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
 
@@ -31,10 +33,29 @@ CPU_SECONDS_PER_STEP = 53e-6
 EPISODE_STEPS = 300
 
 
+def values(allowed: set[str]) -> dict:
+    """The default experiment's options, as a config file's (keys with underscores)."""
+    from synapto.config import load_toml
+
+    return load_toml(PATH, allowed)
+
+
+def estimate(cfg, workers: int) -> str:
+    """The time a run of ``cfg`` should take, with the cores it assumes (``--check``)."""
+    minutes = math.ceil(expected_seconds(cfg, workers) / 60)
+    return (f"expect about {minutes} min with {max(workers, 1)} core(s) to itself (at the default experiment's "
+            f"{CPU_SECONDS_PER_STEP * 1e6:.0f} us of CPU per env step)")
+
+
 def expected_seconds(cfg, workers: int) -> float:
     """Wall-clock seconds the run of ``cfg`` should take on ``workers`` idle cores (0: one
-    process): its env-step budget plus the final selection (at most 5 candidates) and test."""
-    steps = cfg.max_env_steps + (cfg.select_episodes * 5 + cfg.test_episodes) * EPISODE_STEPS
+    process): its env-step budget -- or, when fewer, its generations' episodes of
+    :data:`EPISODE_STEPS` steps each -- plus the final selection (at most 5 candidates) and test."""
+    per_generation = (cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes) * EPISODE_STEPS
+    steps = cfg.generations * per_generation
+    if cfg.max_env_steps:
+        steps = min(steps, cfg.max_env_steps)
+    steps += (cfg.select_episodes * 5 + cfg.test_episodes) * EPISODE_STEPS
     return steps * CPU_SECONDS_PER_STEP / max(workers, 1)
 
 
@@ -46,4 +67,4 @@ def describe(cfg, workers: int) -> str:
     return (f"no run options: the default experiment ({PATH.name}): {cfg.strategy} on {cfg.env}, {cfg.agent} "
             f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; expect about "
             f"{math.ceil(minutes)} min with {max(workers, 1)} core(s) to itself "
-            f"(--workers N for more; --config FILE or any run option runs something else)")
+            f"(--workers N for more; run options change it, --config FILE runs another experiment)")

@@ -82,10 +82,14 @@ def import_env_module(env_id: str) -> None:
         module = env_id.split(":", 1)[0]
         import importlib
 
+        if not module.strip():
+            raise UsageError(f"--env {env_id!r}: no module before ':' (module:EnvId)")
         try:
             importlib.import_module(module)
         except ImportError as exc:
             raise UsageError(f"--env {env_id!r}: cannot import module {module!r} ({exc})") from None
+        except Exception as exc:  # the module itself raised on import
+            raise UsageError(f"--env {env_id!r}: importing module {module!r} raised {_one_line(exc)}") from None
 
 
 def make_env(env_id: str, render_mode: str | None = None, **kwargs):
@@ -112,6 +116,14 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
         raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
+    except Exception as exc:  # the env's constructor refused its arguments in its own way
+        given = f" with --env-option {options!r}" if options else ""
+        raise UsageError(f"--env {env_id!r}{given} cannot be made: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _is_mujoco(gym, env_id: str) -> bool:

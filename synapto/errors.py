@@ -26,3 +26,15 @@ class DiskFullError(Exception):
         if self.resume:
             return f"error: {self}; the last checkpoint is intact.\nresume with: {self.resume}\n"
         return f"error: {self}\n"
+
+
+class TrackingError(UsageError):
+    """A tracking file (``--live-log``, ``--tensorboard``) could not be written while the
+    run went: one line, exit code 2.  The run stopped after the generation's rows and
+    checkpoint were written, so ``resume`` (set by the command) continues it."""
+
+    resume: str | None = None
+
+    def report(self) -> str:
+        tail = f"\nthe run file keeps its last checkpoint; resume with: {self.resume}" if self.resume else ""
+        return f"error: {self}{tail}\n"

@@ -146,15 +146,35 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
             read_only = False
         raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
                          f"{'on a read-only file system' if read_only else 'not writable'}")
+    _probe_folder(probe, f"{option} {str(p)!r}")
     return p
+
+
+def _probe_folder(folder: Path, what: str) -> None:
+    """Make and remove an empty folder in ``folder``: the permission bits say yes to root
+    in /sys or /proc, where making anything fails; nothing is left behind."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".synapto-probe-", dir=folder))
+    except OSError as exc:
+        raise UsageError(f"{what}: nothing can be made in {str(folder)!r} ({exc.strerror})") from None
+
+
+#: bytes of one single-episode task and its result on the coordinator (validation, selection
+#: and test run one task per candidate and episode): 760 measured with tracemalloc
+TASK_BYTES = 800
 
 
 def episode_memory(cfg) -> int:
     """Lower bound of the memory of a run's per-episode arrays: seeds, returns and steps of
-    a generation's training and validation episodes, of the final selection and of the test."""
+    a generation's training and validation episodes, of the final selection and of the test,
+    and the tasks of the phases that send one task per episode."""
     per_generation = cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes
     selection = max(1, cfg.elite_count) * cfg.select_episodes
-    return 3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+    tasks = max(cfg.validation_count * cfg.validate_episodes, selection, cfg.test_episodes)
+    return (3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+            + TASK_BYTES * tasks)
 
 
 def free_disk(path: str | Path) -> int | None:

@@ -1,6 +1,6 @@
 """The default experiment: `evolve` with no run options runs synapto/defaults.toml, a
 pruned (synaptolytic) setting that fits the 3 M env-step budget it was tuned for, and
-says how long it expects to take; any run option runs the options given, as before."""
+says how long it expects to take; options given change it (one set of defaults)."""
 
 import numpy as np
 import pytest
@@ -61,10 +61,36 @@ def test_evolve_without_run_options_runs_the_default_experiment(tmp_path, extra)
     assert not out.exists()
 
 
-def test_any_run_option_runs_the_options_given(tmp_path):
-    r = run_cli("evolve", "--env", "CartPole-v1", "--out", tmp_path / "c.h5", "--check")
-    assert r.returncode == 0, r.stderr
-    assert "default experiment" not in r.stdout and "ga on CartPole-v1" in r.stdout
+def test_run_options_change_the_default_experiment(tmp_path, capsys):
+    """One set of defaults: --generations 2 runs two generations of the default experiment
+    (not a GA on BipedalWalker); --help shows its values; --check shows the budget, the
+    workers a config gives and the time estimate with the cores it assumes."""
+    from synapto.cli import main
+
+    def check(*args):
+        with pytest.raises(SystemExit) as exc:
+            main(["evolve", *map(str, args), "--out", tmp_path / "r.h5", "--check"])
+        out = capsys.readouterr()
+        assert exc.value.code == 0, out.err
+        return out.out
+
+    text = check("--generations", "2")
+    assert "cmaes on LunarLander-v3, hebbian-dag [8, 8]" in text and "no run options" not in text
+    assert "budget: up to 2,750,000 env steps (at most 2 generations); no workers (this process); expect about" in text
+    assert "with 1 core(s)" in text
+    text = check("--strategy", "ga", "--env", "CartPole-v1")  # the cmaes options go with cmaes
+    assert "ga on CartPole-v1, hebbian-dag [8, 8]" in text
+    (tmp_path / "w.toml").write_text("workers = 63\nenv = \"CartPole-v1\"\nmax-env-steps = 100000\n")
+    text = check("--config", tmp_path / "w.toml")
+    assert "63 worker(s), 64 MPI ranks" in text and "with 63 core(s)" in text
+    import re
+
+    with pytest.raises(SystemExit):
+        main(["evolve", "--help"])
+    shown = re.sub(r"[\s│]+", " ", re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out))
+    for option, value in (("--env", "LunarLander-v3"), ("--strategy", "cmaes"), ("--episodes", "1"),
+                          ("--max-env-steps", "2750000"), ("--select-episodes", "30"), ("--validate-top", "2")):
+        assert re.search(re.escape(option) + r" .*?\[default: " + re.escape(value) + r"\]", shown), option
 
 
 def test_a_stored_config_without_the_target_options_prunes_as_before():

@@ -118,6 +118,39 @@ def test_three_ranks_rerun_is_bit_identical(tmp_path):
         assert f.attrs["ranks"] == 3 and f["stats/TotalEnvInteracts"][()].tolist() == [498, 996]
 
 
+def test_the_configs_envs_split_over_the_ranks():
+    """n_envs is the run's number of envs: each rank steps its share, and env g starts the
+    same episodes whichever rank steps it (one rank's seeds are those of before the split)."""
+    from types import SimpleNamespace
+
+    from synapto.errors import UsageError
+    from synapto.ppo.rollout import episode_seed
+    from synapto.ppo.train import local_envs
+    from synapto.seeding import Stream, int_seed
+
+    assert [local_envs(16, r) for r in (1, 2, 4, 16)] == [16, 8, 4, 1]
+    assert local_envs(1, 3) == 1  # Spinning Up: one env per rank, the steps split instead
+    with pytest.raises(UsageError, match="--n-envs 16 does not split evenly over 3 MPI ranks"):
+        local_envs(16, 3)
+    cfg = SimpleNamespace(seed=7, n_envs=4)
+    one_rank = [episode_seed(cfg, 4, 0, 2, g, 5) for g in range(4)]
+    two_ranks = [episode_seed(cfg, 2, r, 2, j, 5) for r in range(2) for j in range(2)]
+    assert one_rank == two_ranks == [int_seed(7, Stream.PPO, 4, 0, 2, g, 5) for g in range(4)]
+    assert len(set(one_rank)) == 4
+    single = SimpleNamespace(seed=7, n_envs=1)
+    assert episode_seed(single, 1, 1, 2, 0, 5) == int_seed(7, Stream.PPO, 1, 1, 2, 5)
+
+
+@pytest.mark.mpi
+def test_envs_that_do_not_split_over_the_ranks_are_refused(tmp_path):
+    out = tmp_path / "r.h5"
+    proc = run_cli("ppo", *TINY, "--n-envs", "3", "--epochs", "1", "--out", out, ranks=2, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--n-envs 3 does not split evenly over 2 MPI ranks" in lines[0], proc.stderr
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def one_rank_run(tmp_path_factory):
     """A 2-epoch single-process run shared by the output-file tests."""

@@ -15,8 +15,8 @@ from synapto.cli import main
 from synapto.ppo.normalise import PRIOR, Moments, ObsNormaliser, RewardScaler
 from synapto.store import PPORun
 
-# Pendulum: a Gaussian policy, a 200-step time limit and epoch-end cuts; 3 envs per rank
-PARITY = ["ppo", "--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "480", "--n-envs", "3",
+# Pendulum: a Gaussian policy, a 200-step time limit and epoch-end cuts; 4 envs, split over the ranks
+PARITY = ["ppo", "--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "480", "--n-envs", "4",
           "--obs-norm", "--reward-scale", "--minibatch-size", "40", "--update-epochs", "2", "--lr-schedule",
           "linear", "--ent-coef", "0.01", "--max-grad-norm", "0.5", "--ortho-init", "--log-std-init", "0",
           "--adam-eps", "1e-5", "--target-kl", "0", "--test-episodes", "3", "--seed", "5", "--save-freq", "2"]

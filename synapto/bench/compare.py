@@ -303,6 +303,25 @@ def compare(paths: list[Path], points: int, episodes: int, thresholds: dict[str,
     return result
 
 
+def refuse_repeated_runs(paths) -> None:
+    """One run counts once: the same file named twice (a link, another spelling) or a copy
+    of a run (the same ``run_id``) would count as a second seed."""
+    import h5py
+
+    seen: dict[str, str] = {}
+    for path in paths:
+        try:
+            with h5py.File(path, "r") as f:
+                run_id = str(f.attrs.get("run_id", ""))
+        except OSError:
+            run_id = ""
+        key = run_id or str(Path(path).resolve())
+        for other in (key, str(Path(path).resolve())):
+            if other in seen:
+                raise UsageError(f"{str(path)!r} is the same run as {seen[other]!r}: give each run once")
+        seen[key] = seen[str(Path(path).resolve())] = str(path)
+
+
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("compare")
     def bench_compare(
@@ -337,6 +356,7 @@ def register(bench_app: typer.Typer) -> None:
         for path in runs:
             if not Path(path).is_file():
                 raise UsageError(f"{str(path)!r} is not a run file")
+        refuse_repeated_runs(runs)
         words = [*map(str, runs), "--points", str(points), "--episodes", str(episodes),
                  *(w for item in threshold or [] for w in ("--threshold", item)), "--out-dir", str(out_dir),
                  "--name", name]

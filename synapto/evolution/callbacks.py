@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from synapto.errors import UsageError
+from synapto.errors import TrackingError, UsageError
 
 
 @dataclass(frozen=True)
@@ -54,31 +54,60 @@ Callback = Callable[[GenerationReport], None]
 
 
 def close_all(callbacks) -> None:
+    """Close every callback that has a ``close()``; a write that fails on closing was the
+    generation's to report (or the run's own error is on its way)."""
     for cb in callbacks:
         close = getattr(cb, "close", None)
         if close is not None:
-            close()
+            try:
+                close()
+            except OSError:
+                pass
 
 
 class TensorBoardWriter:
-    """Writes :meth:`GenerationReport.scalars` as TensorBoard scalars into ``logdir``."""
+    """Writes :meth:`GenerationReport.scalars` as TensorBoard scalars into ``logdir``.
 
-    def __init__(self, logdir: str | Path):
+    One event file per run: a run that starts at generation 0 (a new run, ``--force``
+    included) first removes the event files an earlier run left in its folder, so
+    TensorBoard never draws two runs as one; a resumed run appends a new event file.
+    With ``per_run`` (several seeds into one folder) each run file gets its own
+    subfolder, named after it, which TensorBoard shows as one run each."""
+
+    EVENTS = "events.out.tfevents.*"
+
+    def __init__(self, logdir: str | Path, per_run: bool = False):
         self.logdir = Path(logdir)
+        self.per_run = per_run
         self.writer = None
+        self.out = None  #: the run file the open writer belongs to
 
     @classmethod
-    def checked(cls, logdir: str | Path) -> "TensorBoardWriter":
+    def checked(cls, logdir: str | Path, per_run: bool = False) -> "TensorBoardWriter":
         """One whose package is there and whose folder can be written (one-line errors)."""
         from synapto.resources import check_out_dir
 
         _summary_writer()
         check_out_dir(logdir, "--tensorboard")
-        return cls(logdir)
+        return cls(logdir, per_run)
 
     def __call__(self, report: GenerationReport) -> None:
+        try:
+            self._write(report)
+        except OSError as exc:
+            raise TrackingError(f"--tensorboard {str(self.logdir)!r} cannot be written ({exc.strerror or exc})") \
+                from None
+
+    def _write(self, report: GenerationReport) -> None:
+        if self.writer is not None and self.out != report.out:
+            self.close()
         if self.writer is None:
-            self.writer = _summary_writer()(logdir=str(self.logdir), flush_secs=10)
+            folder = self.logdir / Path(report.out).stem if self.per_run else self.logdir
+            if report.generation == 0:  # a new run: the earlier run's events go
+                for old in folder.glob(self.EVENTS):
+                    old.unlink()
+            self.writer = _summary_writer()(logdir=str(folder), flush_secs=10)
+            self.out = report.out
         for name, value in report.scalars().items():
             if math.isfinite(value):  # TensorBoard draws no NaN or infinite points
                 self.writer.add_scalar(name, value, global_step=report.generation)
@@ -99,7 +128,12 @@ def _summary_writer():
 
 
 class LiveLog:
-    """Appends one row per generation to a ``.csv`` or ``.jsonl`` file, flushed at once."""
+    """Appends one row per generation to a ``.csv`` or ``.jsonl`` file, flushed at once.
+
+    The file is never truncated: a resumed run, a second ``--seed`` and a new run into
+    the same file append to it, and every row names its ``seed``.  A CSV file that
+    exists keeps its header (its columns, in its order); generations re-run after the
+    last checkpoint of a resumed run appear again (the later row is the run file's)."""
 
     SUFFIXES = (".csv", ".jsonl")
 
@@ -118,20 +152,33 @@ class LiveLog:
         log = cls(path)
         if log.path.is_dir():
             raise UsageError(f"--live-log {str(log.path)!r} is a directory")
+        if log.path.exists() and not log.path.is_file():  # /dev/full, a pipe, a socket
+            raise UsageError(f"--live-log {str(log.path)!r} is not a regular file")
         check_out_dir(log.path.parent if str(log.path.parent) else Path("."), f"--live-log {str(log.path)!r}: folder")
         return log
 
     def __call__(self, report: GenerationReport) -> None:
-        row = {"generation": report.generation, **{k: v for k, v in report.stats.items() if k != "generation"},
+        row = {"seed": getattr(report.config, "seed", None), "generation": report.generation,
+               **{k: v for k, v in report.stats.items() if k != "generation"},
                "total_env_steps": report.env_steps, "elapsed": report.elapsed,
                **{f"timing_{k}": v for k, v in report.timing.items()}}
+        try:
+            self._write(row)
+        except OSError as exc:
+            raise TrackingError(f"--live-log {str(self.path)!r} cannot be written ({exc.strerror or exc})") from None
+
+    def _write(self, row: dict) -> None:
         if self.file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = open(self.path, "w", newline="")
-            self.columns = list(row)
+            self.file = open(self.path, "a+", newline="")
+            self.file.seek(0)
+            header = self.file.readline() if self.kind == ".csv" else ""
+            self.file.seek(0, 2)
             if self.kind == ".csv":
                 self.csv = csv.writer(self.file)
-                self.csv.writerow(self.columns)
+                self.columns = next(csv.reader([header])) if header.strip() else list(row)
+                if not header.strip():
+                    self.csv.writerow(self.columns)
         if self.kind == ".csv":
             self.csv.writerow([_cell(row.get(c)) for c in self.columns])
         else:
@@ -140,7 +187,10 @@ class LiveLog:
 
     def close(self) -> None:
         if self.file is not None:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:
+                pass  # the error was reported when the row was written
             self.file = None
 
 

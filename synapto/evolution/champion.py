@@ -55,9 +55,9 @@ def select(cfg: EvolveConfig, candidates: list[Champion], evals: Evaluations, ge
     """Evaluate every candidate on the same ``select_episodes`` episodes (one task per
     candidate and episode); the best wins."""
     seeds = seeding.selection_seeds(cfg.seed, cfg.select_episodes)
-    results = evals.candidates(np.array([c.genome for c in candidates]), np.arange(len(candidates)), seeds,
-                               [norm_of(c.generation) for c in candidates], generation, "selection",
-                               agent, skip=False)
+    results, _ = evals.candidates(np.array([c.genome for c in candidates]), np.arange(len(candidates)), seeds,
+                                  [norm_of(c.generation) for c in candidates], generation, "selection",
+                                  agent, skip=False)
     fitness = np.array([r.fitness for r in results])
     return Selection(candidates, seeds, fitness, np.stack([r.returns for r in results]),
                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64),

@@ -12,20 +12,21 @@ from pathlib import Path
 
 import typer
 
-from synapto.errors import DiskFullError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run
 from synapto.shell import synapto_command
 
 
-def tracking_callbacks(tensorboard: Path | None, live_log: Path | None) -> list:
-    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now)."""
+def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: int = 1) -> list:
+    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now);
+    ``runs`` > 1 (several seeds): one TensorBoard subfolder per run file."""
     from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
     from synapto.logs import debug
 
     found = [timing_debug(debug)]
     if tensorboard is not None:
-        found.append(TensorBoardWriter.checked(tensorboard))
+        found.append(TensorBoardWriter.checked(tensorboard, per_run=runs > 1))
     if live_log is not None:
         found.append(LiveLog.checked(live_log))
     return found
@@ -54,14 +55,17 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     return agent
 
 
-def check_task_timeout(value) -> float | None:
-    """``--task-timeout`` / ``task_timeout``: None (off) or a finite number of seconds > 0."""
-    import math
+#: the longest --task-timeout (about 116 days): the interval timer's own limit is near 1e9 s
+MAX_TASK_TIMEOUT = 1e7
 
+
+def check_task_timeout(value) -> float | None:
+    """``--task-timeout`` / ``task_timeout``: None (off) or a number of seconds in
+    (0, :data:`MAX_TASK_TIMEOUT`]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
-        raise UsageError(f"--task-timeout must be a number of seconds > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= MAX_TASK_TIMEOUT):
+        raise UsageError(f"--task-timeout must be a number of seconds in (0, {MAX_TASK_TIMEOUT:,.0f}], got {value!r}")
     return float(value)
 
 
@@ -109,6 +113,9 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)
+            except TrackingError as exc:  # rows and checkpoint of the last generation are on disk
+                exc.resume = resume_command(o, workers())
+                raise
             except DiskFullError as exc:
                 # the run file and checkpoint on disk are the last whole ones: say how to go on
                 if (resuming or exc.resumable) and Path(o).exists():
@@ -169,7 +176,8 @@ def resumed_config(stored, values: dict, path):
         wanted = dataclasses.replace(stored, **values)
     except TypeError as exc:
         raise UsageError(f"bad option value: {exc}") from None
-    diffs = stored.differences(wanted)
+    # the champion test is part of the run's promise: changing it on --resume is refused too
+    diffs = stored.differences(wanted, names=(*stored.IDENTITY, "test_episodes"))
     if diffs:
         raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
     return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
@@ -202,6 +210,11 @@ def resume_state(path, values: dict):
     return wanted, done_generations, steps_done, finished
 
 
+def nothing_to_do(path, generations: int, steps: int) -> str:
+    return (f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
+            f"(raise --generations or --max-env-steps to extend it)")
+
+
 def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
                      task_timeout: float | None = None, check: bool = False, callbacks=()) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
@@ -214,8 +227,7 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     wanted, done_generations, steps_done, finished = resume_state(path, values)
     if finished and not wanted.goes_on(done_generations, steps_done):
         if env_rank() == 0:
-            _log(f"{path} is finished ({done_generations} generations, {steps_done:,} env steps); nothing to do "
-                 f"(raise --generations or --max-env-steps to extend it)")
+            _log(nothing_to_do(path, done_generations, steps_done))
         return
     from synapto.agents import build_agent
     from synapto.store import check_writable

@@ -72,13 +72,15 @@ class Evaluations:
                 self.progress.clear()
 
     def candidates(self, genomes: np.ndarray, who: np.ndarray, seeds: np.ndarray, norms: list, generation: int,
-                   phase: str, agent, samples=None, skip: bool | None = None) -> list[EvalResult]:
+                   phase: str, agent, samples=None, skip: bool | None = None
+                   ) -> tuple[list[EvalResult], dict[int, Failure]]:
         """Candidates ``genomes`` (K, n) on the same episodes ``seeds`` (V,), candidate ``k``
         with the observation normalisation ``norms[k]``: one task per candidate and episode,
         so that a phase of 2 candidates x 8 episodes keeps 16 workers busy; each candidate's
         result merged from its episodes (:func:`merge_episodes`), the same as one task of
         all its episodes.  ``samples``: the candidates are ``who`` of these samples (-1: the
-        centre), sent as noise keys; they all share ``norms[0]`` then."""
+        centre), sent as noise keys; they all share ``norms[0]`` then.  Also returns the
+        first failure of each candidate whose task raised (``skip``), by candidate index."""
         K, V = len(genomes), len(seeds)
         pairs = [(k, e) for k in range(K) for e in range(V)]
         who_task = np.array([who[k] for k, _ in pairs], dtype=np.int64)
@@ -88,8 +90,11 @@ class Evaluations:
         else:
             results = self.map([EvalTask(genomes[k], seeds[e:e + 1], want_stats=False, obs_norm=norms[k])
                                 for k, e in pairs], generation, who_task, phase, skip)
+        failures: dict[int, Failure] = {}
+        for t in sorted(results.failures):
+            failures.setdefault(t // V, results.failures[t])
         return [merge_episodes([results[k * V + e] for e in range(V)], agent.penalty(genomes[k]))
-                for k in range(K)]
+                for k in range(K)], failures
 
 
 def num(x: float, width: int = 9) -> str:
@@ -113,6 +118,17 @@ class Validation:
     returns: np.ndarray  #: (K, V)
     steps: np.ndarray  #: (K,) env steps of each candidate's validation
     seeds: np.ndarray  #: (V,) shared by the candidates
+    #: candidate slot -> the failure of its evaluation (``--on-error skip``: fitness -inf)
+    failures: dict[int, Failure] = field(default_factory=dict)
+
+    def failed_individuals(self) -> list[int]:
+        """The individuals (-1: a strategy's centre) whose validation raised."""
+        return [int(self.candidates.individual[k]) for k in sorted(self.failures)]
+
+    def warnings(self, g: int) -> list[str]:
+        return [f"warning: generation {g} validation of individual {self.candidates.individual[k]} failed on rank "
+                f"{f.rank} ({f.host}): {f.message}; its validation fitness set to -inf"
+                for k, f in sorted(self.failures.items())]
 
 
 @dataclass
@@ -150,10 +166,10 @@ def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray,
         cand = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
         return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
     cand = strategy.candidates(fitness, K)
-    results = evals.candidates(cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent,
-                               samples=samples)
+    results, failures = evals.candidates(cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent,
+                                         samples=samples)
     return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
-                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds)
+                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds, failures)
 
 
 def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent,
@@ -205,6 +221,7 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     t_val = time.perf_counter()
     validation = validate(cfg, g, strategy, learn, evals, agent, norm, samples)
     t_val = time.perf_counter() - t_val
+    warnings += validation.warnings(g)
 
     arrays = {k: np.array(v) for k, v in strategy.record_arrays().items()}
     t1 = time.perf_counter()
@@ -250,7 +267,7 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
         "champion_connections": float(np.count_nonzero(champion.genome)),
         **strategy.record(),
         "nonfinite_count": float(np.count_nonzero(gen.nonfinite)),
-        "failure_count": float(gen.failed.sum()),
+        "failure_count": float(gen.failed.sum() + len(gen.validation.failures)),  # training and validation
         "validation_best": float(vf.max()) if vf.size else float("nan"),
         "validation_mean": float(vf[np.isfinite(vf)].mean()) if np.isfinite(vf).any() else float("nan"),
         "validation_env_steps": float(validation_steps),

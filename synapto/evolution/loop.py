@@ -40,6 +40,7 @@ from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_tim
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
+from synapto.shell import synapto_command
 from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
 
@@ -48,6 +49,7 @@ from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, 
 class RunSummary:
     out: Path
     generations: int
+    #: every env step of the run: training, validation, final selection and test (the "done" line's total)
     env_steps: int
     best_fitness: float
     test_mean: float | None
@@ -320,6 +322,9 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm, run.train_cap())
             for line in gen.warnings:
                 log(line)
+            for who in gen.validation.failed_individuals():
+                log("reproduce: " + synapto_command("replay", out, "--generation", gen.index, "--individual", who,
+                                                    "--validation"))
             stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
@@ -342,10 +347,11 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         run.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     sel, tst = run.selection_steps, int(test.steps.sum())
-    log(f"done in {_fmt_time(wall)}: {run.env_steps + run.validation_steps + sel + tst:,} env steps "
+    total = run.env_steps + run.validation_steps + sel + tst
+    log(f"done in {_fmt_time(wall)}: {total:,} env steps "
         f"({run.env_steps:,} training, {run.validation_steps:,} validation, {sel:,} selection, {tst:,} test) "
         f"-> {out} (coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
-    return RunSummary(out, run.generation, run.env_steps, run.strategy.champion.fitness, test.mean, test.std, wall)
+    return RunSummary(out, run.generation, total, run.strategy.champion.fitness, test.mean, test.std, wall)
 
 
 def run_status(out: Path) -> tuple[int, bool]:

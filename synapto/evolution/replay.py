@@ -53,7 +53,7 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         done = run.completed
         P = cfg.population
         if sample is None and generation == done and not run.tested:
-            return _plan_unfinished(Path(path), cfg, generation, individual)
+            return _plan_unfinished(Path(path), cfg, generation, individual, validation)
         if done == 0:
             raise RunFileError(f"{str(path)!r} has no completed generation to replay")
         if sample is not None:
@@ -125,19 +125,32 @@ def _plan_validation(path, run, cfg, done, generation, individual, sample, sampl
     return ReplayPlan(path, cfg, items, note)
 
 
-def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int) -> ReplayPlan:
+def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int,
+                     validation: bool = False) -> ReplayPlan:
     """Replay an individual of the generation that did not complete (e.g. one whose
-    evaluation raised): its genome is in the checkpoint, its seeds follow from the config."""
+    evaluation raised): its genome is in the checkpoint (``validation`` and individual -1:
+    the strategy's centre), its seeds (training or validation) follow from the config."""
     from synapto.evolution.loop import restore_strategy
     from synapto.store import read_checkpoint
 
     checkpoint = read_checkpoint(path)
     if checkpoint is None or checkpoint.scalars["generation"] != generation:
         raise UsageError(f"--generation {generation} did not complete and {str(path)!r} has no checkpoint of it")
-    if not 0 <= individual < cfg.population:
+    if not 0 <= individual < cfg.population and not (validation and individual == -1):
         raise UsageError(f"--individual {individual} is out of range: the population has 0..{cfg.population - 1}")
-    seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes, common=cfg.crn)[individual]
-    genome = restore_strategy(cfg, checkpoint).ask()[individual]
+    if validation and not cfg.validation_count:
+        raise UsageError(f"{str(path)!r} was run without validation (validate_episodes = 0)")
+    strategy = restore_strategy(cfg, checkpoint)
+    genomes = strategy.ask()
+    if validation:
+        seeds = seeding.validation_seeds(cfg.seed, generation, cfg.validate_episodes)
+        centre = strategy.record_arrays().get("centre")
+        if individual == -1 and centre is None:
+            raise UsageError(f"--individual -1 (a strategy's centre): {cfg.strategy} has none")
+        genome = np.asarray(centre) if individual == -1 else genomes[individual]
+    else:
+        seeds = seeding.train_seeds(cfg.seed, generation, cfg.population, cfg.episodes, common=cfg.crn)[individual]
+        genome = genomes[individual]
     norm = None
     if cfg.obs_norm:
         from synapto.evolution.obs_norm import ObsStats
@@ -145,11 +158,15 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
         stats = ObsStats(len(checkpoint.arrays["obs_sum"]))
         stats.restore(checkpoint.arrays)
         norm = stats.frozen()
-    with RunData(path, kind="evolve") as run:
-        cap = training_cap(cfg, run, generation)
-    item = ReplayItem(generation, individual, genome, seeds, None, None, norm, True, cap)
+    if validation:  # validation episodes: the task's own, unshaped and uncapped
+        item = ReplayItem(generation, individual, genome, seeds, None, None, norm)
+    else:
+        with RunData(path, kind="evolve") as run:
+            cap = training_cap(cfg, run, generation)
+        item = ReplayItem(generation, individual, genome, seeds, None, None, norm, True, cap)
+    what = "the validation of individual" if validation else "individual"
     return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
-                                         f"checkpoint), individual {individual}")
+                                         f"checkpoint), {what} {individual}")
 
 
 def same_float(a, b) -> bool:

@@ -125,7 +125,7 @@ def ppo(
         "--exp-name", "--exp_name", help="Experiment name in config.json (Spinning Up's plots group by it).",
         show_default="ppo_<env>")] = None,
     dtype: Annotated[str, typer.Option(help="Network arithmetic: float32 or float64.")] = _P["dtype"],
-    n_envs: Annotated[int, typer.Option("--n-envs", help="Environments per process, stepped in lockstep.")]
+    n_envs: Annotated[int, typer.Option("--n-envs", help="Environments in all, split evenly over the processes (1: one per process).")]
         = _P["n_envs"],
     obs_norm: Annotated[bool, typer.Option(
         "--obs-norm/--no-obs-norm", help="Normalise observations by running statistics.")] = _P["obs_norm"],

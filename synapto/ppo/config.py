@@ -44,7 +44,9 @@ class PPOConfig:
     exp_name: str = ""  #: experiment name in config.json (Spinning Up's plotter groups by it); "" = ppo_<env>
     dtype: str = "float32"  #: network arithmetic: float32 (as PyTorch) or float64
     # -- beyond Spinning Up: what rl-zoo's tuned PPO uses (docs/ppo.md); the defaults change nothing
-    n_envs: int = 1  #: environments per rank, stepped in lockstep, each steps_per_epoch // (ranks * n_envs) steps
+    #: environments in all, split evenly over the ranks (each rank steps its n_envs / ranks in lockstep, each
+    #: env steps_per_epoch // n_envs steps); 1: one env per rank, steps_per_epoch // ranks steps (Spinning Up)
+    n_envs: int = 1
     obs_norm: bool = False  #: normalise observations by running mean and std (all ranks' rollouts), clip +-10
     reward_scale: bool = False  #: divide rewards by the running std of the discounted return, clip +-10
     lr_schedule: str = "constant"  #: constant, or linear: pi_lr and vf_lr fall from their value to value / epochs

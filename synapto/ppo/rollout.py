@@ -1,14 +1,18 @@
-"""One rank's rollout of one PPO epoch: ``n_envs`` environments stepped in lockstep.
+"""One rank's rollout of one PPO epoch: its ``n_envs / ranks`` environments stepped in lockstep.
 
-Each env runs ``T = steps_per_epoch // (ranks * n_envs)`` steps; its steps fill the
+The config's ``n_envs`` are split evenly over the ranks (rank ``r`` steps the envs
+``r L .. (r + 1) L - 1``, ``L = n_envs / ranks``), so the epoch has the same envs and
+the same env length at any rank count; with ``n_envs = 1`` every rank runs one env
+instead (Spinning Up).  Each env runs ``T = steps_per_epoch // (ranks * L)`` steps; its steps fill the
 buffer rows ``j T .. (j + 1) T - 1`` (env-major, so each episode piece is contiguous for
 GAE).  Every epoch starts with fresh envs and fresh episodes -- as Spinning Up does --, so
 an epoch depends only on the parameters, the normalisation moments and (seed, rank,
 epoch): a checkpoint at an epoch boundary is all that resuming needs.
 
-Seeds: with one env, episode ``e`` starts from ``reset(seed=int_seed(seed, PPO, 1, rank,
-epoch, e))`` (as before vectorised envs existed: such runs are unchanged); with several,
-episode ``e`` of env ``j`` from ``int_seed(seed, PPO, 4, rank, epoch, j, e)``.  The
+Seeds: with ``n_envs = 1``, episode ``e`` starts from ``reset(seed=int_seed(seed, PPO, 1,
+rank, epoch, e))`` (as before vectorised envs existed: such runs are unchanged); with
+several, episode ``e`` of global env ``g`` from ``int_seed(seed, PPO, 4, 0, epoch, g, e)``
+(the same episodes at any rank count; one rank's runs are unchanged).  The
 exploration noise of the whole epoch is drawn up front from ``generator(seed, PPO, 2,
 rank, epoch)``, row ``t n_envs + j`` for env ``j``'s step ``t``.
 
@@ -29,10 +33,13 @@ from synapto.seeding import Stream, generator, int_seed
 clock = time.perf_counter
 
 
-def episode_seed(cfg, n_envs: int, rank: int, epoch: int, env: int, episode: int) -> int:
-    if n_envs == 1:
+def episode_seed(cfg, local: int, rank: int, epoch: int, env: int, episode: int) -> int:
+    """Episode ``episode`` of the rank's env ``env`` (of ``local``): keyed by the env's
+    global index ``rank * local + env`` when the config's ``n_envs`` are split over the
+    ranks, so that an env starts the same episodes whichever rank steps it."""
+    if cfg.n_envs == 1:
         return int_seed(cfg.seed, Stream.PPO, 1, rank, epoch, episode)
-    return int_seed(cfg.seed, Stream.PPO, 4, rank, epoch, env, episode)
+    return int_seed(cfg.seed, Stream.PPO, 4, 0, epoch, rank * local + env, episode)
 
 
 def boot_obs(norm, obs: np.ndarray) -> np.ndarray:

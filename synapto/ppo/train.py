@@ -2,7 +2,8 @@
 
 Per epoch, on every rank:
 
-1. **Rollout**: ``steps_per_epoch // ranks`` steps in a fresh environment.  Episode
+1. **Rollout**: ``steps_per_epoch // ranks`` steps in a fresh environment (or in the rank's
+   share of ``n_envs``, :func:`local_envs`, see :mod:`synapto.ppo.rollout`).  Episode
    ``e`` of epoch ``k`` on rank ``r`` starts from ``reset(seed=int_seed(seed, PPO, 1,
    r, k, e))``; exploration noise for the whole epoch is drawn up front from
    ``generator(seed, PPO, 2, r, k)``.  Each epoch starts with a fresh reset (as Spinning
@@ -85,6 +86,19 @@ def _zero_timing() -> dict[str, float]:
                              "comm", "stats")}
 
 
+def local_envs(n_envs: int, ranks: int) -> int:
+    """Envs per rank: ``n_envs`` split evenly over the ranks, or one each when ``n_envs`` is 1
+    (Spinning Up's layout: the epoch's steps split instead).  Any other count that the
+    ranks do not divide is refused: an uneven split would weight the ranks' gradients
+    unequally and desynchronise their minibatch loops."""
+    if n_envs == 1:
+        return 1
+    if n_envs % ranks:
+        raise UsageError(f"--n-envs {n_envs} does not split evenly over {ranks} MPI ranks; use a rank count that "
+                         f"divides it (or --n-envs 1: one env per rank)")
+    return n_envs // ranks
+
+
 class Trainer:
     """One rank's PPO state: networks, optimisers, buffer; :meth:`epoch` runs one epoch."""
 
@@ -93,8 +107,8 @@ class Trainer:
         self.cfg, self.coll, self.rank = cfg, coll, rank
         self.info = info
         self.dtype = np.dtype(cfg.dtype)
-        self.n_envs = cfg.n_envs
-        self.n_local = cfg.steps_per_epoch // (coll.size * cfg.n_envs) * cfg.n_envs
+        self.n_envs = local_envs(cfg.n_envs, coll.size)  #: this rank's envs
+        self.n_local = cfg.steps_per_epoch // (coll.size * self.n_envs) * self.n_envs
         if self.n_local < 1:
             raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
                              f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step")
@@ -108,7 +122,7 @@ class Trainer:
         self.pi_opt = Adam(pi.size, cfg.pi_lr, eps=cfg.adam_eps, dtype=d)
         self.vf_opt = Adam(v.size, cfg.vf_lr, eps=cfg.adam_eps, dtype=d)
         self.obs_norm = ObsNormaliser(info.obs_dim) if cfg.obs_norm else None
-        self.reward_scale = RewardScaler(cfg.n_envs, cfg.gamma) if cfg.reward_scale else None
+        self.reward_scale = RewardScaler(self.n_envs, cfg.gamma) if cfg.reward_scale else None
         if checkpoint is not None:
             self.pi.params[...] = checkpoint["pi"]
             self.vf.params[...] = checkpoint["v"]
@@ -331,6 +345,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
             if cfg.steps_per_epoch < size:
                 raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
                                  f"MPI ranks ({size}); each rank needs at least one step")
+            local_envs(cfg.n_envs, size)
             if resume:
                 with PPORun(out) as run:
                     if run.ranks != size:

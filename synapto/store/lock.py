@@ -83,6 +83,11 @@ class RunLock:
         self.fd: int | None = None
 
     def acquire(self) -> "RunLock":
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{str(self.run_path)!r}: cannot create its folder {str(self.path.parent)!r} "
+                             f"({exc.strerror})") from None
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -147,13 +152,10 @@ def check_output_path(path: str | Path, force: bool) -> Path:
         raise UsageError(f"--out {str(p)!r} is not a regular file")
     if p.exists() and not force:
         raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {str(p)!r}: cannot create directory {str(parent)!r} ({exc.strerror})") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {str(p)!r}: directory {str(parent)!r} is not writable")
+    from synapto.resources import check_out_dir
+
+    # checked, not made: the run makes its folder when it starts (RunLock.acquire)
+    check_out_dir(p.parent if str(p.parent) else Path("."), "--out")
     check_not_in_use(p)
     return p
 

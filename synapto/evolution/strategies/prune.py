@@ -82,7 +82,11 @@ def check_options(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_agent(agent, options: dict[str, Any]) -> None:
-    """Refuse a criterion the agent cannot serve (one line)."""
+    """Refuse a criterion the agent cannot serve, or a target that leaves no connection (one line)."""
+    n = int(getattr(agent, "n_params", 0))
+    if options["prune_to"] > 0 and n and int(round(n * options["prune_to"])) < 1:
+        raise UsageError(f"strategy option prune_to {options['prune_to']:g} leaves no connection of the "
+                         f"network's {n:,}: give at least {1 / n:.3g} (one connection)")
     if options["prune_to"] > 0 and options["prune_by"] == "trace" and not getattr(agent, "traces", False):
         raise UsageError(f"strategy option prune_by 'trace' needs an agent with Hebbian traces (hebbian-dag); "
                          f"{getattr(agent, 'name', type(agent).__name__)!r} has none")

@@ -1,0 +1,80 @@
+"""One race run: ``synapto evolve`` or ``synapto ppo`` on a given number of cores, its
+command, wall time, CPU seconds, then its tested curve and threshold figures.
+
+* evolution on ``W + 1`` cores: ``--workers W`` (W workers and the coordinator);
+* PPO on the same cores: ``--cpu P`` with ``P`` the most processes, at most ``W + 1``,
+  over which the config's ``n_envs`` split evenly (``synapto.ppo.train.local_envs``;
+  with ``n_envs = 1`` every process has one env, so ``P = W + 1``).  A race of
+  LunarLander's 16 envs at 2 workers (3 cores) runs PPO on 2 processes: the table says so.
+
+CPU seconds are the user + system time of the command and every process under it
+(``getrusage(RUSAGE_CHILDREN)`` before and after: mpiexec and its proxies wait for
+their ranks, so the ranks' time reaches it).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+from synapto.bench.common import run_logged
+from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
+from synapto.bench.race.load import measure
+
+
+def ppo_processes(n_envs: int, cores: int) -> int:
+    """The most processes, at most ``cores``, that split ``n_envs`` evenly."""
+    if n_envs == 1:
+        return cores
+    return max(p for p in range(1, min(cores, n_envs) + 1) if n_envs % p == 0)
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def command(method: str, config: str, workers: int, processes: int, seed: int, out: Path) -> list[str]:
+    base = [sys.executable, "-m", "synapto", method, "--config", str(config), "--seed", str(seed),
+            "--out", str(out), "--force"]
+    return base + (["--workers", str(workers)] if method == "evolve" else ["--cpu", str(processes)])
+
+
+def run_method(method: str, config: str, workers: int, processes: int, seed: int, out_dir: Path, task: str,
+               log=print) -> dict:
+    """Run one method once; what it cost (wall, CPU) and the load just before it."""
+    tag = "".join(c if c.isalnum() else "_" for c in task)
+    out = out_dir / "runs" / f"{method}_{tag}_s{seed}_c{workers + 1}.h5"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = command(method, config, workers, processes, seed, out)
+    load = measure()
+    log(f"race: {method} {task} seed {seed} on {workers + 1} cores ({processes} processes; other load "
+        f"{load['busy_cores']:.2f} cores) ...")
+    cpu0, t0 = children_cpu(), time.perf_counter()
+    run_logged(cmd, out.with_suffix(".log"))
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    return {"method": method, "task": task, "seed": seed, "cores": workers + 1, "processes": processes,
+            "config": str(config), "out": str(out), "command": " ".join(cmd[1:]), "process_wall_s": wall,
+            "cpu_s": cpu, "load_before": load}
+
+
+def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache, log=print) -> Curve:
+    """Test the run's checkpointed policies (as ``bench compare`` does) and add the
+    threshold figures to ``run``: ``steps_to_threshold``, ``wall_to_threshold_s`` (the
+    run's own clock at the first tested point past the threshold; None: never),
+    ``final_test`` (mean) and ``final_test_std``, ``wall_s`` and ``env_steps`` in all."""
+    make = evolve_curve if run["method"] == "evolve" else ppo_curve
+    curve = make(Path(run["out"]), points, episodes, cache, log)
+    threshold = thresholds.get(run["task"], THRESHOLDS.get(run["task"]))
+    hit = curve.reached(threshold) if threshold is not None else None
+    run.update(threshold=threshold, label=curve.method,
+               steps_to_threshold=None if hit is None else hit.env_steps,
+               wall_to_threshold_s=None if hit is None else hit.wall,
+               point_at_threshold=None if hit is None else hit.label,
+               final_test=curve.final.test_mean, final_test_std=curve.final.test_std,
+               wall_s=curve.final.wall, env_steps=curve.final.env_steps,
+               curve=[{"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean}
+                      for p in curve.points])
+    return curve
