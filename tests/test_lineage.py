@@ -2,10 +2,11 @@
 pruned bits and noise keys, over the wire and in the run file, the same runs as before.
 
 tests/data/ga_mlp.h5 (with its checkpoint) and ga_dag.h5 were written by main 8e2a0e2's
-code, before lineages, with the commands of :data:`RUNS` (``--out`` aside)."""
+code, before lineages, with the commands of :data:`RUNS` (``--out`` and :data:`THEN` aside)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -16,11 +17,15 @@ import pytest
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
 DATA = Path(__file__).parent / "data"
+#: main 8e2a0e2's defaults that the fixtures' commands relied on (evolve's defaults are now the
+#: default experiment's); the tests check that the stored configs are the same
+THEN = ["--strategy", "ga", "--validate-top", "0", "--validate-episodes", "16", "--select-episodes", "0",
+        "--max-env-steps", "0", "--crn"]
 MLP = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "8", "--population", "8", "--generations", "4",
-       "--episodes", "1", "--test-episodes", "0", "--seed", "5"]
+       "--episodes", "1", "--test-episodes", "0", "--seed", "5", *THEN]
 DAG = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--hidden", "4", "--population", "8", "--generations", "4",
        "--episodes", "1", "--test-episodes", "0", "--seed", "6", "--strategy-option", "prune_to=0.5",
-       "--strategy-option", "prune_end=3", "--strategy-option", "prune_by=trace"]
+       "--strategy-option", "prune_end=3", "--strategy-option", "prune_by=trace", *THEN]
 #: the fixtures and the commands main 8e2a0e2 wrote them with
 RUNS = {"ga_mlp.h5": MLP, "ga_dag.h5": DAG}
 
@@ -31,6 +36,8 @@ def _same_as_main(old: Path, new: Path) -> None:
     from synapto.store import RunData
     from synapto.store.compare import datasets
 
+    with h5py.File(old, "r") as f, h5py.File(new, "r") as g:
+        assert json.loads(f.attrs["config"]) == json.loads(g.attrs["config"])
     a, b = datasets(old), datasets(new)
     assert "population" in a and "population" not in b and "samples/keys" in b
     assert set(a) - {"population"} == {k for k in b if not k.startswith("samples/")}
