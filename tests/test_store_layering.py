@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
-#: what synapto.store may import from synapto (besides itself)
-STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise"}
+#: what synapto.store may import from synapto (besides itself): the rebuilding of stored
+#: genomes (noise keys, GA lineages) included
+STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise",
+                    "synapto.lineage"}
 
 
 def imports(path: Path) -> set[str]:

@@ -11,9 +11,11 @@ Two questions, measured side by side in one run:
    share them (oversubscribed) and tasks/s says more about the cores than the farm.
    From the CPU per noise-key task and the mean BipedalWalker episode of the configs'
    runs below: the worker count at which the coordinator would be busy all the time.
-2. **The shipped configs.**  ``synapto evolve --config X --workers 1`` and ``2`` on the
-   same env-step budget (``--max-env-steps``; selection and test off), alternating:
-   wall time, speed-up, and the coordinator's CPU as a share of wall time.
+2. **The shipped configs, and the GA at 68 k and 1 M weights.**  ``synapto evolve --config X
+   --workers 1`` and ``2`` (and the GA's command lines, :data:`GA_RUNS`) on the same
+   env-step budget (``--max-env-steps``; selection and test off), alternating: wall time,
+   speed-up, the coordinator's CPU as a share of wall time, and the run file's size per
+   generation.
 
 Writes ``farm.md`` and ``farm.json`` to ``--out-dir``.
 """
@@ -41,6 +43,12 @@ SIZES = (100, 10_000, 100_000, 1_000_000)
 KEY_GENOME = 2720
 #: configs, budgets and worker counts of part 2 (config, env steps)
 CONFIGS = (("experiments/bipedal_solve.toml", 400_000), ("experiments/lunarlander_learn.toml", 300_000))
+#: the GA at deep-neuroevolution scale (genomes as lineages, :mod:`synapto.lineage`):
+#: LunarLander with pruned-mlp networks of 68 k and 1.06 M weights (label, options, env steps)
+GA_RUNS = tuple((f"ga, pruned-mlp {a}x{a} ({label})",
+                 ["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", str(a), str(a), "--strategy", "ga",
+                  "--population", "32", "--episodes", "1", "--generations", "1000", "--seed", "3"], budget)
+                for a, label, budget in ((256, "68 k weights", 150_000), (1024, "1 M weights", 60_000)))
 _DONE = re.compile(r"done in .*coordinator CPU ([0-9.]+) s")
 
 
@@ -111,7 +119,8 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
 
 # -- part 2: the shipped configs ---------------------------------------------------------
 def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[dict]:
-    """Each config at each worker count on its env-step budget (counts alternating)."""
+    """Each config at each worker count on its env-step budget (counts alternating); a
+    config is a path, or ``(label, evolve options)``."""
     from synapto.bench.evolve.runs import run_logged
     from synapto.store import RunData
 
@@ -121,10 +130,11 @@ def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[di
             for r in range(repeats):
                 for W in (workers if r % 2 == 0 else tuple(reversed(workers))):
                     out = Path(tmp) / f"run{W}.h5"
-                    cmd = [sys.executable, "-m", "synapto", "evolve", "--config", str(config), "--workers", str(W),
+                    label, options = (config if isinstance(config, tuple) else (str(config), ["--config", str(config)]))
+                    cmd = [sys.executable, "-m", "synapto", "evolve", *options, "--workers", str(W),
                            "--max-env-steps", str(budget), "--select-episodes", "0", "--test-episodes", "0",
                            "--out", str(out), "--force"]
-                    log(f"farm config: {config} with {W} worker(s), {budget:,} env steps ...")
+                    log(f"farm config: {label} with {W} worker(s), {budget:,} env steps ...")
                     logged = run_logged(cmd, Path(tmp) / f"run{W}.log")
                     cpu = next((float(m.group(1)) for _, line in logged.lines if (m := _DONE.search(line))), math.nan)
                     with RunData(out) as run:
@@ -132,7 +142,9 @@ def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[di
                         steps = int(run.stats("env_steps")[-1] + run.stats("validation_env_steps")[-1])
                         compute = float(np.nansum(run.timing("worker_compute")))
                         wall = float(np.nansum(run.timing("wall")))
-                    rows.append({"config": str(config), "budget": budget, "workers": W, "repeat": r,
+                        per_generation = out.stat().st_size / max(run.completed, 1)
+                    rows.append({"config": label, "budget": budget, "workers": W, "repeat": r,
+                                 "file_per_generation": per_generation,
                                  "wall": logged.wall, "loop_wall": wall, "coordinator_cpu": cpu,
                                  "env_steps": steps, "tasks": tasks, "worker_compute": compute})
     return rows
@@ -153,6 +165,7 @@ def speedup_rows(runs: list[dict]) -> list[dict]:
             out.append({"config": config, "workers": W, "wall": wall, "speedup": base / wall,
                         "efficiency": base / wall / W, "coordinator_cpu_share": cpu,
                         "process_wall": process, "process_speedup": base_process / process,
+                        "file_per_generation": statistics.median(r.get("file_per_generation", math.nan) for r in rs),
                         "env_steps": rs[0]["env_steps"]})
     return out
 
@@ -195,11 +208,12 @@ def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
                   "wall: the run's own wall time (its generations, from /timing/wall); with start-up: the "
                   "whole command, mpiexec and every rank's imports included.", "",
                   md_table(["config", "env steps", "workers", "wall (s)", "speed-up", "efficiency",
-                            "coordinator CPU / wall", "with start-up (s)", "speed-up"],
+                            "coordinator CPU / wall", "with start-up (s)", "speed-up", "run file / generation"],
                            [[r["config"], f"{r['env_steps']:,}", r["workers"], f"{r['wall']:.1f}",
                              f"{r['speedup']:.2f}", f"{100 * r['efficiency']:.0f} %",
                              f"{100 * r['coordinator_cpu_share']:.1f} %", f"{r['process_wall']:.1f}",
-                             f"{r['process_speedup']:.2f}"] for r in speed]), ""]
+                             f"{r['process_speedup']:.2f}", f"{r.get('file_per_generation', math.nan) / 1e6:.2f} MB"]
+                            for r in speed]), ""]
     return "\n".join(lines)
 
 
@@ -225,7 +239,8 @@ def register(bench_app: typer.Typer) -> None:
         check_out_dir(out_dir)
         t0 = time.perf_counter()
         probes = run_probes(workers_list, tasks_per_worker, repeats)
-        runs = run_configs(CONFIGS, repeats=max(1, repeats // 2)) if configs else []
+        runs = run_configs([*CONFIGS, *(((label, options), budget) for label, options, budget in GA_RUNS)],
+                           repeats=max(1, repeats // 2)) if configs else []
         speed = speedup_rows(runs) if runs else []
         sat = saturation(probes, runs)
         md = report(probes, speed, sat)

@@ -204,7 +204,7 @@ class SampleContext:
     ``(i, e)`` (sample ``i`` -- the centre for ``i = -1`` -- on episode ``e`` of the
     episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
 
-    samples: object  #: a :class:`synapto.noise.Samples`
+    samples: object  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
     seeds: np.ndarray  #: (P, E): each sample's own episodes; or (V,): episodes shared by all
     want_stats: bool = True
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None

@@ -19,6 +19,7 @@ observation statistics (:mod:`synapto.evolution.obs_norm`).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +154,9 @@ class EvolutionRun:
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
         attrs = {"action_range": action_range(self.agent)}
         samples = self.strategy.samples()
-        if samples is None or "centre" not in arrays:  # populations are stored
+        if samples is not None and samples.kind == "lineage":  # a GA's lineages (synapto.lineage)
+            attrs["lineage_bounds"] = json.dumps([int(b) for b in samples.bounds])
+        elif samples is None or "centre" not in arrays:  # populations are stored
             return Extras(self.agent.space.obs_dim, {**figures, **arrays}, attrs=attrs)
         return Extras(self.agent.space.obs_dim, {**figures, **arrays}, samples.kind,
                       {k: np.shape(v) for k, v in samples.arrays().items()}, attrs)

@@ -6,8 +6,9 @@ Messages (tag, content), coordinator -> worker:
 ==========  ============================================================
 ``SETUP``   the handler's recipe (an object with ``build()``)
 ``CONTEXT`` ``(id, object)``: data shared by the tasks of one map (an ES
-            generation's centre, sigma and noise keys); sent once per worker
-            and map, before the worker's first task of that map
+            generation's centre, sigma and noise keys; a GA generation's
+            lineage: its distinct parents, pruned bits and noise keys); sent
+            once per worker and map, before the worker's first task of that map
 ``BUFFER``  raw bytes of an array of the frame sent just before
 ``TASK``    ``(index, context id or None, payload)``
 ``STOP``    ``None``: leave the worker loop

@@ -27,6 +27,12 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
                         with /strategy/centre and the root attribute ``samples`` (the kind)
                         they rebuild every genome exactly (:class:`synapto.noise.Samples`,
                         :meth:`synapto.store.RunData.population`) in O(n) per generation
+    /samples/...        or a GA's generations as lineages (root attributes ``samples="lineage"``,
+                        ``lineage_bounds``, the segments, JSON): refs (G, 2k+1, 2) int64 the
+                        parents' (generation, row), origin (G, P, S) int64 each segment's parent
+                        (-1: generation 0, redrawn from its key), pruned (G, P, ceil(n/8)) uint8
+                        bits, keys (G, P, 6) uint64 the perturbations' noise keys, std (G,),
+                        assign (G,) (:class:`synapto.lineage.Lineage`) in O(P) per generation
     /connections        (G, P) int64    surviving connections
     /nonfinite          (G, P) bool     non-finite action or return
     /failed             (G, P) bool     evaluation raised (``--on-error skip``)
@@ -78,6 +84,9 @@ STATS = (
 )
 TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "validation",
           "update", "write")
+#: ``/samples/<name>``'s dtype where it is not float64 (noise keys; a GA lineage's, see
+#: :mod:`synapto.lineage`)
+SAMPLE_DTYPES = {"keys": "u8", "pruned": "u1", "refs": "i8", "origin": "i8"}
 #: every dataset with one row per generation
 PER_GENERATION = ("fitness", "returns", "steps", "seeds", "population", "connections", "nonfinite", "failed",
                   "validation/individual", "validation/fitness", "validation/returns", "validation/steps",
@@ -131,7 +140,7 @@ class EvolveRunWriter:
         G = first_rows(config) if rows is None else rows
         P, E, T = config.population, config.episodes, config.test_episodes
         K, V, S = config.validation_count, config.validate_episodes, config.select_episodes
-        genomes = ([(f"samples/{name}", tuple(shape), "u8" if name == "keys" else "f8")
+        genomes = ([(f"samples/{name}", tuple(shape), SAMPLE_DTYPES.get(name, "f8"))
                     for name, shape in extras.sample_shapes.items()] if extras.samples else
                    [("population", (P, n_params), "f8")])
         rows = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),

@@ -235,19 +235,53 @@ class RunData:
             raise RunFileError(f"{str(self.path)!r} has no completed generation {generation}")
         g = self._f["samples"]
         kind = self._f.attrs["samples"]
-        return Samples.from_arrays(kind.decode() if isinstance(kind, bytes) else str(kind),
-                                   self._f["strategy/centre"][generation], {k: g[k][generation] for k in g})
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        row = {k: g[k][generation] for k in g}
+        if kind == "lineage":
+            from synapto.lineage import Lineage
+
+            return Lineage.from_arrays(json.loads(self._f.attrs["lineage_bounds"]), row)
+        return Samples.from_arrays(kind, self._f["strategy/centre"][generation], row)
 
     def population(self, generation: int | None = None, individual: int | None = None):
         """``(G, P, n)`` genomes: the population of a generation, or one genome (rebuilt
-        from the noise keys in a compact file, bit for bit)."""
+        from the noise keys or the GA's lineages in a compact file, bit for bit)."""
         if not self.compact:
             return self._rows("population", generation, individual)
+        if self._f.attrs["samples"] in ("lineage", b"lineage"):
+            return self._lineage_population(generation, individual)
         if generation is None:
             return np.stack([self.samples(g).genomes() for g in range(self.completed)])
         if individual is None:
             return self.samples(generation).genomes()
         return self.samples(generation).genome(int(individual))
+
+    def _lineage_population(self, generation, individual):
+        """:meth:`population` of a GA's lineages: the genomes asked for and their ancestors,
+        rebuilt once and kept (:func:`synapto.lineage.rebuild`)."""
+        from synapto.lineage import rebuild
+
+        P = int(self._f["fitness"].shape[1])
+        gens = range(self.completed) if generation is None else [generation + self.completed * (generation < 0)]
+        wanted = [(g, r) for g in gens for r in (range(P) if individual is None else [int(individual)])]
+        for g, r in wanted:
+            if not 0 <= g < self.completed or not 0 <= r < P:
+                raise RunFileError(f"{str(self.path)!r} has no completed generation {g} individual {r}")
+        cache = self.__dict__.setdefault("_genomes", {})
+        missing = [w for w in wanted if w not in cache]
+        if missing:
+            cache.update(rebuild(lambda g: self.samples(g) if 0 <= g < self.completed else None, missing,
+                                 self._agent, repr(str(self.path))))
+        out = np.stack([cache[w] for w in wanted])
+        if generation is None and individual is None:
+            return out.reshape(len(gens), P, -1)
+        return out[0] if generation is not None and individual is not None else out
+
+    def _agent(self):
+        """The run's agent (generation 0 of a lineage file redraws its ``init_genome``)."""
+        from synapto.lineage import agent_of
+
+        return agent_of(self.config)
 
     @property
     def has_validation(self) -> bool:

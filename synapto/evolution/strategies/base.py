@@ -157,8 +157,9 @@ class Strategy(ABC):
 
     def samples(self):
         """The genomes :meth:`ask` returns as a :class:`synapto.noise.Samples` (centre, step
-        sizes, noise keys): sent to workers and stored in the run file instead of the
-        genomes; None (the default) where the strategy has no such form."""
+        sizes, noise keys) -- the ``ga``'s as a :class:`synapto.lineage.Lineage` -- sent to
+        workers and stored in the run file instead of the genomes; None (the default) where
+        the strategy has no such form."""
         return None
 
     # -- checkpoint ------------------------------------------------------------

@@ -38,10 +38,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto import lineage as lin
+from synapto.lineage import Lineage, perturb
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import (Champion, Feedback, Option, Strategy, check_told, distinct, keep_best,
                                                rank_order)
 from synapto.evolution.strategies.es import need_int
+from synapto.noise import KEY_WIDTH, key_of
 
 
 @dataclass
@@ -60,14 +63,30 @@ class EvolutionState:
     rate: float  #: pruning rate of the next variation
     rng: np.random.Generator  #: the coordinator's evolution Generator
     hof_generation: np.ndarray | None = None  #: (k,) generation of each hall-of-fame member (-1: empty)
+    hof_row: np.ndarray | None = None  #: (k,) each member's row in its generation (-1: unknown)
+    best_ref: np.ndarray | None = None  #: (2,) generation and row of ``best_genome`` (-1: unknown)
+    #: how ``genomes`` were made (:class:`synapto.lineage.Lineage`); None: not recorded
+    lineage: Lineage | None = None
 
     @classmethod
     def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
-        genomes = np.stack([agent.init_genome(rng) for _ in range(population)])
+        keys = np.zeros((population, KEY_WIDTH), dtype=np.uint64)
+        genomes = []
+        for i in range(population):
+            key = key_of(rng)
+            keys[i] = key if key is not None else 0
+            genomes.append(agent.init_genome(rng))
+        genomes = np.stack(genomes)
         n = agent.n_params
+        bounds = lin.segments(agent.groups(), n)
+        lineage = None
+        if bounds is not None and key_of(rng) is not None:
+            S = len(bounds) - 1
+            lineage = Lineage(bounds, np.full((2 * elite + 1, 2), -1, np.int64), np.full((population, S), -1, np.int64),
+                              np.zeros((population, -(-n // 8)), np.uint8), keys, 0.0, False, initial=genomes)
         return cls(0, genomes, np.zeros((elite, n)), np.zeros((elite, n)), np.full(elite, -np.inf),
                    genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
-                   np.full(elite, -1, np.int64))
+                   np.full(elite, -1, np.int64), np.full(elite, -1, np.int64), np.full(2, -1, np.int64), lineage)
 
 
 def rank_weights(n: int) -> np.ndarray:
@@ -77,20 +96,23 @@ def rank_weights(n: int) -> np.ndarray:
 
 
 def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k,
-                       hof_generation=None, generation=None):
+                       hof_generation=None, generation=None, hof_row=None):
     """The ``k`` best of (hall of fame, this generation's top ``k``); new ones first on ties.
     With ``hof_generation`` (and this ``generation``) the members' generations come along
-    as a fourth result."""
+    as a fourth result, and with ``hof_row`` their rows as a fifth."""
     top = order[:k]
     pairs = [(genomes[top], hof_genomes), (stats[top], hof_stats)]
     if hof_generation is not None:
         pairs.append((np.full(len(top), generation, np.int64), hof_generation))
+    if hof_row is not None:
+        pairs.append((np.asarray(top, np.int64), hof_row))
     return keep_best(k, fitness[top], hof_fitness, *pairs)
 
 
 def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
-              rng: np.random.Generator) -> None:
-    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo."""
+              rng: np.random.Generator, origin: np.ndarray | None = None, bounds: np.ndarray | None = None) -> None:
+    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo.
+    With ``origin`` ((P, S) parents of the segments ``bounds``) the same swaps move it."""
     P = children.shape[0]
     if P - lo < 2 or not groups:
         return
@@ -99,18 +121,13 @@ def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: in
         group = groups[rng.integers(len(groups))]
         parts = group if rng.integers(2) else [group[rng.integers(len(group))]]
         for s in parts:
-            for arr in (children, child_stats):
-                tmp = arr[a, s].copy()
-                arr[a, s] = arr[b, s]
-                arr[b, s] = tmp
-
-
-def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
-    """Gaussian perturbation of the surviving weights; pruned ones stay exactly 0."""
-    alive = np.flatnonzero(genome)
-    child = genome.copy()
-    child[alive] += std * rng.standard_normal(alive.size)
-    return child
+            for arr, at in ((children, s), (child_stats, s), (origin, None)):
+                if arr is None:
+                    continue
+                at = lin.segment_range(bounds, s) if at is None else at
+                tmp = arr[a, at].copy()
+                arr[a, at] = arr[b, at]
+                arr[b, at] = tmp
 
 
 def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
@@ -146,11 +163,14 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
         state.best_genome = genomes[best].copy()
         state.best_stats = stats[best].copy()
         state.best_generation = state.generation
+        state.best_ref = np.array([state.generation, best], np.int64)
     if state.hof_generation is None:
         state.hof_generation = np.full(len(state.hof_fitness), -1, np.int64)
-    state.hof_fitness, state.hof_genomes, state.hof_stats, state.hof_generation = merge_hall_of_fame(
+    if state.hof_row is None:
+        state.hof_row = np.full(len(state.hof_fitness), -1, np.int64)
+    state.hof_fitness, state.hof_genomes, state.hof_stats, state.hof_generation, state.hof_row = merge_hall_of_fame(
         state.hof_fitness, state.hof_genomes, state.hof_stats, np.asarray(select_fitness, np.float64),
-        genomes, stats, order, k, state.hof_generation, state.generation)
+        genomes, stats, order, k, state.hof_generation, state.generation, state.hof_row)
 
     pool_g = np.concatenate([state.hof_genomes, state.best_genome[None], genomes[order[:k]]])
     pool_s = np.concatenate([state.hof_stats, state.best_stats[None], stats[order[:k]]])
@@ -159,6 +179,14 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     if pool_g.shape[0] == 0:  # every fitness non-finite: keep the population as it is
         pool_g, pool_s = genomes[order[:k]], stats[order[:k]]
     draws = rng.choice(pool_g.shape[0], size=P - k, p=rank_weights(pool_g.shape[0]))
+    # the pool's slots: hall of fame 0..k-1, best-ever k, this generation's top k+1..2k
+    slots = (np.flatnonzero(valid) if valid.any() else np.arange(k + 1, 2 * k + 1))[draws]
+    bounds = state.lineage.bounds if state.lineage is not None else None
+    origin = None
+    if bounds is not None:
+        origin = np.empty((P, len(bounds) - 1), np.int64)
+        origin[:k] = np.arange(k, 2 * k)[:, None]
+        origin[k:] = slots[:, None]
 
     children = np.empty_like(genomes)
     child_stats = np.zeros_like(stats)
@@ -170,18 +198,59 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     child_stats[k:] = pool_s[draws]
     elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
-    recombine(children, child_stats, agent.groups(), k, k, rng)
+    recombine(children, child_stats, agent.groups(), k, k, rng, origin, bounds)
+    record = origin is not None
+    pruned = np.zeros((P, -(-n // 8)), np.uint8) if record else None
+    keys = np.zeros((P, KEY_WIDTH), np.uint64) if record else None
     if schedule is not None:
         keep = schedule.budget(state.generation + 1)
         for i in range(P):
-            children[i] = target.prune_to(children[i], keep, prune_by, child_stats[i], rng, layout)
+            child = target.prune_to(children[i], keep, prune_by, child_stats[i], rng, layout)
+            if record:
+                pruned[i] = lin.changed(children[i], child)
+            children[i] = child
     for i in range(k, P):
         if prune and schedule is None:
-            children[i] = agent.mutate(children[i], child_stats[i], state.rate, rng)
+            child = agent.mutate(children[i], child_stats[i], state.rate, rng)
+            if record:
+                pruned[i] = lin.changed(children[i], child)
+            children[i] = child
         if mutation_std > 0:
+            key = key_of(rng) if record else None
+            if key is None:
+                record = False
+            else:
+                keys[i] = key
             children[i] = perturb(children[i], mutation_std, rng)
+    state.lineage = _lineage(state, genomes, order, origin, pruned, keys, mutation_std, schedule is not None) \
+        if record else None
     state.genomes = children
     state.generation += 1
+
+
+def _lineage(state: EvolutionState, genomes, order, origin, pruned, keys, std, assign) -> Lineage:
+    """The children's :class:`Lineage`: the pool slots they use, as distinct parents."""
+    k = len(state.hof_fitness)
+    refs = np.full((2 * k + 1, 2), -1, np.int64)
+    used, parents, index = [], [], {}
+    remap = np.empty(2 * k + 1, np.int64)
+    for slot in np.unique(origin):
+        if slot < k:
+            g, r, genome = state.hof_generation[slot], state.hof_row[slot], state.hof_genomes[slot]
+        elif slot == k:
+            (g, r), genome = state.best_ref, state.best_genome
+        else:
+            g, r = state.generation, order[slot - k - 1]
+            genome = genomes[r]
+        ref = (int(g), int(r))
+        if ref not in index or ref[0] < 0:
+            index[ref] = len(used)
+            used.append(ref)
+            parents.append(genome)
+        remap[slot] = index[ref]
+    refs[:len(used)] = used
+    return Lineage(state.lineage.bounds, refs, remap[origin], pruned, keys, float(std), bool(assign),
+                   parents=np.stack(parents))
 
 
 def _forget_over_budget(state: EvolutionState, keep: int) -> None:
@@ -199,6 +268,8 @@ def _forget_over_budget(state: EvolutionState, keep: int) -> None:
             state.hof_fitness[pick], state.hof_genomes[pick], state.hof_stats[pick])
         if state.hof_generation is not None:
             state.hof_generation = state.hof_generation[pick]
+        if state.hof_row is not None:
+            state.hof_row = state.hof_row[pick]
 
 
 class GA(Strategy):
@@ -213,8 +284,11 @@ class GA(Strategy):
         "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
         **target.OPTIONS,
     }
-    #: checkpoint names of the state (kept from the first run-file format)
+    #: checkpoint names of the state (kept from the first run-file format); ``genomes`` is left out
+    #: where the lineage (``lineage_<name>``) rebuilds them
     ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "hof_generation", "best_genome", "best_stats")
+    #: where the hall of fame and the best-ever agent were evaluated (lineage references; newer checkpoints)
+    REFS = ("hof_row", "best_ref")
 
     def __init__(self, agent, population, options, rng):
         super().__init__(agent, population, options, rng)
@@ -271,9 +345,19 @@ class GA(Strategy):
         return {"prune_rate": float(self.evo.rate),
                 "connection_budget": float(self.schedule.budget(self.evo.generation - 1))}  # the generation told
 
+    def samples(self):
+        """The population as its :class:`~synapto.lineage.Lineage` (parents, segments,
+        pruned bits, noise keys), None where it was not recorded."""
+        return self.evo.lineage
+
     def state(self):
         e = self.evo
-        return ({name: getattr(e, name) for name in self.ARRAYS},
+        arrays = {name: getattr(e, name) for name in self.ARRAYS}
+        arrays.update({name: getattr(e, name) for name in self.REFS if getattr(e, name) is not None})
+        if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
+            del arrays["genomes"]
+            arrays.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
+        return (arrays,
                 {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation),
                  "rate": float(e.rate)})
 
@@ -282,7 +366,12 @@ class GA(Strategy):
         arrays = dict(arrays)
         if "hof_generation" not in arrays:  # a checkpoint from before generations were kept
             arrays["hof_generation"] = np.full(len(arrays["hof_fitness"]), -1, np.int64)
+        part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
+        lineage = Lineage.from_arrays(part["bounds"], part) if part else None
+        if "genomes" not in arrays:
+            arrays["genomes"] = lineage.genomes()
         self.evo = EvolutionState(
             generation=int(scalars["generation"]), rate=float(scalars["rate"]),
             best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
-            rng=self.rng, **{name: np.asarray(arrays[name]) for name in self.ARRAYS})
+            rng=self.rng, **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
+            **{name: np.asarray(arrays[name]) for name in self.REFS if name in arrays}, lineage=lineage)
