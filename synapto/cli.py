@@ -371,57 +371,6 @@ def evolve(
                 callbacks=callbacks)
 
 
-# --------------------------------------------------------------------------- replay
-@app.command()
-def replay(
-    run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay (with "
-                                                           "--individual).", show_default="none: --sample")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.",
-                                                      show_default="none: --sample")] = None,
-    sample: Annotated[Optional[int], typer.Option(
-        help="Replay K evaluations drawn at random across generations and individuals.",
-        show_default="the one of --generation and --individual")] = None,
-    sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
-    validation: Annotated[bool, typer.Option(
-        help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
-        = False,
-    workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
-):
-    """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
-    from synapto.parallel.launch import relaunch, under_mpi
-    from synapto.evolution.replay import plan_replay, run_replay
-
-    plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
-    if workers > 0 and not under_mpi():
-        relaunch(workers + 1)
-    from synapto.parallel.farm import make_farm
-
-    farm, coordinator = make_farm()
-    if not coordinator:
-        return
-    try:
-        ok = run_replay(plan, farm, log=_log)
-    finally:
-        farm.close()
-    raise typer.Exit(0 if ok else 1)
-
-
-@app.command("slurm-script")
-def slurm_script(
-    python: Annotated[Optional[str], typer.Option(help="The Python the job runs synapto with (PY).",
-                                                  show_default="this Python")] = None,
-):
-    """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5
-    sbatch job.sh): a requeued or resubmitted job resumes its run file."""
-    import shlex
-    from importlib import resources
-
-    text = (resources.files("synapto") / "slurm_evolve.sh").read_text()
-    default = "PY=${PY:-.venv/bin/python}"
-    typer.echo(text.replace(default, f"PY=${{PY:-{shlex.quote(python or sys.executable)}}}", 1), nl=False)
-
-
 def _register_optional() -> None:
     """Commands of the other packages: bench (learn, compare, envs, nn, evolve, farm, race, ppo), ppo, and the
     pictures (plot, render, draw, export; need the plot extra only when run)."""
@@ -437,6 +386,7 @@ def _register_optional() -> None:
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.viz.cli import register as viz_register
     from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
+    from synapto.commands import register as commands_register
 
     envs_register(bench_app)
     nn_register(bench_app)
@@ -450,6 +400,7 @@ def _register_optional() -> None:
     ppo_register(app)
     bench_ppo_register(bench_app)
     tune_register(app)
+    commands_register(app)
     MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
                                 *sparsity_multi, *race_multi, *tune_multi})
 
@@ -487,7 +438,7 @@ def dashed(argv: list[str]) -> list[str]:
 
 
 def _main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]  # paths given by the API or tests
     argv = hoist_global_flags(expand_multi(dashed(list(argv)), MULTI_VALUE_OPTIONS))
     try:
         rc = app(args=argv, prog_name="synapto", standalone_mode=False)

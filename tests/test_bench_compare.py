@@ -107,7 +107,8 @@ def test_bad_input_is_one_line(runs, tmp_path, capsys, args, needle):
 def test_runs_it_cannot_compare_are_refused(tmp_path, capsys):
     ga = tmp_path / "ga.h5"
     r = run_cli("evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
-                "--generations", "1", "--episodes", "1", "--test-episodes", "1", "--out", ga, timeout=120)
+                "--generations", "1", "--episodes", "1", "--test-episodes", "1", "--strategy", "ga", "--out", ga,
+                timeout=120)
     assert r.returncode == 0, r.stderr
     for path, needle in ((ga, "needs a centre strategy"), (tmp_path / "none.h5", "is not a run file")):
         with pytest.raises(SystemExit) as exc:

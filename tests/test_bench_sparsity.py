@@ -63,7 +63,8 @@ def test_every_mode_is_a_run_evolve_accepts(env, capsys, tmp_path):
             with pytest.raises(SystemExit) as exc:
                 main(["evolve", "--env", env, *args, "--out", str(tmp_path / "x.h5"), "--check"])
             assert exc.value.code == 0, capsys.readouterr().err
-            line = capsys.readouterr().out.strip().splitlines()[-1]
+            *_, line, budget = capsys.readouterr().out.strip().splitlines()
+            assert budget.startswith("budget: up to "), budget
             assert line.startswith("ok: 1 run(s)") and (agent in line or "hebbian-dag" in line), line
             if level == "off":
                 assert args[-3:] == ["off", "--strategy-option", "prune_to=0"]

@@ -69,7 +69,7 @@ def test_run_options_change_the_default_experiment(tmp_path, capsys):
 
     def check(*args):
         with pytest.raises(SystemExit) as exc:
-            main(["evolve", *map(str, args), "--out", tmp_path / "r.h5", "--check"])
+            main(["evolve", *map(str, args), "--out", str(tmp_path / "r.h5"), "--check"])
         out = capsys.readouterr()
         assert exc.value.code == 0, out.err
         return out.out

@@ -10,7 +10,7 @@ from synapto import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
-from synapto.store import FORMAT, FORMAT_VERSION, STATS, TIMING
+from synapto.store import FORMAT, FORMAT_VERSION, STATS, TIMING, RunData
 
 
 @pytest.fixture(scope="module")
@@ -35,19 +35,26 @@ def test_layout_and_shapes(run):
         assert f["fitness"].shape == (G, P)
         assert f["returns"].shape == (G, P, E)
         assert f["seeds"].shape == (G, P, E)
-        assert f["population"].shape == (G, P, n)
+        # the GA's generations are stored as lineages (synapto/lineage.py), not populations
+        assert "population" not in f and f.attrs["samples"] == "lineage"
+        assert f["samples/keys"].shape[:2] == (G, P) and f["samples/origin"].shape[:2] == (G, P)
+        assert f["samples/pruned"].shape[:2] == (G, P)
         assert f["steps"].shape == (G, P) and f["connections"].shape == (G, P)
         for name in STATS:
             assert f[f"stats/{name}"].shape == (G,)
         for name in TIMING:
             assert f[f"timing/{name}"].shape == (G,)
         assert f["champion/test_returns"].shape == (4,) and f["champion/tested"][0] == 1
+    with RunData(out) as data:
+        assert data.compact and data.population().shape == (G, P, n)
 
 
 def test_contents_are_consistent(run):
     cfg, out = run
+    with RunData(out) as data:
+        pop = data.population()  # rebuilt from the lineages
     with h5py.File(out, "r") as f:
-        fit, ret, pop = f["fitness"][()], f["returns"][()], f["population"][()]
+        fit, ret = f["fitness"][()], f["returns"][()]
         np.testing.assert_array_equal(f["seeds"][1], seeding.train_seeds(cfg.seed, 1, 10, 2, common=cfg.crn))
         np.testing.assert_allclose(fit, ret.mean(axis=2))  # hebbian-dag has no penalty
         np.testing.assert_array_equal(f["stats/best_fitness"][()], fit.max(axis=1))

@@ -8,8 +8,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
 #: what synapto.store may import from synapto (besides itself): the rebuilding of stored
 #: genomes (noise keys, GA lineages) included
+#: synapto.resources is a leaf beside synapto.errors (limits and folder checks, importing nothing else of
+#: synapto): the store checks an --out folder with it
 STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise",
-                    "synapto.lineage"}
+                    "synapto.lineage", "synapto.resources"}
 
 
 def imports(path: Path) -> set[str]:

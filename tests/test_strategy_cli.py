@@ -35,7 +35,7 @@ TINY = ["evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "
     (["--strategy", "openai-es", "--lr", "1e308"], "lr must be a number in (0, 1e+06], got 1e+308"),
     (["--strategy", "pgpe", "--sigma", "1e308"], "sigma must be a number in (0, 1e+06]"),
     (["--strategy", "cmaes", "--sigma", "1e308"], "sigma must be a number in (0, 1e+06]"),
-    (["--mutation-std", "1e308"], "--mutation-std must be a number in [0, 1e+06], got 1e+308"),
+    (["--strategy", "ga", "--mutation-std", "1e308"], "--mutation-std must be a number in [0, 1e+06], got 1e+308"),
     (["--strategy", "openai-es", "--population", "5"], "needs an even population"),
     (["--strategy", "pgpe", "--population", "7"], "needs an even population"),
     (["--strategy", "cmaes", "--population", "0"], "--population must be an integer >= 2, got 0"),

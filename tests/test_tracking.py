@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT, run_cli
 
 RUN = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "4", "--population", "8", "--generations",
-       "3", "--episodes", "1", "--validate-episodes", "2", "--test-episodes", "2", "--seed", "7"]
+       "3", "--episodes", "1", "--validate-episodes", "2", "--test-episodes", "2", "--seed", "7",
+       "--max-env-steps", "0"]  # no env-step budget (the default experiment's): the generations end the run
 
 
 def test_tensorboard_and_live_logs_hold_every_generation(tmp_path):

@@ -36,8 +36,9 @@ def runs(tmp_path_factory):
     """Two seeds of one hebbian-dag config, a pruned-mlp run, a PPO run (made concurrently)."""
     d = tmp_path_factory.mktemp("viz_runs")
     cmds = [
-        ["evolve", *TINY, "--generations", "3", "--seed", "1", "2", "--out", d / "dag.h5"],
-        ["evolve", *TINY, "--agent", "pruned-mlp", "--generations", "2", "--seed", "3", "--out", d / "mlp.h5"],
+        ["evolve", *TINY, "--strategy", "ga", "--generations", "3", "--seed", "1", "2", "--out", d / "dag.h5"],
+        ["evolve", *TINY, "--agent", "pruned-mlp", "--strategy", "ga", "--generations", "2", "--seed", "3",
+         "--out", d / "mlp.h5"],
         ["ppo", "--env", "CartPole-v1", "--epochs", "2", "--steps-per-epoch", "200", "--hid", "4",
          "--out", d / "ppo.h5"],
         ["evolve", *TINY, "--agent", "pruned-mlp", "--strategy", "openai-es", "--prune", "off", "--generations",

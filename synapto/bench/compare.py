@@ -306,14 +306,14 @@ def compare(paths: list[Path], points: int, episodes: int, thresholds: dict[str,
 def refuse_repeated_runs(paths) -> None:
     """One run counts once: the same file named twice (a link, another spelling) or a copy
     of a run (the same ``run_id``) would count as a second seed."""
-    import h5py
+    from synapto.store import RunData
 
     seen: dict[str, str] = {}
     for path in paths:
         try:
-            with h5py.File(path, "r") as f:
-                run_id = str(f.attrs.get("run_id", ""))
-        except OSError:
+            with RunData(path) as run:
+                run_id = run.run_id
+        except Exception:  # unreadable here: the reading that follows says why in one line
             run_id = ""
         key = run_id or str(Path(path).resolve())
         for other in (key, str(Path(path).resolve())):

@@ -46,8 +46,8 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     from synapto.store import check_output_path
 
     agent = build_agent(configs[0])
+    check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
-    check_evolve_memory(configs, agent.n_params)
     if env_rank() == 0 and not resuming:
         for cfg, o in zip(configs, outs):
             check_output_path(o, force)
@@ -71,11 +71,14 @@ def check_task_timeout(value) -> float | None:
 
 def check_evolve_memory(configs, n_params: int) -> None:
     """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
+    from synapto.evolution.strategies import strategy_class
     from synapto.resources import check_memory, evolve_memory
 
     for c in configs:
-        check_memory(evolve_memory(c.population, n_params, c.episodes),
-                     f"a population of {c.population:,} genomes of {n_params:,} parameters")
+        own = strategy_class(c.strategy).memory(n_params, c.population, c.strategy_options)
+        check_memory(evolve_memory(c.population, n_params, c.episodes) + own,
+                     f"a population of {c.population:,} genomes of {n_params:,} parameters"
+                     + (f" with {c.strategy}'s arrays" if own else ""))
 
 
 def next_steps(out) -> str:

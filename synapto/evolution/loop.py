@@ -340,11 +340,7 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
             norm = run.norm()
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm, run.train_cap())
-            for line in gen.warnings:
-                log(line)
-            for who in gen.validation.failed_individuals():
-                log("reproduce: " + synapto_command("replay", out, "--generation", gen.index, "--individual", who,
-                                                    "--validation"))
+            log_warnings(gen, out, log)
             stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
@@ -366,12 +362,27 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
         close_all(callbacks)
         run.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
+    total = done_line(run, test, out, wall, cpu, log)
+    return RunSummary(out, run.generation, total, run.strategy.champion.fitness, test.mean, test.std, wall)
+
+
+def log_warnings(gen: Generation, out, log) -> None:
+    """A generation's warning lines, and how to reproduce each failed validation."""
+    for line in gen.warnings:
+        log(line)
+    for who in gen.validation.failed_individuals():
+        log("reproduce: " + synapto_command("replay", out, "--generation", gen.index, "--individual", who,
+                                            "--validation"))
+
+
+def done_line(run: EvolutionRun, test, out, wall: float, cpu: float, log) -> int:
+    """Log the run's last line; its env steps in all (training, validation, selection, test)."""
     sel, tst = run.selection_steps, int(test.steps.sum())
     total = run.env_steps + run.validation_steps + sel + tst
     log(f"done in {_fmt_time(wall)}: {total:,} env steps "
         f"({run.env_steps:,} training, {run.validation_steps:,} validation, {sel:,} selection, {tst:,} test) "
         f"-> {out} (coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
-    return RunSummary(out, run.generation, total, run.strategy.champion.fitness, test.mean, test.std, wall)
+    return total
 
 
 def run_status(out: Path) -> tuple[int, bool]:

@@ -112,6 +112,12 @@ class Strategy(ABC):
     def check_population(cls, population: int, options: Mapping[str, Any]) -> None:
         """Refuse a population this strategy cannot use (one-line :class:`UsageError`)."""
 
+    @classmethod
+    def memory(cls, n_params: int, population: int, options: Mapping[str, Any]) -> int:
+        """Lower bound, in bytes, of this strategy's own arrays beyond the population's
+        (:func:`synapto.resources.evolve_memory` counts those); checked before it is built."""
+        return 0
+
     @abstractmethod
     def start(self) -> None:
         """Draw the state of generation 0 from :attr:`rng` (a new run; a resumed run

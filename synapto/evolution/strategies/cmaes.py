@@ -105,6 +105,13 @@ class CMAES(CentreStrategy):
             raise UsageError(f'strategy option separable must be "auto", true or false, got {sep!r}')
         return out
 
+    @classmethod
+    def memory(cls, n_params, population, options):
+        """A full covariance: ``C`` and its eigenvectors, ``n x n`` float64 each."""
+        sep = cls.check_options(options)["separable"]
+        separable = n_params > SEPARABLE_ABOVE if sep == "auto" else bool(sep)
+        return 0 if separable else 2 * int(n_params) ** 2 * 8
+
     # -- the distribution ------------------------------------------------------
     def _init_search(self):
         alive = self.alive.astype(np.float64)

@@ -1,0 +1,66 @@
+"""The small commands: ``replay`` (re-run stored evaluations bit for bit) and
+``slurm-script`` (the Slurm job script); registered on the app by :func:`register`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from synapto.logs import say as _log
+
+
+# --------------------------------------------------------------------------- replay
+def replay(
+    run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
+    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay (with "
+                                                           "--individual).", show_default="none: --sample")] = None,
+    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.",
+                                                      show_default="none: --sample")] = None,
+    sample: Annotated[Optional[int], typer.Option(
+        help="Replay K evaluations drawn at random across generations and individuals.",
+        show_default="the one of --generation and --individual")] = None,
+    sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
+    validation: Annotated[bool, typer.Option(
+        help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
+        = False,
+    workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
+):
+    """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
+    from synapto.parallel.launch import relaunch, under_mpi
+    from synapto.evolution.replay import plan_replay, run_replay
+
+    plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
+    if workers > 0 and not under_mpi():
+        relaunch(workers + 1)
+    from synapto.parallel.farm import make_farm
+
+    farm, coordinator = make_farm()
+    if not coordinator:
+        return
+    try:
+        ok = run_replay(plan, farm, log=_log)
+    finally:
+        farm.close()
+    raise typer.Exit(0 if ok else 1)
+
+
+def slurm_script(
+    python: Annotated[Optional[str], typer.Option(help="The Python the job runs synapto with (PY).",
+                                                  show_default="this Python")] = None,
+):
+    """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5
+    sbatch job.sh): a requeued or resubmitted job resumes its run file."""
+    import shlex
+    from importlib import resources
+
+    text = (resources.files("synapto") / "slurm_evolve.sh").read_text()
+    default = "PY=${PY:-.venv/bin/python}"
+    typer.echo(text.replace(default, f"PY=${{PY:-{shlex.quote(python or sys.executable)}}}", 1), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(replay)
+    app.command("slurm-script")(slurm_script)
