@@ -304,7 +304,9 @@ def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_pa
     import re
 
     args = ["evolve", "--env", "failing_env:DyingCartPole-v0", "--agent", "pruned-mlp", "--hidden", "4",
-            "--population", "8", "--generations", "3", "--episodes", "2", "--batch", "off", "--workers", "2"]
+            "--population", "8", "--generations", "3", "--episodes", "2", "--batch", "off", "--workers", "2",
+            "--strategy", "ga", "--validate-top", "0", "--validate-episodes", "16", "--select-episodes", "0",
+            "--max-env-steps", "0"]
     marker = tmp_path / "died"
     out = tmp_path / "run.h5"
     res = run_cli(*args, "--out", out, extra_env={"SYNAPTO_TEST_DIE": marker})

@@ -12,9 +12,12 @@ def evolve(out, *args, ranks=None, timeout=300):
 
 
 CARTPOLE = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "12", "--generations", "3",
-            "--episodes", "2", "--hidden", "4", "4", "--seed", "5", "--test-episodes", "6", "--validate-episodes", "3"]
+            "--episodes", "2", "--hidden", "4", "4", "--seed", "5", "--test-episodes", "6", "--validate-episodes", "3",
+            # main 8e2a0e2's defaults, spelled: these cases were written for them
+            "--strategy", "ga", "--validate-top", "0", "--select-episodes", "0", "--max-env-steps", "0"]
 BIPEDAL = ["--env", "BipedalWalker-v3", "--agent", "hebbian-dag", "--population", "6", "--generations", "2",
-           "--episodes", "1", "--hidden", "4", "4", "--seed", "11", "--test-episodes", "2", "--validate-episodes", "3"]
+           "--episodes", "1", "--hidden", "4", "4", "--seed", "11", "--test-episodes", "2", "--validate-episodes", "3",
+           "--strategy", "ga", "--validate-top", "0", "--select-episodes", "0", "--max-env-steps", "0"]
 
 
 @pytest.mark.mpi
