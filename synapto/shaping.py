@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -113,10 +113,6 @@ class Shaping:
             return env
         return ShapedEnv(env, self, max_steps)
 
-    def describe(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in self.KEYS if getattr(self, k) != getattr(Shaping(), k)]
-        return ", ".join(parts) if parts else "none"
-
 
 class ShapedEnv:
     """One env whose steps are shaped as :class:`Shaping` says; ``max_steps`` (0: none)
@@ -125,6 +121,7 @@ class ShapedEnv:
 
     def __init__(self, env, shaping: Shaping, max_steps: int = 0):
         self.env, self.shaping, self.max_steps = env, shaping, int(max_steps)
+        self.rewards_shaped = shaping.rewards_shaped  # once per episode, not per step
         self.t = self.negative = 0
 
     def reset(self, **kwargs):
@@ -136,7 +133,7 @@ class ShapedEnv:
         s = self.shaping
         self.t += 1
         raw = float(reward)
-        if s.rewards_shaped:
+        if self.rewards_shaped:
             r = raw
             if terminated:
                 if raw == FALL_PENALTY:
@@ -161,8 +158,3 @@ class ShapedEnv:
     @property
     def unwrapped(self):
         return self.env.unwrapped
-
-
-def shaping_of(options: Mapping[str, Any] | None) -> Shaping:
-    """The :class:`Shaping` of a run's ``env_options`` mapping (other keys ignored)."""
-    return Shaping.pop({k: v for k, v in dict(options or {}).items() if k in Shaping.KEYS})
