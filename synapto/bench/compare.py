@@ -303,6 +303,20 @@ def compare(paths: list[Path], points: int, episodes: int, thresholds: dict[str,
     return result
 
 
+def parse_thresholds(items: list[str]) -> dict[str, float]:
+    """:data:`THRESHOLDS` with ``--threshold ENV=NUMBER`` items over them (one-line errors)."""
+    thresholds = dict(THRESHOLDS)
+    for item in items:
+        env, sep, value = item.partition("=")
+        try:
+            thresholds[env.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not env.strip():
+            raise UsageError(f"--threshold expects ENV=NUMBER, got {item!r}")
+    return thresholds
+
+
 def refuse_repeated_runs(paths) -> None:
     """One run counts once: the same file named twice (a link, another spelling) or a copy
     of a run (the same ``run_id``) would count as a second seed."""
@@ -342,15 +356,7 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--points must be an integer >= 0, got {points}")
         if episodes < 1:
             raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
-        thresholds = dict(THRESHOLDS)
-        for item in threshold or []:
-            env, sep, value = item.partition("=")
-            try:
-                thresholds[env.strip()] = float(value)
-            except ValueError:
-                sep = ""
-            if not sep or not env.strip():
-                raise UsageError(f"--threshold expects ENV=NUMBER, got {item!r}")
+        thresholds = parse_thresholds(threshold or [])
         if out_dir.exists() and not out_dir.is_dir():
             raise UsageError(f"--out-dir {str(out_dir)!r} exists and is not a folder")
         for path in runs:

@@ -99,21 +99,6 @@ def _plain(x):
     return None if isinstance(x, float) and not math.isfinite(x) else str(x)
 
 
-def parse_thresholds(items: list[str]) -> dict[str, float]:
-    from synapto.bench.compare import THRESHOLDS
-
-    thresholds = dict(THRESHOLDS)
-    for item in items:
-        env, sep, value = item.partition("=")
-        try:
-            thresholds[env.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not env.strip():
-            raise UsageError(f"--threshold expects ENV=NUMBER, got {item!r}")
-    return thresholds
-
-
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("race")
     def bench_race(
@@ -152,6 +137,8 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--points and --episodes must be integers >= 1, got {points} and {episodes}")
         if max_busy < 0 or coordinator_us < 0:
             raise UsageError(f"--max-busy and --coordinator-us must be >= 0, got {max_busy} and {coordinator_us}")
+        from synapto.bench.compare import parse_thresholds
+
         thresholds = parse_thresholds(threshold or [])
         check_out_dir(out_dir)
         evolve_config, ppo_config = list(evolve_config or []), list(ppo_config or [])
