@@ -90,10 +90,15 @@ class DyingCartPole(CartPoleEnv):
     def reset(self, *, seed=None, options=None):
         marker = os.environ.get("SYNAPTO_TEST_DIE")
         rank = os.environ.get("PMI_RANK", "0")
-        if marker and rank != "0" and not os.path.exists(marker):
-            with open(marker, "w") as f:
-                f.write(f"{rank} {os.getpid()}\n")
-            os.kill(os.getpid(), signal.SIGSEGV)
+        if marker and rank != "0":
+            try:  # O_EXCL: of two workers that reset at once, exactly one dies
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                fd = None
+            if fd is not None:
+                os.write(fd, f"{rank} {os.getpid()}\n".encode())
+                os.close(fd)
+                os.kill(os.getpid(), signal.SIGSEGV)
         return super().reset(seed=seed, options=options)
 
 
