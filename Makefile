@@ -22,7 +22,13 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot, mujoco or envpool extra (installed above) fails the tests instead of skipping them
 test: install
-	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20 -n 2 --dist loadfile
+	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20 -n 2 --dist loadfile -m "not long"
+
+# Tests of long runs or many processes (64 MPI ranks on the machine's cores), which would
+# starve the tests beside them in `make test`: run on their own (CI runs them after make test)
+.PHONY: test-long
+test-long: install
+	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=10 -m long
 
 test-fast: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"

@@ -52,7 +52,7 @@ def test_run_file_differs_when_the_seed_differs(tmp_path):
 
 
 @pytest.mark.mpi
-@pytest.mark.slow
+@pytest.mark.long
 def test_64_ranks_on_two_cores_equal_one_process(tmp_path):
     args = ["--env", "CartPole-v1", "--population", "64", "--generations", "2", "--episodes", "1",
             "--hidden", "4", "--seed", "2", "--test-episodes", "8"]
