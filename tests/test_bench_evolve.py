@@ -129,7 +129,7 @@ def test_farm_simulation_dynamic_and_waves():
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    cmd = [sys.executable, "-m", "synapto", "bench", "evolve", "--env", "BipedalWalker-v3", "--hidden", "4",
+    cmd = [sys.executable, "-m", "synapto", "bench", "evolve", "--env", "CartPole-v1", "--hidden", "4",
            "--population", "4", "--generations", "2", "--episodes", "1", "--seed", "3",
            "--workers-list", "0", "2", "--raw-steps", "300", "--out-dir", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
