@@ -317,7 +317,7 @@ def register(bench_app: typer.Typer) -> None:
                 else:
                     print(f"[{e} {mode} seed {s}] {shlex.join(cmd[1:])}", flush=True)
                     out.with_suffix(".cmd").write_text(identity(cmd))
-                    wall = run_logged(cmd, out.with_suffix(".log"))
+                    wall = run_logged(cmd, out.with_suffix(".log")).wall
                     r = champion_summary(out)
                     r["wall"] = wall
                 r.update(env=e, agent=a, level=lv, mode=mode, dense=dense_connections(out))

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from synapto.bench.evolve.runs import child_env
+from synapto.bench.common import child_env
 from synapto.errors import UsageError
 
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
