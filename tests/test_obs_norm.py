@@ -135,3 +135,27 @@ def test_state_round_trip_is_exact():
     for a, b in zip(stats.frozen(), other.frozen()):
         assert a.tobytes() == b.tobytes()
     assert other.count == 9
+
+
+def test_one_running_moments_class_serves_evolution_and_ppo_and_keeps_both_orders():
+    import ast
+    from pathlib import Path
+
+    import synapto.moments as moments_module
+    from synapto.moments import RunningMoments
+    from synapto.ppo.normalise import Moments
+
+    tree = ast.parse(Path(moments_module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith(("synapto.evolution", "synapto.ppo")) for m in imported)
+    assert issubclass(ObsStats, RunningMoments)
+    assert isinstance(Moments(2)._local, RunningMoments)
+    x = np.random.default_rng(2).normal(size=(37, 3))
+    for squares, expected in (("einsum", np.einsum("ij,ij->j", x, x)), ("square", np.square(x).sum(axis=0))):
+        m = RunningMoments(3, squares=squares)
+        m.add_rows(x)
+        assert m.count == 37 and m.sum.tobytes() == x.sum(axis=0).tobytes()
+        assert m.sumsq.tobytes() == expected.tobytes()
+    with pytest.raises(ValueError):
+        RunningMoments(3, squares="pairwise")

@@ -1,4 +1,4 @@
-"""Arithmetic and formatting shared by the benchmarks (no timing in here).
+"""Arithmetic, formatting and running commands, shared by the benchmarks.
 
 * :func:`mean_std` -- mean and population standard deviation (``np.std``);
 * :func:`speedups` -- speed-up and parallel efficiency per worker count, paired by
@@ -8,15 +8,19 @@
 * :func:`shares` -- parts of a total as fractions that sum to 1;
 * :func:`md_table` -- a Markdown table;
 * :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
-  machine's 1-minute load average, printed beside every timing.
+  machine's 1-minute load average, printed beside every timing;
+* :func:`run_logged` -- the one way a benchmark runs a command: its output time-stamped
+  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shlex
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -117,16 +121,54 @@ def load_average() -> float:
         return math.nan
 
 
-def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> float:
-    """Run ``cmd`` with its output in ``log`` (after what it holds, with ``append``); its
-    wall time (s).  A failed run raises a one-line :class:`~synapto.errors.UsageError`
-    naming the log, with the log's tail."""
+#: variables that make a process an MPI rank: a child launched from under mpiexec drops them
+MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
+            "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
+
+
+def child_env() -> dict:
+    """The environment of a child process: this one's, without MPI's variables."""
+    env = {k: v for k, v in os.environ.items() if k not in MPI_VARS}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class Logged:
+    wall: float  #: the process's wall time (s)
+    lines: list  #: (seconds since start, line) of its output
+
+
+def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> Logged:
+    """Run ``cmd`` (in :func:`child_env`), time-stamping every output line on arrival; the log
+    (after what it holds, with ``append``) keeps the command and the stamped lines.  A failed
+    run raises a :class:`~synapto.errors.UsageError` naming the command and the log, with the
+    output's tail; an interrupted one is terminated."""
     from synapto.errors import UsageError
 
-    t = time.perf_counter()
-    with open(log, "a" if append else "w") as logf:
-        proc = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = "".join(log.read_text().splitlines(keepends=True)[-10:])
-        raise UsageError(f"run failed (exit {proc.returncode}), see {log}:\n{tail}")
-    return time.perf_counter() - t
+    cmd = list(cmd)
+    t0 = time.perf_counter()
+    lines = []
+    with open(log, "a" if append else "w", buffering=1) as logf:  # line-buffered: the log can be followed
+        logf.write("$ " + shlex.join(cmd) + "\n")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=child_env(), bufsize=1)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                t = time.perf_counter() - t0
+                lines.append((t, line.rstrip("\n")))
+                logf.write(f"[{t:9.3f}] {line}")
+            rc = proc.wait()
+        except BaseException:  # interrupted: mpiexec passes SIGTERM on; evolve stops cleanly
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        tail = "\n".join(line for _, line in lines[-15:])
+        raise UsageError(f"benchmark run failed (exit {rc}), see {log}: {shlex.join(cmd)}\n{tail}")
+    return Logged(wall, lines)

@@ -102,7 +102,7 @@ def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
 
 def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> list[dict]:
     """:func:`probe` under ``mpiexec -n W+1`` for each W of ``workers_list``."""
-    from synapto.bench.evolve.runs import run_logged
+    from synapto.bench.common import run_logged
     from synapto.parallel.launch import find_mpiexec
 
     rows = []
@@ -121,7 +121,7 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
 def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[dict]:
     """Each config at each worker count on its env-step budget (counts alternating); a
     config is a path, or ``(label, evolve options)``."""
-    from synapto.bench.evolve.runs import run_logged
+    from synapto.bench.common import run_logged
     from synapto.store import RunData
 
     rows = []

@@ -231,7 +231,7 @@ def register(bench_app: typer.Typer) -> None:
             for s in seeds:
                 cmd, out = cmd_of(m, s)
                 print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                wall = run_logged(cmd, out.with_suffix(".log"))
+                wall = run_logged(cmd, out.with_suffix(".log")).wall
                 r = champion_summary(out)
                 r["wall"] = wall
                 runs[m].append(r)

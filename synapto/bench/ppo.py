@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Annotated, Callable, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import cpu_count, load_average
+from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.errors import UsageError
 
 SPLIT = (("env", "env stepping"), ("act", "policy fwd (rollout)"), ("values", "value fwd (batched)"),
@@ -41,16 +40,6 @@ LOOPS = (("update_pi", "policy loop"), ("update_v", "value loop"))
 
 ORIGIN = ("origin (Spinning Up, 3960x, 1000 epochs x 40000 steps): 1448 +- 29 s at 40 processes, "
           "1505 +- 17 s at 20, 2737 +- 23 s at 10; 2315 +- 31 s on an n1-highcpu-64")
-
-
-def run_one(cmd: list[str], log_path: Path) -> float:
-    t = time.perf_counter()
-    with open(log_path, "w") as logf:
-        proc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
-        raise UsageError(f"benchmark run failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
-    return time.perf_counter() - t
 
 
 def summarise(run_path: Path) -> dict:
@@ -144,7 +133,7 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
                    "--gamma", str(gamma), "--epochs", str(epochs), "--steps-per-epoch", str(steps),
                    "--seed", str(seed), "--cpu", str(p), "--max-ep-len", str(max_ep_len),
                    "--out", str(run_path), "--force"]
-            process_s = run_one(cmd, run_path.with_suffix(".log"))
+            process_s = run_logged(cmd, run_path.with_suffix(".log")).wall
             summary = summarise(run_path)
             summary["process_s"] = process_s
             result["runs"][str(p)][str(seed)] = summary

@@ -262,72 +262,111 @@ def register(bench_app: typer.Typer) -> None:
         """Pruning levels side by side: test return against connections, with the Pareto front."""
         from synapto.resources import check_out_dir
 
-        envs = list(envs) if envs else list(SETTINGS)
-        agents = list(agents) if agents else list(AGENTS)
-        levels = list(levels) if levels else list(LEVELS)
-        for name, given, known in (("--envs", envs, SETTINGS), ("--agents", agents, AGENTS),
-                                   ("--levels", levels, LEVELS)):
-            bad = [g for g in given if g not in known]
-            if bad:
-                raise UsageError(f"{name} {bad[0]!r} is unknown: expected one of {', '.join(known)}")
-        if workers < 0:
-            raise UsageError(f"--workers must be >= 0, got {workers}")
-        for name, v in (("--max-env-steps", max_env_steps), ("--bipedal-steps", bipedal_steps)):
-            if v is not None and v < 1:
-                raise UsageError(f"{name} must be >= 1, got {v}")
-        if test_episodes < 1:
-            raise UsageError(f"--test-episodes must be >= 1, got {test_episodes}")
+        envs, agents, levels = _checked_modes(envs, agents, levels)
+        _check_numbers(workers, max_env_steps, bipedal_steps, test_episodes)
         check_out_dir(out_dir)
-        root = Path(__file__).resolve().parents[2]
-        run_dir = out_dir / "sparsity_runs"
         seeds = {e: list(bipedal_seeds or [1]) if e == "BipedalWalker-v3" else list(seed or [1, 2, 3, 4, 5])
                  for e in envs}
         steps = {e: (bipedal_steps if e == "BipedalWalker-v3" else max_env_steps) or SETTINGS[e].max_env_steps
                  for e in envs}
-        plan = [(e, a, lv) for e in envs for a in agents for lv in levels]
-        plan += [(e, "reference", "") for e in envs] if reference else []
+        modes = [(e, a, lv) for e in envs for a in agents for lv in levels]
+        modes += [(e, "reference", "") for e in envs] if reference else []
+        plan = Plan(modes, seeds, steps, workers, test_episodes, out_dir / "sparsity_runs")
+        for e, a, lv in plan.modes:  # every mode's options checked before the first run
+            check_command(plan.command(e, a, lv, seeds[e][0])[0])
+        run_plan(plan, out_dir, keep_finished)
 
-        def cmd_of(e, a, lv, s):
-            name = f"{e}_{a}_{lv or 'ref'}_s{s}.h5"
-            out = run_dir / name
-            return command(SETTINGS[e], a, lv, s, out, workers, test_episodes, steps[e], root), out
 
-        for e, a, lv in plan:  # every mode's options checked before the first run
-            check_command(cmd_of(e, a, lv, seeds[e][0])[0])
-        run_dir.mkdir(parents=True, exist_ok=True)
-        meta = {"seeds": seeds, "max_env_steps": steps, "workers": workers, "test_episodes": test_episodes,
+def _checked_modes(envs, agents, levels) -> tuple[list[str], list[str], list[str]]:
+    """The environments, agents and pruning levels asked for (all by default), each known."""
+    envs = list(envs) if envs else list(SETTINGS)
+    agents = list(agents) if agents else list(AGENTS)
+    levels = list(levels) if levels else list(LEVELS)
+    for name, given, known in (("--envs", envs, SETTINGS), ("--agents", agents, AGENTS),
+                               ("--levels", levels, LEVELS)):
+        bad = [g for g in given if g not in known]
+        if bad:
+            raise UsageError(f"{name} {bad[0]!r} is unknown: expected one of {', '.join(known)}")
+    return envs, agents, levels
+
+
+def _check_numbers(workers: int, max_env_steps: int | None, bipedal_steps: int | None, test_episodes: int) -> None:
+    if workers < 0:
+        raise UsageError(f"--workers must be >= 0, got {workers}")
+    for name, v in (("--max-env-steps", max_env_steps), ("--bipedal-steps", bipedal_steps)):
+        if v is not None and v < 1:
+            raise UsageError(f"{name} must be >= 1, got {v}")
+    if test_episodes < 1:
+        raise UsageError(f"--test-episodes must be >= 1, got {test_episodes}")
+
+
+@dataclass
+class Plan:
+    """The benchmark's runs: ``(env, agent, level)`` modes, each at its env's seeds and budget."""
+
+    modes: list  #: (env, agent, level); agent "reference" with level "" for the reference's row
+    seeds: dict  #: env -> seeds
+    steps: dict  #: env -> training + validation env steps per run
+    workers: int
+    test_episodes: int
+    run_dir: Path  #: where the run files (and their .log and .cmd files) go
+
+    def command(self, e: str, a: str, lv: str, s: int) -> tuple[list[str], Path]:
+        """The command of mode ``(e, a, lv)`` at seed ``s``, and its run file."""
+        out = self.run_dir / f"{e}_{a}_{lv or 'ref'}_s{s}.h5"
+        root = Path(__file__).resolve().parents[2]
+        return command(SETTINGS[e], a, lv, s, out, self.workers, self.test_episodes, self.steps[e], root), out
+
+    def meta(self) -> dict:
+        """What the report says of the plan: seeds, budgets, workers, test episodes, each mode's options."""
+        envs = list(self.seeds)
+        return {"seeds": self.seeds, "max_env_steps": self.steps, "workers": self.workers,
+                "test_episodes": self.test_episodes,
                 "commands": {e: {("reference" if a == "reference" else mode_name(a, lv)):
-                                 shlex.join(mode_args(SETTINGS[e], a, lv, Path("."))) for e2, a, lv in plan
+                                 shlex.join(mode_args(SETTINGS[e], a, lv, Path("."))) for e2, a, lv in self.modes
                                  if e2 == e} for e in envs}}
-        runs: list[dict] = []
-        for e, a, lv in plan:
-            for s in seeds[e]:
-                cmd, out = cmd_of(e, a, lv, s)
-                mode = "reference" if a == "reference" else mode_name(a, lv)
-                if keep_finished and finished(out, test_episodes):
-                    print(f"[{e} {mode} seed {s}] reusing {out}", flush=True)
-                    r = champion_summary(out)
-                    r["wall"] = r["run_wall"]
-                elif keep_finished and resumable(out, cmd):  # stopped or killed: go on from its checkpoint
-                    print(f"[{e} {mode} seed {s}] resuming {out}", flush=True)
-                    run_logged([sys.executable, "-m", "synapto", "evolve", "--resume", str(out),
-                                "--workers", str(workers)], out.with_suffix(".log"), append=True)
-                    r = champion_summary(out)
-                    r["wall"] = r["run_wall"]
-                else:
-                    print(f"[{e} {mode} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                    out.with_suffix(".cmd").write_text(identity(cmd))
-                    wall = run_logged(cmd, out.with_suffix(".log"))
-                    r = champion_summary(out)
-                    r["wall"] = wall
-                r.update(env=e, agent=a, level=lv, mode=mode, dense=dense_connections(out))
-                runs.append(r)
-                print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f}, {r['connections']} "
-                      f"connections, {r['env_steps']:,} env steps, {r['wall']:.0f} s", flush=True)
-                summary = summarise(runs, None)
-                (out_dir / "sparsity.md").write_text(render_markdown(meta, summary, runs))
-                (out_dir / "sparsity.json").write_text(json.dumps(
-                    {"meta": meta, "summary": summary, "runs": runs}, indent=2))
-                plot(out_dir / "sparsity.png", summary, runs)
-        print((out_dir / "sparsity.md").read_text())
-        print(f"wrote {out_dir / 'sparsity.md'}, {out_dir / 'sparsity.json'}, {out_dir / 'sparsity.png'}")
+
+
+def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
+    """Every run of ``plan`` in turn; the report, its JSON and plot rewritten after each."""
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    meta = plan.meta()
+    runs: list[dict] = []
+    for e, a, lv in plan.modes:
+        for s in plan.seeds[e]:
+            r = _run_mode(plan, e, a, lv, s, keep_finished)
+            runs.append(r)
+            print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f}, {r['connections']} "
+                  f"connections, {r['env_steps']:,} env steps, {r['wall']:.0f} s", flush=True)
+            summary = summarise(runs, None)
+            (out_dir / "sparsity.md").write_text(render_markdown(meta, summary, runs))
+            (out_dir / "sparsity.json").write_text(json.dumps(
+                {"meta": meta, "summary": summary, "runs": runs}, indent=2))
+            plot(out_dir / "sparsity.png", summary, runs)
+    print((out_dir / "sparsity.md").read_text())
+    print(f"wrote {out_dir / 'sparsity.md'}, {out_dir / 'sparsity.json'}, {out_dir / 'sparsity.png'}")
+
+
+def _run_mode(plan: Plan, e: str, a: str, lv: str, s: int, keep_finished: bool) -> dict:
+    """One run's champion summary: a finished run file reused, a stopped one resumed (with
+    ``keep_finished``), else the run made."""
+    cmd, out = plan.command(e, a, lv, s)
+    mode = "reference" if a == "reference" else mode_name(a, lv)
+    if keep_finished and finished(out, plan.test_episodes):
+        print(f"[{e} {mode} seed {s}] reusing {out}", flush=True)
+        r = champion_summary(out)
+        r["wall"] = r["run_wall"]
+    elif keep_finished and resumable(out, cmd):  # stopped or killed: go on from its checkpoint
+        print(f"[{e} {mode} seed {s}] resuming {out}", flush=True)
+        run_logged([sys.executable, "-m", "synapto", "evolve", "--resume", str(out),
+                    "--workers", str(plan.workers)], out.with_suffix(".log"), append=True)
+        r = champion_summary(out)
+        r["wall"] = r["run_wall"]
+    else:
+        print(f"[{e} {mode} seed {s}] {shlex.join(cmd[1:])}", flush=True)
+        out.with_suffix(".cmd").write_text(identity(cmd))
+        wall = run_logged(cmd, out.with_suffix(".log")).wall
+        r = champion_summary(out)
+        r["wall"] = wall
+    r.update(env=e, agent=a, level=lv, mode=mode, dense=dense_connections(out))
+    return r

@@ -2,7 +2,7 @@
 frozen per generation; the workers' side of it.
 
 Workers count the observations of training episodes (count, sum and sum of squares
-per component, in float64) and return them with each result.  The coordinator adds
+per component, in float64: :class:`synapto.moments.RunningMoments`) and return them with each result.  The coordinator adds
 them up in task order -- so the totals are the same for any number of ranks -- and
 after each generation freezes the normalisation the next generation's policies see::
 
@@ -19,44 +19,45 @@ from __future__ import annotations
 
 import numpy as np
 
+from synapto.moments import RunningMoments
+
 #: normalised observations are clipped to [-CLIP, CLIP]
 CLIP = 5.0
 #: floor of the variance (std >= 0.1): near-constant components are not blown up
 MIN_VAR = 1e-2
 
 
-class ObsStats:
-    """Running totals of observations (the coordinator's)."""
+class ObsStats(RunningMoments):
+    """Running totals of observations (the coordinator's): :class:`~synapto.moments.RunningMoments`
+    without a prior, added up from the workers' results."""
 
     def __init__(self, obs_dim: int):
-        self.count = 0
-        self.sum = np.zeros(obs_dim)
-        self.sumsq = np.zeros(obs_dim)
+        super().__init__(obs_dim)
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return int(self.totals[0])
 
     def add(self, results) -> None:
         """Add the counted observations of ``results``, in their order."""
         for r in results:
             if r is not None and r.obs_count:
-                self.count += int(r.obs_count)
-                self.sum += r.obs_sum
-                self.sumsq += r.obs_sumsq
+                self.add_totals(int(r.obs_count), r.obs_sum, r.obs_sumsq)
 
     def frozen(self) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, std)`` from the totals so far (0 and 1 before any observation)."""
         if self.count == 0:
             return np.zeros_like(self.sum), np.ones_like(self.sum)
-        mean = self.sum / self.count
-        var = np.maximum(self.sumsq / self.count - mean * mean, MIN_VAR)
-        return mean, np.sqrt(var)
+        return self.mean_std(floor=MIN_VAR)
 
     def state(self) -> dict[str, np.ndarray]:
         return {"obs_count": np.array([self.count], np.int64), "obs_sum": self.sum.copy(),
                 "obs_sumsq": self.sumsq.copy()}
 
     def restore(self, arrays) -> None:
-        self.count = int(np.asarray(arrays["obs_count"])[0])
-        self.sum = np.array(arrays["obs_sum"], dtype=np.float64)
-        self.sumsq = np.array(arrays["obs_sumsq"], dtype=np.float64)
+        self.load(np.concatenate([[float(int(np.asarray(arrays["obs_count"])[0]))],
+                                  np.asarray(arrays["obs_sum"], dtype=np.float64),
+                                  np.asarray(arrays["obs_sumsq"], dtype=np.float64)]))
 
 
 class NormalisedActor:
@@ -68,9 +69,8 @@ class NormalisedActor:
         self._norm = None if norm is None else (np.asarray(norm[0], np.float64), np.asarray(norm[1], np.float64))
         self._rec = np.zeros((256, obs_dim)) if count else None
         self._t = 0
-        self.count = 0
-        self.sum = np.zeros(obs_dim) if count else None
-        self.sumsq = np.zeros(obs_dim) if count else None
+        #: the counted observations' totals (None without counting); numpy's order of the squares
+        self.moments = RunningMoments(obs_dim, squares="square") if count else None
 
     def start(self) -> None:
         self._t = 0
@@ -90,8 +90,20 @@ class NormalisedActor:
 
     def end(self) -> None:
         """Fold this episode's observations into the totals."""
-        if self._rec is not None and self._t:
-            rec = self._rec[: self._t]
-            self.count += self._t
-            self.sum += rec.sum(axis=0)
-            self.sumsq += np.square(rec).sum(axis=0)
+        if self.moments is not None and self._rec is not None and self._t:
+            self.moments.add_rows(self._rec[: self._t])
+
+    @property
+    def count(self) -> int:
+        """Observations counted so far."""
+        return 0 if self.moments is None else int(self.moments.count)
+
+    @property
+    def sum(self) -> np.ndarray | None:
+        """Their sum per component (None without counting)."""
+        return None if self.moments is None else self.moments.sum.copy()
+
+    @property
+    def sumsq(self) -> np.ndarray | None:
+        """Their sum of squares per component (None without counting)."""
+        return None if self.moments is None else self.moments.sumsq.copy()

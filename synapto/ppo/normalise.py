@@ -1,8 +1,8 @@
 """PPO's running normalisation of observations (``obs_norm``) and rewards (``reward_scale``),
 as rl-zoo's ``normalize: true`` does it, over MPI ranks and exactly resumable.
 
-Both keep running moments -- a count, and per component a sum and a sum of squares,
-in float64 -- started from a prior of weight ``1e-4`` with mean 0 and variance 1 (so
+Both keep running moments (:class:`synapto.moments.RunningMoments`) -- a count, and per
+component a sum and a sum of squares, in float64 -- started from a prior of weight ``1e-4`` with mean 0 and variance 1 (so
 the first values are not divided by a variance of 0)::
 
     mean = sum / count,   var = max(sumsq / count - mean^2, 0)
@@ -28,50 +28,55 @@ from __future__ import annotations
 
 import numpy as np
 
+from synapto.moments import RunningMoments
+
 PRIOR = 1e-4  #: weight of the prior (mean 0, variance 1) in the moments
 EPS = 1e-8  #: added to the variance before its square root
 CLIP = 10.0  #: normalised observations and scaled rewards are clipped to [-CLIP, CLIP]
 
 
 class Moments:
-    """Running count, sum and sum of squares per component: ``base`` (every rank's, up to
-    this epoch) plus this rank's additions since."""
+    """Running moments (:class:`~synapto.moments.RunningMoments`, with the prior) over MPI ranks:
+    ``base`` (every rank's, up to this epoch) plus this rank's additions since (``local``)."""
 
     def __init__(self, dim: int):
         self.dim = dim
-        self.base = np.concatenate([[PRIOR], np.zeros(dim), np.full(dim, PRIOR)])  # [count, sum, sumsq]
-        self.local = np.zeros(1 + 2 * dim)
-        self._now = self.base.copy()
+        self._base = RunningMoments(dim, prior=PRIOR)
+        self._local = RunningMoments(dim)
+        self._now = RunningMoments(dim, prior=PRIOR)  # base + local: this rank's view
+
+    @property
+    def base(self) -> np.ndarray:
+        """Every rank's moments up to this epoch, packed ``[count, sum, sumsq]``."""
+        return self._base.totals
+
+    @property
+    def local(self) -> np.ndarray:
+        """This rank's additions since, packed as :attr:`base`."""
+        return self._local.totals
 
     def add(self, x: np.ndarray) -> None:
         """Add the rows of ``x`` (n, dim) -- or one value per row for ``dim`` 1 (n,)."""
-        x = np.asarray(x, dtype=np.float64).reshape(-1, self.dim)
-        d = self.dim
-        self.local[0] += x.shape[0]
-        self.local[1:1 + d] += x.sum(axis=0)
-        self.local[1 + d:] += np.einsum("ij,ij->j", x, x)
-        np.add(self.base, self.local, out=self._now)
+        self._local.add_rows(x)
+        np.add(self.base, self.local, out=self._now.totals)
 
     def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, sqrt(var + EPS))`` of the moments so far (this rank's view)."""
-        now, d = self._now, self.dim
-        mean = now[1:1 + d] / now[0]
-        var = np.maximum(now[1 + d:] / now[0] - mean * mean, 0.0)
-        return mean, np.sqrt(var + EPS)
+        return self._now.mean_std(eps=EPS)
 
     def merge(self, coll) -> None:
         """End of an epoch: every rank's additions summed into ``base`` (a collective)."""
-        self.base += coll.sum_(self.local.copy())
+        self.base[...] += coll.sum_(self.local.copy())
         self.local[:] = 0.0
-        self._now = self.base.copy()
+        self._now.load(self.base)
 
     def state(self) -> np.ndarray:
         return self.base.copy()
 
     def load(self, base: np.ndarray) -> None:
-        self.base = np.array(base, dtype=np.float64)
+        self._base.load(base)
         self.local[:] = 0.0
-        self._now = self.base.copy()
+        self._now.load(self.base)
 
 
 class ObsNormaliser:

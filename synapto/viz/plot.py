@@ -196,84 +196,107 @@ def curves_figure(runs: list[RunSeries], axes, band: str = "minmax", curves=EVOL
     fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
     grid = fig.add_gridspec(rows, ncols, height_ratios=[2] * len(envs) + ([1] if show_connections else []))
     lines = _line_styles(groups, curves)
-    kinds = {g.kind for g in groups}
 
     for col, axis in enumerate(axes):
-        tops = {env: fig.add_subplot(grid[r, col]) for r, env in enumerate(envs)}
-        first = tops[envs[0]]
-        for ax in tops.values():
-            if ax is not first:
-                ax.sharex(first)
-        bottom = fig.add_subplot(grid[len(envs), col], sharex=first) if show_connections else None
-        scale, unit = 1.0, ""
-        if axis == "wall-time":
-            walls = [r.x["wall-time"] for r in runs if r.x["wall-time"] is not None and len(r.x["wall-time"])]
-            scale, unit = _time_unit(max((float(np.nanmax(w)) for w in walls), default=0.0))
-        drawn = 0
-        for g in groups:
-            members = [r for r in g.runs if r.x[axis] is not None]
-            for r in g.runs:
-                if r.x[axis] is None:
-                    sys.stderr.write(f"warning: {r.path} has no wall-clock timing; left out of the wall-time panel\n")
-            if not members:
-                continue
-            top = tops[g.runs[0].env]
-            names = curves if g.kind == "evolve" else ["return"]
-            for name in names:
-                having = [r for r in members if name in r.curves]
-                if having:
-                    color, label = lines[(g.key, name)]
-                    drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color,
-                                   "-", label)
-            if bottom is not None and g.kind == "evolve":
-                color = lines[(g.key, curves[0])][0] if (g.key, curves[0]) in lines else "0.2"
-                for name, style in (("mean", "-"), ("champion", "--")):
-                    if all(name in r.connections for r in members):
-                        _line(bottom, members, axis, lambda r, n=name: r.connections[n], band, scale, color,
-                              style, f"{g.label}: {name}")
+        tops, bottom = _column_panels(fig, grid, envs, col, show_connections)
+        scale, unit = _x_scale(runs, axis)
+        drawn = _draw_groups(groups, axis, tops, bottom, curves, lines, band, scale)
         if drawn == 0 and axis == "wall-time":
             raise UsageError("no run file has wall-clock timing (/timing): cannot plot --x wall-time")
-        xlabel = AXIS_LABELS[axis]
-        if axis == "generation" and kinds == {"ppo"}:
-            xlabel = "epoch"
-        elif axis == "generation" and len(kinds) > 1:
-            xlabel = "generation (PPO: epoch)"
-        if unit:
-            xlabel += f" ({unit})"
-        lowest = bottom or tops[envs[-1]]
-        lowest.set_xlabel(xlabel)
-        for env, top in tops.items():
-            env_kinds = {g.kind for g in groups if g.runs[0].env == env}
-            if col == 0:
-                top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(env_kinds) > 1 else
-                               ("fitness" if env_kinds == {"evolve"} else "average episode return"))
-            if len(envs) > 1:
-                top.set_title(env, fontsize="small")  # each env has a y axis of its own
-            if top is not lowest:
-                top.tick_params(labelbottom=False)
-        if col == 0 and bottom is not None:
-            bottom.set_ylabel("surviving connections")
-        for ax in [*tops.values(), bottom]:
-            if ax is not None:
-                ax.grid(True, alpha=0.3)
-                if axis == "env-steps":
-                    ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-                if axis == "generation":
-                    from matplotlib.ticker import MaxNLocator
-
-                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # generations and epochs are whole
-        if col == ncols - 1 and bottom is not None and bottom.lines:
-            from matplotlib.lines import Line2D
-
-            bottom.legend(handles=[Line2D([], [], color="0.2", ls="-", label="population mean"),
-                                   Line2D([], [], color="0.2", ls="--", label="champion")],
-                          fontsize="x-small", loc="best", framealpha=0.8)
+        _label_column(tops, bottom, groups, axis, unit, col, ncols)
     band_note = {"minmax": "band: min-max over seeds", "std": "band: mean +- std over seeds", "none": ""}[band]
     multi = any(len(g.runs) > 1 for g in groups)
     fig.suptitle(title or (", ".join(sorted(envs)) + (f"  ({band_note})" if multi and band_note else "")),
                  fontsize="medium")
     _legend(fig, lines)
     return fig, groups
+
+
+def _column_panels(fig, grid, envs: list[str], col: int, show_connections: bool):
+    """Column ``col``'s panels, sharing one x axis: ``({env: fitness panel}, connections panel or None)``."""
+    tops = {env: fig.add_subplot(grid[r, col]) for r, env in enumerate(envs)}
+    first = tops[envs[0]]
+    for ax in tops.values():
+        if ax is not first:
+            ax.sharex(first)
+    bottom = fig.add_subplot(grid[len(envs), col], sharex=first) if show_connections else None
+    return tops, bottom
+
+
+def _x_scale(runs: list[RunSeries], axis: str) -> tuple[float, str]:
+    """The factor and unit of the x axis (wall time in a readable unit; others as they are)."""
+    if axis != "wall-time":
+        return 1.0, ""
+    walls = [r.x["wall-time"] for r in runs if r.x["wall-time"] is not None and len(r.x["wall-time"])]
+    return _time_unit(max((float(np.nanmax(w)) for w in walls), default=0.0))
+
+
+def _draw_groups(groups, axis: str, tops: dict, bottom, curves, lines: dict, band: str, scale: float) -> int:
+    """Every group's curves on ``axis`` (and their connections on ``bottom``); the fitness
+    curves drawn.  Runs without the axis's data are left out with a warning."""
+    drawn = 0
+    for g in groups:
+        members = [r for r in g.runs if r.x[axis] is not None]
+        for r in g.runs:
+            if r.x[axis] is None:
+                sys.stderr.write(f"warning: {r.path} has no wall-clock timing; left out of the wall-time panel\n")
+        if not members:
+            continue
+        top = tops[g.runs[0].env]
+        names = curves if g.kind == "evolve" else ["return"]
+        for name in names:
+            having = [r for r in members if name in r.curves]
+            if having:
+                color, label = lines[(g.key, name)]
+                drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color,
+                               "-", label)
+        if bottom is not None and g.kind == "evolve":
+            color = lines[(g.key, curves[0])][0] if (g.key, curves[0]) in lines else "0.2"
+            for name, style in (("mean", "-"), ("champion", "--")):
+                if all(name in r.connections for r in members):
+                    _line(bottom, members, axis, lambda r, n=name: r.connections[n], band, scale, color,
+                          style, f"{g.label}: {name}")
+    return drawn
+
+
+def _label_column(tops: dict, bottom, groups, axis: str, unit: str, col: int, ncols: int) -> None:
+    """Axis labels, titles, grids and ticks of one column; the connections' legend in the last."""
+    kinds = {g.kind for g in groups}
+    xlabel = AXIS_LABELS[axis]
+    if axis == "generation" and kinds == {"ppo"}:
+        xlabel = "epoch"
+    elif axis == "generation" and len(kinds) > 1:
+        xlabel = "generation (PPO: epoch)"
+    if unit:
+        xlabel += f" ({unit})"
+    lowest = bottom or list(tops.values())[-1]
+    lowest.set_xlabel(xlabel)
+    for env, top in tops.items():
+        env_kinds = {g.kind for g in groups if g.runs[0].env == env}
+        if col == 0:
+            top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(env_kinds) > 1 else
+                           ("fitness" if env_kinds == {"evolve"} else "average episode return"))
+        if len(tops) > 1:
+            top.set_title(env, fontsize="small")  # each env has a y axis of its own
+        if top is not lowest:
+            top.tick_params(labelbottom=False)
+    if col == 0 and bottom is not None:
+        bottom.set_ylabel("surviving connections")
+    for ax in [*tops.values(), bottom]:
+        if ax is not None:
+            ax.grid(True, alpha=0.3)
+            if axis == "env-steps":
+                ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+            if axis == "generation":
+                from matplotlib.ticker import MaxNLocator
+
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # generations and epochs are whole
+    if col == ncols - 1 and bottom is not None and bottom.lines:
+        from matplotlib.lines import Line2D
+
+        bottom.legend(handles=[Line2D([], [], color="0.2", ls="-", label="population mean"),
+                               Line2D([], [], color="0.2", ls="--", label="champion")],
+                      fontsize="x-small", loc="best", framealpha=0.8)
 
 
 def _prunes(group) -> bool:

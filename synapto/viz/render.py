@@ -104,6 +104,44 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
                fps: float | None = None, params: str = "latest", log=print) -> dict:
     """Play ``episodes`` episodes and write the animation to ``out`` (.gif or .mp4)."""
     out = Path(out)
+    suffix = _check_options(out, episodes, max_steps, every, scale, fps)
+    require("imageio", "render")
+    framer = _Framer(scale)
+    write = _writer(suffix)
+
+    from synapto.envs import prepare_headless_render
+
+    prepare_headless_render()  # before any env of this process is made
+    player, what = _player(path, generation, individual, params, episodes, max_steps)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+    frames: list[np.ndarray] = []
+    played: list[_Episode] = []
+    render_fps = None
+    for e, seed in enumerate(player.seeds):
+        episode, env_fps = _play(player, framer, e, seed, every)
+        render_fps = render_fps or env_fps
+        frames += episode.frames
+        played.append(episode)
+        rate = fps or (render_fps / every if render_fps else 25.0)
+        frames.extend([episode.last] * max(1, int(round(rate))))  # hold the end for about a second
+
+    fps = fps or (render_fps / every if render_fps else 25.0)
+    write_output(out, lambda path: write(path, frames, fps))
+    _log_episodes(player, played, log)
+    returns = [ep.total for ep in played]
+    size = out.stat().st_size
+    h, w = frames[0].shape[:2]
+    log(f"render: {what} on {player.env_id}, {len(returns)} episode(s), {len(frames)} frames "
+        f"{w}x{h} at {fps:g} fps -> {out} ({size / 1e6:.2f} MB)")
+    return {"returns": returns, "lengths": [ep.steps for ep in played], "frames": len(frames), "width": w,
+            "height": h, "fps": fps}
+
+
+def _check_options(out: Path, episodes: int, max_steps: int | None, every: int, scale: float,
+                   fps: float | None) -> str:
+    """Refuse bad options in one line each; ``out``'s suffix."""
     suffix = check_image_out(out, (".gif", ".mp4"))
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
@@ -115,102 +153,113 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
         raise UsageError(f"--scale must be between 0.05 and 4, got {scale}")
     if fps is not None and not 0.5 <= fps <= 100:
         raise UsageError(f"--fps must be between 0.5 and 100, got {fps}")
-    require("imageio", "render")
-    Image = require("PIL.Image", "render", "pillow")
-    ImageDraw, ImageFont = require("PIL.ImageDraw", "render", "pillow"), require("PIL.ImageFont", "render", "pillow")
-    write = _writer(suffix)
+    return suffix
 
-    from synapto.envs import prepare_headless_render
 
-    prepare_headless_render()  # before any env of this process is made
-    kind = run_kind(path)
-    if kind == "evolve":
+def _player(path: Path, generation: int | None, individual: int | None, params: str, episodes: int,
+            max_steps: int | None) -> tuple[Player, str]:
+    """The run's player (evolution or PPO, by the run file's kind) and what it plays, in words."""
+    if run_kind(path) == "evolve":
         if params != "latest":
             raise UsageError("--params is for PPO runs; evolution runs take --generation/--individual")
-        player, what = _evolve_player(path, generation, individual, episodes, max_steps)
-    else:
-        if generation is not None or individual is not None:
-            raise UsageError("--generation/--individual are for evolution runs; PPO runs take --params")
-        player, what = _ppo_player(path, params, episodes, max_steps)
+        return _evolve_player(path, generation, individual, episodes, max_steps)
+    if generation is not None or individual is not None:
+        raise UsageError("--generation/--individual are for evolution runs; PPO runs take --params")
+    return _ppo_player(path, params, episodes, max_steps)
 
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen, no display needed
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    from synapto.envs import make_env, render_failed
 
-    frames, returns, lengths, ends = [], [], [], []
-    fonts: dict = {}
-    render_fps = None
+class _Framer:
+    """An env's current frame as an animation frame: rendered, scaled, cropped to even sizes,
+    below a caption."""
 
-    def grab(env, lines: list[str]) -> np.ndarray:
+    def __init__(self, scale: float):
+        self.Image = require("PIL.Image", "render", "pillow")
+        self.ImageDraw = require("PIL.ImageDraw", "render", "pillow")
+        self.ImageFont = require("PIL.ImageFont", "render", "pillow")
+        self.scale = scale
+        self.fonts: dict = {}
+
+    def grab(self, env, env_id: str, lines: list[str]) -> np.ndarray:
         """The env's current frame, scaled, with ``lines`` written at its top."""
+        from synapto.envs import render_failed
+
         try:
             img = env.render()
         except Exception as exc:  # no OpenGL context (MuJoCo without EGL/OSMesa), ...
-            raise render_failed(player.env_id, exc) from None
+            raise render_failed(env_id, exc) from None
         if img is None:
-            raise UsageError(f"{player.env_id} returned no rgb_array frame; it cannot be rendered")
+            raise UsageError(f"{env_id} returned no rgb_array frame; it cannot be rendered")
+        Image, scale = self.Image, self.scale
         im = Image.fromarray(np.asarray(img, dtype=np.uint8))
         if scale != 1:
             im = im.resize((max(2, round(im.width * scale)), max(2, round(im.height * scale))),
                            Image.Resampling.BILINEAR)
         im = im.crop((0, 0, im.width - im.width % 2, im.height - im.height % 2))  # even sizes for video
         size = max(9, im.height // 18)
-        if size not in fonts:
-            fonts[size] = _font(ImageFont, size)
-        return np.asarray(_captioned(Image, ImageDraw, im, lines, fonts[size]))
+        if size not in self.fonts:
+            self.fonts[size] = _font(self.ImageFont, size)
+        return np.asarray(_captioned(Image, self.ImageDraw, im, lines, self.fonts[size]))
 
+
+@dataclass
+class _Episode:
+    """One played episode: its frames (the held last one apart), return, length and how it ended."""
+
+    frames: list
+    last: np.ndarray
+    total: float
+    steps: int
+    end: str
+
+
+def _play(player: Player, framer: _Framer, e: int, seed: int, every: int) -> tuple[_Episode, float | None]:
+    """Episode ``e`` from ``seed`` in a fresh env, a frame every ``every`` steps; with the env's
+    ``render_fps`` (None if it names none)."""
+    from synapto.envs import make_env, render_failed
+
+    try:
+        env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise render_failed(player.env_id, exc) from None
+    env_fps = (env.metadata or {}).get("render_fps")
+    obs, _ = env.reset(seed=seed)
+    player.reset()
+    total, t, end = 0.0, 0, "time limit"
     n = len(player.seeds)
-    for e, seed in enumerate(player.seeds):
-        try:
-            env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
-        except UsageError:
-            raise
-        except Exception as exc:
-            raise render_failed(player.env_id, exc) from None
-        render_fps = render_fps or (env.metadata or {}).get("render_fps")
-        obs, _ = env.reset(seed=seed)
-        player.reset()
-        total, t, end = 0.0, 0, "time limit"
+    frames = [framer.grab(env, player.env_id, [player.title, f"episode {e + 1}/{n}  step 0  return 0.0"])]
+    while True:
+        action = player.act(obs)
+        if not player.discrete and not np.all(np.isfinite(action)):
+            end = "non-finite action"
+            break
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        t += 1
+        if terminated or truncated or (player.limit is not None and t >= player.limit):
+            end = "terminated" if terminated else ("time limit" if truncated else f"stopped at {t} steps")
+            break
+        if t % every == 0:
+            frames.append(framer.grab(env, player.env_id,
+                                      [player.title, f"episode {e + 1}/{n}  step {t}  return {total:.1f}"]))
+    player.end()
+    last = framer.grab(env, player.env_id, [player.title, f"episode {e + 1}/{n}  return {total:.1f}  ({end})"])
+    env.close()
+    return _Episode(frames, last, total, t, end), env_fps
 
-        frames.append(grab(env, [player.title, f"episode {e + 1}/{n}  step 0  return 0.0"]))
-        while True:
-            action = player.act(obs)
-            if not player.discrete and not np.all(np.isfinite(action)):
-                end = "non-finite action"
-                break
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            t += 1
-            if terminated or truncated or (player.limit is not None and t >= player.limit):
-                end = "terminated" if terminated else ("time limit" if truncated else f"stopped at {t} steps")
-                break
-            if t % every == 0:
-                frames.append(grab(env, [player.title, f"episode {e + 1}/{n}  step {t}  return {total:.1f}"]))
-        player.end()
-        last = grab(env, [player.title, f"episode {e + 1}/{n}  return {total:.1f}  ({end})"])
-        returns.append(total)
-        lengths.append(t)
-        ends.append(end)
-        env.close()
-        rate = fps or (render_fps / every if render_fps else 25.0)
-        frames.extend([last] * max(1, int(round(rate))))  # hold the end for about a second
 
-    fps = fps or (render_fps / every if render_fps else 25.0)
-    write_output(out, lambda path: write(path, frames, fps))
-    for e, (r, steps, end) in enumerate(zip(returns, lengths, ends)):
+def _log_episodes(player: Player, played: list[_Episode], log) -> None:
+    """One line per episode: its return, length and end, beside the run file's test return."""
+    for e, ep in enumerate(played):
         note = ""
         if e < len(player.expected):
             stored = player.expected[e]
-            same = r == stored  # the same episode, step for step: bit-identical
+            same = ep.total == stored  # the same episode, step for step: bit-identical
             note = f"; run file's test return {stored:.2f}" + ("" if same else
                                                               " (differs: the episode was cut short)" if
-                                                              end.startswith("stopped") else " (DIFFERS)")
-        log(f"episode {e + 1} (seed {player.seeds[e]}): return {r:.2f} in {steps} steps, {end}{note}")
-    size = out.stat().st_size
-    h, w = frames[0].shape[:2]
-    log(f"render: {what} on {player.env_id}, {len(returns)} episode(s), {len(frames)} frames "
-        f"{w}x{h} at {fps:g} fps -> {out} ({size / 1e6:.2f} MB)")
-    return {"returns": returns, "lengths": lengths, "frames": len(frames), "width": w, "height": h, "fps": fps}
+                                                              ep.end.startswith("stopped") else " (DIFFERS)")
+        log(f"episode {e + 1} (seed {player.seeds[e]}): return {ep.total:.2f} in {ep.steps} steps, {ep.end}{note}")
 
 
 def _captioned(Image, ImageDraw, frame, lines, font):

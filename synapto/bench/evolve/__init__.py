@@ -56,12 +56,12 @@ from typing import Annotated, Callable, Optional
 import numpy as np
 import typer
 
-from synapto.bench.common import cpu_count, load_average
+from synapto.bench.common import Logged, cpu_count, load_average, run_logged
 from synapto.bench.evolve.projection import PROJECT_RANKS, derive, project, simulate_farm
 from synapto.bench.evolve.raw import build_sample, ceiling, measure_raw, raw_process, raw_summary
 from synapto.bench.evolve.report import markdown, plot
-from synapto.bench.evolve.runs import (PARTS, REFERENCE_MODE, Logged, Settings, breakdown, evolve_command, loop_times,
-                                       productive_share, read_run, run_logged, run_work, summarise_run)
+from synapto.bench.evolve.runs import (PARTS, REFERENCE_MODE, Settings, breakdown, evolve_command, loop_times,
+                                       productive_share, read_run, run_work, summarise_run)
 from synapto.store import differences
 
 __all__ = ["MULTI_VALUE_OPTIONS", "PARTS", "PROJECT_RANKS", "REFERENCE_MODE", "Logged", "Settings", "breakdown",

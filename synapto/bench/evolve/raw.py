@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from synapto.bench.evolve.runs import child_env
+from synapto.bench.common import child_env
 from synapto.errors import UsageError
 
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
@@ -89,73 +89,86 @@ def raw_process(sample_path: str, out_path: str) -> None:
            for m in ("fresh", "reuse", "synapto")}
     reuse_env = make_env(env_id)
 
-    def fresh(ev):
-        a = acc["fresh"]
-        for seed, actions in ev["episodes"]:
-            t0 = clock()
-            env = make_env(env_id)
-            t1 = clock()
-            env.reset(seed=seed)
-            t2 = clock()
-            step, n = env.step, 0
-            for act in actions:
-                n += 1
-                _, _, terminated, truncated, _ = step(act)
-                if terminated or truncated:
-                    break
-            t3 = clock()
-            env.close()
-            t4 = clock()
-            a["make"] += t1 - t0
-            a["reset"] += t2 - t1
-            a["step"] += t3 - t2
-            a["close"] += t4 - t3
-            a["steps"] += n
-            a["episodes"] += 1
-
-    def reuse(ev):
-        a = acc["reuse"]
-        for seed, actions in ev["episodes"]:
-            t1 = clock()
-            reuse_env.reset(seed=seed)
-            t2 = clock()
-            step, n = reuse_env.step, 0
-            for act in actions:  # state leaks across reset: the episode may end elsewhere
-                n += 1
-                _, _, terminated, truncated, _ = step(act)
-                if terminated or truncated:
-                    break
-            a["reset"] += t2 - t1
-            a["step"] += clock() - t2
-            a["steps"] += n
-            a["episodes"] += 1
-
-    def syn(ev):
+    def syn(ev, a):
         r = evaluator(EvalTask(ev["genome"], ev["seeds"]))
-        acc["synapto"]["steps"] += int(r.steps.sum())
-        acc["synapto"]["episodes"] += len(r.steps)
+        a["steps"] += int(r.steps.sum())
+        a["episodes"] += len(r.steps)
 
-    modes = (("fresh", fresh), ("reuse", reuse), ("synapto", syn))
-    fresh(sample["evaluations"][0])  # warm-up (first-call costs), not counted
+    modes = (("fresh", lambda ev, a: _replay_fresh(env_id, ev, a)),
+             ("reuse", lambda ev, a: _replay_reused(reuse_env, ev, a)), ("synapto", syn))
+    _replay_fresh(env_id, sample["evaluations"][0], acc["fresh"])  # warm-up (first-call costs), not counted
     for a in acc.values():
         a.update(make=0.0, reset=0.0, step=0.0, close=0.0, steps=0, episodes=0)
     for k, ev in enumerate(sample["evaluations"]):
         for j in range(3):
             name, fn = modes[(k + j) % 3]
             w, c = clock(), cpu()
-            fn(ev)
+            fn(ev, acc[name])
             acc[name]["cpu"] += cpu() - c
             acc[name]["wall"] += clock() - w
     reuse_env.close()
-    n, best = 20_000, math.inf  # one clock read, loop included; best of 5 against load
+    acc["clock_s"] = _clock_cost()
+    with open(out_path, "w") as fh:
+        json.dump(acc, fh)
+
+
+def _replay_fresh(env_id: str, ev: dict, a: dict) -> None:
+    """``ev``'s episodes, each in a new env; make, reset, step and close timed into ``a``."""
+    from synapto.envs import make_env
+
+    clock = time.perf_counter
+    for seed, actions in ev["episodes"]:
+        t0 = clock()
+        env = make_env(env_id)
+        t1 = clock()
+        env.reset(seed=seed)
+        t2 = clock()
+        step, n = env.step, 0
+        for act in actions:
+            n += 1
+            _, _, terminated, truncated, _ = step(act)
+            if terminated or truncated:
+                break
+        t3 = clock()
+        env.close()
+        t4 = clock()
+        a["make"] += t1 - t0
+        a["reset"] += t2 - t1
+        a["step"] += t3 - t2
+        a["close"] += t4 - t3
+        a["steps"] += n
+        a["episodes"] += 1
+
+
+def _replay_reused(env, ev: dict, a: dict) -> None:
+    """``ev``'s episodes in one reused ``env``; reset and step timed into ``a``."""
+    clock = time.perf_counter
+    for seed, actions in ev["episodes"]:
+        t1 = clock()
+        env.reset(seed=seed)
+        t2 = clock()
+        step, n = env.step, 0
+        for act in actions:  # state leaks across reset: the episode may end elsewhere
+            n += 1
+            _, _, terminated, truncated, _ = step(act)
+            if terminated or truncated:
+                break
+        a["reset"] += t2 - t1
+        a["step"] += clock() - t2
+        a["steps"] += n
+        a["episodes"] += 1
+
+
+def _clock_cost() -> float:
+    """Seconds of one clock read, loop included; best of 5 against load."""
+    clock = time.perf_counter
+    n, best = 20_000, math.inf
     for _ in range(5):
         t = clock()
         for _ in range(n):
             clock()
         best = min(best, (clock() - t) / n)
-    acc["clock_s"] = best
-    with open(out_path, "w") as fh:
-        json.dump(acc, fh)
+    return best
 
 
 def measure_raw(sample_path: Path, concurrency: int, tag: str) -> dict:

@@ -18,10 +18,18 @@ def _f(x, fmt="{:.1f}") -> str:
 
 
 def markdown(result: dict) -> str:
-    s, m = result["settings"], result["machine"]
-    rows, runs = result["rows"], result["runs"]
-    cfg = runs[0]["config"] if runs else {}
+    rows = result["rows"]
     base = min(r["workers"] for r in rows) if rows else 1
+    lines = [*_header(result, base), *_runs_table(result), *_raw_ceiling(result), *_time_shares(result),
+             *_waves(rows), *_beyond_one_machine(result, base), *_assumptions(result["settings"])]
+    return "\n".join(lines)
+
+
+def _header(result: dict, base: int) -> list[str]:
+    """The title, the machine, the command and how to read the table."""
+    s, m = result["settings"], result["machine"]
+    runs = result["runs"]
+    cfg = runs[0]["config"] if runs else {}
     lines = [
         f"## Evolution benchmark: {s['env']}, {s['agent']} {s['hidden']}, population {s['population']}, "
         f"{s['generations']} generations, {s['episodes']} episodes, seeds {' '.join(map(str, s['seeds']))}",
@@ -44,6 +52,13 @@ def markdown(result: dict) -> str:
         "run and the ceiling does not move it.",
         "",
     ]
+    return lines
+
+
+def _runs_table(result: dict) -> list[str]:
+    """The runs' table, and whether their results are identical."""
+    s, rows = result["settings"], result["rows"]
+    lines: list[str] = []
     seeds = s["seeds"]
     table = []
     for row in rows:
@@ -62,6 +77,13 @@ def markdown(result: dict) -> str:
         ok = all(ident.values())
         lines += ["", "Results identical across worker counts and schedules (every dataset outside /timing, "
                   f"bit for bit): **{'yes' if ok else 'NO: ' + ', '.join(k for k, v in ident.items() if not v)}**."]
+    return lines
+
+
+def _raw_ceiling(result: dict) -> list[str]:
+    """The raw-environment ceiling's section (none without a ceiling)."""
+    runs = result["runs"]
+    lines: list[str] = []
     if result["raw"]:
         lines += ["", "### Raw-environment ceiling", "",
                   "Same env (`make_env`), same episode seeds, the run's own actions replayed from a table (the same "
@@ -87,6 +109,13 @@ def markdown(result: dict) -> str:
         mean_len = [r["env_steps"] / r["episodes"] for r in runs if r["episodes"]]
         lines += ["", f"Mean episode length in the runs: {np.mean(mean_len):.0f} steps.  Targets: ratio ≥ 0.90 "
                   "(hebbian-dag), ≥ 0.95 (pruned-mlp)."]
+    return lines
+
+
+def _time_shares(result: dict) -> list[str]:
+    """Where the worker-seconds went, and what measuring them costs."""
+    rows = result["rows"]
+    lines: list[str] = []
     lines += ["", "### Where the time goes", "",
               "Shares of worker-seconds (workers × generation time, generation time from the log lines), summed "
               "over generations and seeds.  env, agent and other work in a task are inside tasks (`/timing/"
@@ -105,6 +134,12 @@ def markdown(result: dict) -> str:
         lines += ["", f"Measuring costs two clock reads per step ({clock_ns:.0f} ns each) against a {step_us:.0f} µs "
                   f"env step: {2 * clock_ns / (10 * step_us):.2f} % (per-episode and per-task clock reads are "
                   "negligible)."]
+    return lines
+
+
+def _waves(rows: list) -> list[str]:
+    """Waves against dynamic scheduling, per worker count run both ways (none without waves)."""
+    lines: list[str] = []
     waves = [row for row in rows if row["schedule"] == "waves"]
     if waves:
         lines += ["", "### Waves against dynamic scheduling", ""]
@@ -114,6 +149,13 @@ def markdown(result: dict) -> str:
                          f"{fmt_mean_std(d['loop'])} s loop time ({np.mean(w['loop']) / np.mean(d['loop']) - 1:+.1%}); "
                          f"idle {w['shares']['idle']:.1%} against {d['shares']['idle']:.1%} of worker-seconds; "
                          f"efficiency {_f(w['efficiency'], '{:.1%}')} against {_f(d['efficiency'], '{:.1%}')}.")
+    return lines
+
+
+def _beyond_one_machine(result: dict, base: int) -> list[str]:
+    """The projection beyond one machine: Amdahl's fit, the measured serial part, the simulation."""
+    rows = result["rows"]
+    lines: list[str] = []
     proj = result.get("projection", {})
     f = proj.get("amdahl_serial_fraction", math.nan)
     lines += ["", "### Beyond one machine", ""]
@@ -145,6 +187,12 @@ def markdown(result: dict) -> str:
                      "per task and coordinator time per generation): " + ", ".join(
                          f"{sim[f'{R - 1}/dynamic']:.1f} at {R} ranks (waves {sim[f'{R - 1}/waves']:.1f})"
                          for R in PROJECT_RANKS) + (f"; check against this machine: {check}." if check else "."))
+    return lines
+
+
+def _assumptions(s: dict) -> list[str]:
+    """What the projection assumes."""
+    lines: list[str] = []
     lines += ["", "Assumptions: one core per rank, rank 0 coordinating (it polls and sleeps, so it needs little "
               "CPU) and ranks 1.. evaluating; per-step cost as measured here (no slow-down from shared memory "
               "bandwidth, turbo or hyper-threads); the serial part (coordinator update, run-file writes) does not "
@@ -152,7 +200,7 @@ def markdown(result: dict) -> str:
               f"{s['population']} individuals per generation workers beyond the population idle and the slowest "
               "individual bounds a generation (the simulation accounts for that, Amdahl does not).  A fit to 1 and "
               "2 workers on a 2-core machine shared with other processes is a rough estimate.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def plot(result: dict, path: Path) -> bool:

@@ -4,18 +4,14 @@ and what a run's file and log say (work done, where the worker-seconds went)."""
 from __future__ import annotations
 
 import math
-import os
 import re
-import shlex
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from synapto.bench.common import shares
+from synapto.bench.common import Logged, shares
 from synapto.errors import UsageError
 
 #: the reference's algorithm, as experiments/bipedal_hebbian_dag.toml runs it (EvolveConfig's
@@ -36,8 +32,6 @@ PARTS = (
     ("write", "run file + checkpoint"),
 )
 
-_MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
-             "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
 _GEN_LINE = re.compile(r"^gen\s+(\d+)\s")  # the generation lines of `synapto evolve`
 
 
@@ -88,47 +82,6 @@ def evolve_command(s: Settings, workers: int, schedule: str, seed: int, out: Pat
     if workers > 0:
         cmd += ["--workers", str(workers)]
     return cmd + list(s.evolve_options)
-
-
-def child_env() -> dict:
-    """The environment of a child process: this one's, without MPI's variables."""
-    env = {k: v for k, v in os.environ.items() if k not in _MPI_VARS}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-@dataclass
-class Logged:
-    wall: float  #: the process's wall time
-    lines: list  #: (seconds since start, line) of its output
-
-
-def run_logged(cmd: list[str], log_path: Path) -> Logged:
-    """Run ``cmd``, time-stamping every output line on arrival; the log keeps both."""
-    t0 = time.perf_counter()
-    lines = []
-    with open(log_path, "w", buffering=1) as log:  # line-buffered: the log can be followed
-        log.write("$ " + shlex.join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=child_env(), bufsize=1)
-        try:
-            for line in proc.stdout:
-                t = time.perf_counter() - t0
-                lines.append((t, line.rstrip("\n")))
-                log.write(f"[{t:9.3f}] {line}")
-            rc = proc.wait()
-        except BaseException:  # interrupted: mpiexec passes SIGTERM on; evolve stops cleanly
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            raise
-    wall = time.perf_counter() - t0
-    if rc != 0:
-        tail = "\n".join(line for _, line in lines[-15:])
-        raise UsageError(f"benchmark run failed (exit {rc}): {shlex.join(cmd)}\n{tail}")
-    return Logged(wall, lines)
 
 
 def loop_times(lines) -> tuple[float | None, list[float]]:
