@@ -1,8 +1,10 @@
-"""The evolution run's configuration: a frozen dataclass, validated on creation.
+"""The evolution run's configuration, frozen dataclasses validated on creation: what a run
+computes (:class:`EvolveConfig`, and the keys its config files may hold) and how it is
+executed (:class:`RunOptions`).
 
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
-command-line options.  Library code never reads argv; :mod:`synapto.cli` and the
-Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
+command-line options.  Library code never reads argv; the evolve command
+(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
 option of a field (``--population must be ...``): the command line is where most runs
 are configured, and a TOML key is that option's name.
 """

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from itertools import pairwise
 from pathlib import Path
 
 from synapto.errors import UsageError
 from synapto.logs import say as _log
-from synapto.options import agree, check_distinct, given_on_command_line, given_values, out_for_seed
+from synapto.options import (
+    agree,
+    check_distinct,
+    given_on_command_line,
+    given_values,
+    out_for_seed,
+)
 
 #: ppo's options that a ``--config`` file may set too: given on the command line, they win
 VALUE_OPTIONS = ("env", "hid", "gamma", "lam", "epochs", "steps_per_epoch", "seed", "pi_lr", "vf_lr",
@@ -181,14 +188,15 @@ def check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     cannot fit this machine's memory (every rank of a local relaunch counts)."""
     import numpy as np
 
-    from synapto.resources import check_memory as check_need, ppo_memory
+    from synapto.resources import check_memory as check_need
+    from synapto.resources import ppo_memory
 
     def count(sizes):
-        return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+        return sum((a + 1) * b for a, b in pairwise(sizes))
 
     hid = [int(h) for h in cfg.hid]
     n_params = count([space.obs_dim, *hid, space.act_dim]) + count([space.obs_dim, *hid, 1])
-    local = int(os.environ.get("MPI_LOCALNRANKS", 1)) if under_mpi else size
+    local = int(os.environ.get("MPI_LOCALNRANKS", "1")) if under_mpi else size
     need = ppo_memory(cfg.steps_per_epoch // size, local, space.obs_dim, space.act_dim, hid, n_params,
                       np.dtype(cfg.dtype).itemsize)
     check_need(need, f"ppo with {cfg.steps_per_epoch:,} steps per epoch over {size} process(es) and "
