@@ -18,17 +18,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.errors import UsageError
 from synapto.evolution.evaluate import EvalResult, evaluate
-from synapto.evolution.loop import RunOptions, RunSummary, run_evolution
+from synapto.evolution.loop import RunSummary, run_evolution
 
 
 def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool = False,
@@ -39,7 +38,8 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
     :class:`RunSummary`.
 
     ``workers=0`` evaluates in this process; ``workers=N`` starts ``mpiexec -n N+1`` (the
-    coordinator and N workers) as a child process and waits for it: its output lines
+    coordinator and N workers; :func:`synapto.parallel.launch.mpi_job`, the command line's
+    way into MPI too) as a child process and waits for it: its output lines
     reach ``log`` and the ``callbacks`` their reports, as in this process.  ``resume=True``
     continues ``out`` from its checkpoint; it refuses (:class:`~synapto.errors.UsageError`)
     a missing file and a ``config`` that would change the run (only ``generations`` and
@@ -75,13 +75,11 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     import time
 
     from synapto.evolution.callbacks import close_all
-    from synapto.parallel.launch import find_mpiexec, without_mpi_env
+    from synapto.parallel.launch import mpi_job
 
     args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume, "force": force,
                        "options": options.__dict__, "reports": bool(callbacks)})
-    cmd = [find_mpiexec(), "-n", str(workers + 1), sys.executable, "-c",
-           "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args]
-    env = {**without_mpi_env(), "SYNAPTO_LAUNCHED": "1", "PYTHONUNBUFFERED": "1"}
+    cmd, env = mpi_job(workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
     t0 = time.perf_counter()
     tail: list[str] = []
     try:

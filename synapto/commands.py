@@ -29,12 +29,11 @@ def replay(
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
-    from synapto.parallel.launch import relaunch, under_mpi
+    from synapto.parallel.launch import start_ranks
     from synapto.evolution.replay import plan_replay, run_replay
 
     plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
-    if workers > 0 and not under_mpi():
-        relaunch(workers + 1)
+    start_ranks(workers + 1)
     from synapto.parallel.farm import make_farm
 
     farm, coordinator = make_farm()

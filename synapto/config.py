@@ -1,6 +1,10 @@
 """Config files: TOML loading of the shipped and the user's configs (``--config``), for
 ``evolve`` (:class:`synapto.evolution.config.EvolveConfig`) and ``ppo``
-(:class:`synapto.ppo.config.PPOConfig`).  Keys are the command-line options' names."""
+(:class:`synapto.ppo.config.PPOConfig`).  Keys are the command-line options' names.
+
+This module knows no config class: each config module reads its files through
+:func:`load_toml` (``EvolveConfig.from_toml``, ``PPOConfig.from_toml``), so the import
+arrows run one way, from the configs down to here."""
 
 from __future__ import annotations
 
@@ -62,62 +66,9 @@ def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
     return data
 
 
-#: keys of an ``evolve`` config file that say how a run is executed, not what it computes
-EVOLVE_RUN_KEYS = frozenset({"workers", "out", "task_timeout"})
-
-
-def evolve_keys() -> set[str]:
-    """Every key an ``evolve`` config file may hold: EvolveConfig's fields, the run keys and the
-    strategy shorthands (``sigma``, ``lr``, ...)."""
-    import dataclasses
-
-    from synapto.evolution.config import EvolveConfig
-    from synapto.options import STRATEGY_SHORTHANDS
-
-    return {f.name for f in dataclasses.fields(EvolveConfig)} | set(EVOLVE_RUN_KEYS) | set(STRATEGY_SHORTHANDS)
-
-
 def one_seed(value, path) -> int:
     """A config's ``seed``: one integer (a file listing several needs ``seed=`` given: one config, one seed)."""
     seeds = list(value) if isinstance(value, (list, tuple)) else [value]
     if len(seeds) != 1:
         raise UsageError(f"--config {str(path)!r} lists seeds {seeds}; a config object has one: pass seed=N")
     return seeds[0]
-
-
-def evolve_config(path: str | Path, overrides: dict[str, Any]):
-    """``EvolveConfig.from_toml``: the file read as ``evolve --config`` reads it (``hidden = [0]``:
-    no hidden layer; strategy shorthands into ``strategy_options``), then ``overrides``."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.options import strategy_options, table
-
-    values = load_toml(path, evolve_keys())
-    for key in EVOLVE_RUN_KEYS:
-        values.pop(key, None)
-    if list(values.get("hidden", ())) == [0]:
-        values["hidden"] = ()
-    opts = strategy_options(values, None)
-    if opts:
-        values["strategy_options"] = opts
-    for key in ("agent_options", "env_options"):
-        found = table(values, key)
-        if found:
-            values[key] = found
-    if "seed" in values and "seed" not in overrides:
-        values["seed"] = one_seed(values["seed"], path)
-    try:
-        return EvolveConfig(**{**values, **overrides})
-    except TypeError as exc:
-        raise UsageError(f"bad option value: {exc}") from None
-
-
-def ppo_config(path: str | Path, overrides: dict[str, Any]):
-    """``PPOConfig.from_toml``: the file read as ``ppo --config`` reads it, then ``overrides``."""
-    from synapto.ppo.config import RUN_KEYS, build_config, load_ppo_toml
-
-    values = load_ppo_toml(path)
-    for key in RUN_KEYS:
-        values.pop(key, None)
-    if "seed" in values and "seed" not in overrides:
-        values["seed"] = one_seed(values["seed"], path)
-    return build_config({**values, **overrides})

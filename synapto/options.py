@@ -1,8 +1,14 @@
-"""Values of KEY=VALUE options and TOML tables (``--strategy-option``, ``--agent-option``,
-``--env-option``, ``[strategy_options]`` ...), shared by the evolve command and its checks.
-Reads no argv: :mod:`synapto.cli` hands it what typer parsed."""
+"""The run commands' options (``evolve``, ``ppo``): which values the command line gave
+(they win over a ``--config`` file's), the values of KEY=VALUE options and TOML tables
+(``--strategy-option``, ``--agent-option``, ``--env-option``, ``[strategy_options]`` ...),
+the seeds and their run files, and checks that every MPI rank must agree on.  Shared by
+:mod:`synapto.evolution.command` and :mod:`synapto.ppo.command`, and by the configs'
+``from_toml``.  Reads no argv: the commands hand it what typer parsed.  The commands log
+through :func:`synapto.logs.say`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from synapto.errors import UsageError
 
@@ -54,3 +60,56 @@ def _literal(text: str):
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+
+
+# --------------------------------------------------------------------------- the command line's values
+
+
+def given_on_command_line(ctx, names) -> set[str]:
+    """The parameters of ``names`` that the command line (or the environment) set: the
+    others keep their shown default, and a ``--config`` file's value wins over it."""
+    out = set()
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            out.add(name)
+    return out
+
+
+def given_values(ctx, params: dict) -> dict:
+    """The entries of ``params`` (option name: parsed value) that the command line set."""
+    return {k: params[k] for k in given_on_command_line(ctx, params)}
+
+
+# --------------------------------------------------------------------------- seeds and run files
+
+
+def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
+    """The run file of ``seed`` among ``n_seeds``: ``out`` itself for one, else ``_s<seed>``
+    inserted before its suffix (``.h5`` when it has none)."""
+    if n_seeds <= 1:
+        return out
+    suffix = out.suffix or ".h5"
+    return out.with_name(f"{out.stem}_s{seed}{suffix}")
+
+
+def check_distinct(seeds, outs=None) -> None:
+    """Several seeds run one after another into their own run files (``outs``, by default
+    one per seed): never one seed, or one file, twice."""
+    outs = seeds if outs is None else outs
+    if len(set(outs)) != len(outs):
+        raise UsageError(f"--seed has repeated values {seeds}")
+
+
+def agree(comm, rank: int, check) -> None:
+    """Run ``check()`` on rank 0 only (file-system checks) and make every rank raise its error."""
+    error = None
+    if rank == 0:
+        try:
+            check()
+        except UsageError as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error is not None:
+        raise UsageError(error)

@@ -213,7 +213,9 @@ def test_every_shipped_config_is_accepted():
     """Each experiments/*.toml loads into the configurations its command runs (every seed),
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
-    from synapto.cli import EVOLVE_KEYS, check_task_timeout, strategy_options
+    from synapto.evolution.command import check_task_timeout
+    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.options import strategy_options
     from synapto.config import load_toml
     from synapto.evolution.config import EvolveConfig
     from synapto.evolution.strategies import make_strategy

@@ -83,7 +83,10 @@ def test_from_toml_refusals_are_one_line_usage_errors(tmp_path):
 
 
 def test_the_cli_and_the_api_accept_the_same_keys():
-    from synapto.cli import EVOLVE_KEYS
-    from synapto.config import evolve_keys
+    import dataclasses
 
-    assert set(EVOLVE_KEYS) == evolve_keys()
+    from synapto.evolution.config import EVOLVE_KEYS, EVOLVE_RUN_KEYS, EvolveConfig
+    from synapto.options import STRATEGY_SHORTHANDS
+
+    assert set(EVOLVE_KEYS) == ({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS
+                                | set(STRATEGY_SHORTHANDS))

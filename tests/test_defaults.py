@@ -8,9 +8,9 @@ import pytest
 from conftest import ROOT, run_cli
 from synapto import defaults
 from synapto.agents import build_agent
-from synapto.cli import EVOLVE_KEYS, strategy_options
 from synapto.config import load_toml
-from synapto.evolution.config import EvolveConfig
+from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
+from synapto.options import strategy_options
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.prune import Schedule
 

@@ -1,5 +1,6 @@
-"""What ``evolve`` does once its options are read: the memory check, the farm, the
-reports of a stopped run, and ``--resume``'s checks against the run it continues.
+"""What ``evolve`` does once its options are read (:func:`evolve_command`): the run's values
+(the command line's over a config file's), the checks, the relaunch under MPI, the farm,
+the reports of a stopped run, and ``--resume``'s checks against the run it continues.
 
 Bad input raises :class:`synapto.errors.UsageError` (one line, exit 2, printed by
 :func:`synapto.cli.main`); a stopped run exits with its documented code.
@@ -14,7 +15,7 @@ import typer
 
 from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
-from synapto.parallel.launch import env_rank, record_run
+from synapto.parallel.launch import env_rank, record_run, start_ranks
 from synapto.shell import synapto_command
 
 
@@ -221,8 +222,6 @@ def nothing_to_do(path, generations: int, steps: int) -> str:
 def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
                      task_timeout: float | None = None, check: bool = False, callbacks=()) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
-    from synapto.parallel.launch import relaunch, under_mpi
-
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -241,6 +240,131 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
     if check:
         _log(f"ok: {path} resumes from generation {done_generations}")
         return
-    if n_workers > 0 and not under_mpi():
-        relaunch(n_workers + 1)
+    start_ranks(n_workers + 1)
     run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
+
+
+# --------------------------------------------------------------------------- the evolve command
+
+#: evolve's options that a ``--config`` file (or the default experiment) may set too: given on
+#: the command line, they win over the file's value
+VALUE_OPTIONS = ("env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
+                 "test_episodes", "workers", "out", "crn", "validate_top", "validate_episodes", "strategy",
+                 "sigma", "lr", "prune", "mutation_std", "obs_norm", "select_episodes", "task_timeout")
+
+
+def evolve_command(ctx, opts: dict) -> None:
+    """``synapto evolve``: ``opts`` are its parsed options by name (:mod:`synapto.evolution.cli`).
+    The run's values (the command line's over a config file's), their checks, then
+    ``--resume`` or new runs."""
+    from synapto.evolution.config import RunOptions
+    from synapto.options import given_values
+
+    given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
+    values, file_values = run_values(opts, given)
+    seeds = _seeds(values.pop("seed", [0]))
+    n_workers = values.pop("workers", 0)
+    out_path = values.pop("out", None)
+    if out_path is not None and not isinstance(out_path, (str, Path)):
+        raise UsageError(f"--out must be a file path, got {out_path!r}")
+    task_timeout = check_task_timeout(values.pop("task_timeout", None))
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
+        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
+    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
+    if opts["resume"] is not None:
+        if "out" not in given and out_path is not None:
+            raise UsageError(f"--config {opts['config']} sets out = {str(out_path)!r}, but --resume continues "
+                             f"RUN.h5 in place: resume without --config (the run file holds its config)")
+        if out_path is not None or opts["force"]:
+            raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
+        given_seeds = None if "seed" not in given and "seed" not in file_values else seeds
+        resume_evolution(opts["resume"], values, given_seeds=given_seeds, n_workers=n_workers, options=options,
+                         task_timeout=task_timeout, check=opts["check"], callbacks=callbacks)
+        return
+    default_run = (opts["config"] is None and not opts["strategy_option"] and not opts["agent_option"]
+                   and not opts["env_option"] and not set(given) - {"seed", "workers", "out"})
+    configs, outs = new_runs(values, seeds, out_path)
+    agent = check_runs(configs, outs, opts["force"])  # everything we can, before starting processes
+    if default_run and env_rank() == 0:
+        from synapto import defaults
+
+        _log(defaults.describe(configs[0], n_workers))
+    if opts["check"]:
+        _log(would_run(configs, outs, agent, n_workers))
+        return
+    start_ranks(n_workers + 1)
+    run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout,
+                callbacks=callbacks)
+
+
+def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
+    """``(values, file_values)``: the run's values -- a ``--config`` file's, else (not
+    resuming) the default experiment's, with the ``given`` ones and the KEY=VALUE options
+    over them -- and the file's alone."""
+    from synapto import defaults
+    from synapto.config import load_toml
+    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.options import key_values, strategy_options, table
+
+    if opts["config"] is not None:
+        values = load_toml(opts["config"], EVOLVE_KEYS)
+    elif opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the options given
+        values = defaults.values(EVOLVE_KEYS)
+        if given.get("strategy", values["strategy"]) != values["strategy"]:
+            values.pop("strategy_options")  # the default strategy's options
+    else:
+        values = {}
+    file_values = dict(values)
+    values.update(given)
+    if list(values.get("hidden", ())) == [0]:
+        values["hidden"] = ()  # --hidden 0: no hidden layer
+    found = strategy_options(values, opts["strategy_option"])
+    if found:
+        values["strategy_options"] = found
+    for key, option, items in (("agent_options", "--agent-option", opts["agent_option"]),
+                               ("env_options", "--env-option", opts["env_option"])):
+        found = {**table(values, key), **key_values(option, items)}
+        if found:
+            values[key] = found
+    return values, file_values
+
+
+def _seeds(value) -> list[int]:
+    seeds = value if isinstance(value, (list, tuple)) else [value]
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise UsageError(f"--seed must be one or more integers >= 0, got {value!r}")
+    return list(seeds)
+
+
+def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]]:
+    """The configs of new runs, one per seed, and their run files (``--out``, else
+    ``runs/<env>_<agent>_s<seed>.h5``)."""
+    from synapto.evolution.config import EvolveConfig
+    from synapto.options import check_distinct, out_for_seed
+
+    try:
+        configs = [EvolveConfig(**values, seed=s) for s in seeds]
+    except TypeError as exc:
+        raise UsageError(f"bad option value: {exc}") from None
+    first = configs[0]
+    if out_path is None:
+        out_path = Path("runs") / f"{first.env.replace('/', '_').replace(':', '_')}_{first.agent.split(':')[-1]}.h5"
+        outs = [out_for_seed(out_path, c.seed, 2) for c in configs]
+    else:
+        outs = [out_for_seed(Path(out_path), c.seed, len(configs)) for c in configs]
+    check_distinct(seeds, outs)
+    return configs, outs
+
+
+def would_run(configs, outs, agent, n_workers: int) -> str:
+    """``--check``'s report: what would run, its budget, where, and how long it may take."""
+    from synapto import defaults
+    from synapto.evolution.progress import Budget
+
+    first = configs[0]
+    ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
+    return (f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
+            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+            f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
+            f"{defaults.estimate(first, n_workers)}")

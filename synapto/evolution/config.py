@@ -1,8 +1,10 @@
-"""The evolution run's configuration: a frozen dataclass, validated on creation.
+"""The evolution run's configuration, frozen dataclasses validated on creation: what a run
+computes (:class:`EvolveConfig`, and the keys its config files may hold) and how it is
+executed (:class:`RunOptions`).
 
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
-command-line options.  Library code never reads argv; :mod:`synapto.cli` and the
-Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
+command-line options.  Library code never reads argv; the evolve command
+(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
 option of a field (``--population must be ...``): the command line is where most runs
 are configured, and a TOML key is that option's name.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from synapto.errors import UsageError
+from synapto.options import STRATEGY_SHORTHANDS
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,27 @@ class EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
         as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
         file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
-        from synapto.config import evolve_config
+        from synapto.config import load_toml, one_seed
+        from synapto.options import strategy_options, table
 
-        return evolve_config(path, overrides)
+        values = load_toml(path, EVOLVE_KEYS)
+        for key in EVOLVE_RUN_KEYS:
+            values.pop(key, None)
+        if list(values.get("hidden", ())) == [0]:
+            values["hidden"] = ()
+        opts = strategy_options(values, None)
+        if opts:
+            values["strategy_options"] = opts
+        for key in ("agent_options", "env_options"):
+            found = table(values, key)
+            if found:
+                values[key] = found
+        if "seed" in values and "seed" not in overrides:
+            values["seed"] = one_seed(values["seed"], path)
+        try:
+            return cls(**{**values, **overrides})
+        except TypeError as exc:
+            raise UsageError(f"bad option value: {exc}") from None
 
     @classmethod
     def from_json(cls, text: str) -> "EvolveConfig":
@@ -177,3 +198,39 @@ class EvolveConfig:
 
 def _show(v):
     return list(v) if isinstance(v, tuple) else v
+
+
+#: keys of an ``evolve`` config file that say how a run is executed, not what it computes
+EVOLVE_RUN_KEYS = frozenset({"workers", "out", "task_timeout"})
+#: every key an ``evolve`` config file (and the command line) may set: EvolveConfig's fields,
+#: the run keys and the strategy shorthands (``sigma``, ``lr``, ...)
+EVOLVE_KEYS = frozenset({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS
+                        | set(STRATEGY_SHORTHANDS))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed; none of these change its results.  Validated on creation:
+    a bad value is a one-line :class:`UsageError` naming the command-line option."""
+
+    schedule: str = "dynamic"  #: "dynamic" or "waves" (see synapto.parallel.farm)
+    on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
+    checkpoint_every: int = 1  #: generations between checkpoints
+    #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
+    #: agent support it (synapto.evolution.batched); "off": one environment at a time
+    batch: str = "auto"
+    #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
+    #: goes to each worker once; "genomes": every task carries its genome
+    wire: str = "keys"
+
+    def __post_init__(self):
+        if self.schedule not in ("dynamic", "waves"):
+            raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {self.schedule!r}")
+        if self.on_error not in ("abort", "skip"):
+            raise UsageError(f"--on-error must be 'abort' or 'skip', got {self.on_error!r}")
+        if self.checkpoint_every < 1:
+            raise UsageError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
+        if self.batch not in ("auto", "off"):
+            raise UsageError(f"--batch must be 'auto' or 'off', got {self.batch!r}")
+        if self.wire not in ("keys", "genomes"):
+            raise UsageError(f"--wire must be 'keys' or 'genomes', got {self.wire!r}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from synapto import seeding
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig
+from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution import champion as final
 from synapto.evolution.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
@@ -55,21 +55,6 @@ class RunSummary:
     test_mean: float | None
     test_std: float | None
     wall: float
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a run is executed; none of these change its results."""
-
-    schedule: str = "dynamic"  #: "dynamic" or "waves" (see synapto.parallel.farm)
-    on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
-    checkpoint_every: int = 1  #: generations between checkpoints
-    #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
-    #: agent support it (synapto.evolution.batched); "off": one environment at a time
-    batch: str = "auto"
-    #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
-    #: goes to each worker once; "genomes": every task carries its genome
-    wire: str = "keys"
 
 
 class RunStopped(Exception):

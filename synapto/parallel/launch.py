@@ -76,21 +76,35 @@ def find_mpiexec() -> str:
     return found
 
 
+def mpi_job(n_procs: int, python_args: list[str]) -> tuple[list[str], dict]:
+    """``(command, environment)`` of an MPI job of ``n_procs`` ranks, each running this
+    Python with ``python_args``: the one way synapto starts ranks, for the command line
+    (:func:`relaunch`) and the Python API (:func:`synapto.api.evolve` with workers)."""
+    if n_procs < 1:
+        raise UsageError(f"number of MPI processes must be >= 1, got {n_procs}")
+    command = [find_mpiexec(), "-n", str(n_procs), sys.executable, *python_args]
+    env = without_mpi_env()  # a job of its own, never part of one this process may belong to
+    env[LAUNCHED] = "1"
+    if not env.get("PYTHONUNBUFFERED"):
+        env["PYTHONUNBUFFERED"] = "1"  # the ranks' output and ours interleave sensibly
+    return command, env
+
+
 def relaunch(n_procs: int, argv: list[str] | None = None) -> None:
     """Replace this process with the parent (:mod:`synapto.parallel.supervise`) of
     ``mpiexec -n n_procs python -m synapto <argv>``."""
-    if n_procs < 1:
-        raise UsageError(f"number of MPI processes must be >= 1, got {n_procs}")
     argv = sys.argv[1:] if argv is None else argv
-    mpiexec = find_mpiexec()
-    env = dict(os.environ)
-    env[LAUNCHED] = "1"
-    # Make mpiexec's output and ours interleave sensibly.
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    command, env = mpi_job(n_procs, ["-m", "synapto", *argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "synapto.parallel.supervise",
-                               mpiexec, "-n", str(n_procs), sys.executable, "-m", "synapto", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "synapto.parallel.supervise", *command], env)
+
+
+def start_ranks(n_procs: int) -> None:
+    """The command's way into MPI: run this command line again as an MPI job of ``n_procs``
+    ranks (:func:`relaunch`) unless it already runs under MPI or needs one process only."""
+    if n_procs > 1 and not under_mpi():
+        relaunch(n_procs)
 
 
 def _job_status(line: str) -> None:

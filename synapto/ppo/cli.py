@@ -1,6 +1,7 @@
 """Command line of the PPO baseline: ``ppo`` and ``ppo-eval`` (``bench ppo`` is :mod:`synapto.bench.ppo`'s).
 
-:func:`register` adds the commands to synapto's typer apps.  Option names and
+:func:`register` adds the commands to synapto's typer apps.  ``ppo`` is its option table;
+:func:`synapto.ppo.command.ppo_command` does the rest.  Option names and
 defaults follow Spinning Up (``python -m spinup.run ppo``), with its underscore
 spellings accepted too (synapto's main() reads ``--a_b`` as ``--a-b``), so an origin command carries over::
 
@@ -11,7 +12,6 @@ spellings accepted too (synapto's main() reads ``--a_b`` as ``--a-b``), so an or
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -24,67 +24,6 @@ from synapto.ppo.config import PPOConfig
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
 MULTI_VALUE_OPTIONS = ("--hid", "--seed")
-
-
-
-def _agree(comm, rank: int, check) -> None:
-    """Run ``check()`` on rank 0 only (file-system checks) and make every rank raise its error."""
-    error = None
-    if rank == 0:
-        try:
-            check()
-        except UsageError as exc:
-            error = str(exc)
-    if comm is not None:
-        error = comm.bcast(error, root=0)
-    if error is not None:
-        raise UsageError(error)
-
-
-def _outputs(out: Optional[Path], configs) -> list[Path]:
-    from synapto.ppo.config import safe_name
-
-    if out is None:
-        return [Path("runs") / f"ppo_{safe_name(c.env)}_s{c.seed}.h5" for c in configs]
-    out = Path(out)
-    if out.suffix != ".h5":
-        raise UsageError(f"--out {str(out)!r} must end in .h5 (progress.txt goes in the folder of the same name)")
-    if len(configs) == 1:
-        return [out]
-    return [out.with_name(f"{out.stem}_s{c.seed}{out.suffix}") for c in configs]
-
-
-def _check_new_outputs(outs: list[Path], force: bool) -> None:
-    from synapto.ppo.progress import log_dir
-    from synapto.store import check_output_path
-
-    for o in outs:
-        check_output_path(o, force)
-        progress = log_dir(o) / "progress.txt"
-        if progress.exists() and not force:
-            raise UsageError(f"--out {str(o)!r}: {str(progress)!r} exists; pass --force to overwrite it")
-        if log_dir(o).exists() and not log_dir(o).is_dir():
-            raise UsageError(f"--out {str(o)!r}: {str(log_dir(o))!r} exists and is not a folder")
-
-
-def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
-    """Refuse (exit 2, before anything is written) a run whose epoch buffers and networks
-    cannot fit this machine's memory (every rank of a local relaunch counts)."""
-    import numpy as np
-
-    from synapto.resources import check_memory, ppo_memory
-
-    def count(sizes):
-        return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
-
-    hid = [int(h) for h in cfg.hid]
-    n_params = count([space.obs_dim, *hid, space.act_dim]) + count([space.obs_dim, *hid, 1])
-    local = int(os.environ.get("MPI_LOCALNRANKS", 1)) if under_mpi else size
-    need = ppo_memory(cfg.steps_per_epoch // size, local, space.obs_dim, space.act_dim, hid, n_params,
-                      np.dtype(cfg.dtype).itemsize)
-    check_memory(need, f"ppo with {cfg.steps_per_epoch:,} steps per epoch over {size} process(es) and "
-                       f"hidden sizes {hid}")
-
 
 _P = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
 #: ppo's help in panels: one table of 80 columns per panel stays readable
@@ -209,106 +148,9 @@ def ppo(
                                               ".jsonl (column generation: the epoch).", show_default="off")] = None,
 ):
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
-    from synapto.envs import space_info
-    from synapto.parallel.launch import relaunch, under_mpi, world
-    from synapto.ppo.config import PPOConfig, build_config, load_ppo_toml, parse_hid
-    from synapto.ppo.train import train
-    from synapto.store import PPORun
+    from synapto.ppo.command import ppo_command
 
-    from synapto.cli import given_on_command_line
-
-    params = dict(env=env, hid=hid, gamma=gamma, lam=lam, epochs=epochs,
-                  steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
-                  train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
-                  target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
-                  dtype=dtype, out=out, n_envs=n_envs, obs_norm=obs_norm, reward_scale=reward_scale,
-                  lr_schedule=lr_schedule, minibatch_size=minibatch_size, update_epochs=update_epochs,
-                  ent_coef=ent_coef, vf_coef=vf_coef, max_grad_norm=max_grad_norm, adam_eps=adam_eps,
-                  log_std_init=log_std_init, ortho_init=ortho_init, test_episodes=test_episodes)
-    given = {k: params[k] for k in given_on_command_line(ctx, params)}
-    if "hid" in given:
-        given["hid"] = parse_hid(given["hid"])
-    cpu = cpu if "cpu" in given_on_command_line(ctx, ["cpu"]) else None
-    if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
-        raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
-    from synapto.ppo.threads import update_threads
-
-    update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
-    from synapto.evolution.command import tracking_callbacks
-
-    callbacks = tracking_callbacks(tensorboard, live_log)  # evolution's trackers, one report per epoch
-
-    if resume is not None:
-        extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
-        if extra:
-            raise UsageError(f"--resume continues the run as it was configured; drop "
-                             f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
-        with PPORun(resume) as run:
-            run.verify()  # damaged data is refused here, before anything is rewritten
-            stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
-            untested = stored.test_episodes > 0 and run.policy_test() is None  # stopped during its final test
-        cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
-        if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
-            raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
-                             f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate")
-        if cpu is not None and cpu != ranks:
-            raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
-                             f"resume it with --cpu {ranks} to continue it bit-identically")
-        if completed >= cfg.epochs and not untested:
-            raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
-                             f"pass --epochs N > {completed} to continue it")
-        configs, outs, n_procs = [cfg], [Path(resume)], ranks
-    else:
-        values = load_ppo_toml(config) if config is not None else {}
-        values.update(given)
-        seeds = values.pop("seed", [0])
-        seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-        if not seeds:
-            raise UsageError("--seed needs at least one value")
-        if len(set(seeds)) != len(seeds):
-            raise UsageError(f"--seed has repeated values {seeds}")
-        toml_cpu = values.pop("cpu", None)
-        n_procs = cpu if cpu is not None else toml_cpu
-        if n_procs is not None and (not isinstance(n_procs, int) or isinstance(n_procs, bool) or n_procs < 1):
-            raise UsageError(f"cpu must be an integer >= 1, got {n_procs!r}")
-        out_path = values.pop("out", None)
-        configs = [build_config({**values, "seed": s}) for s in seeds]
-        outs = _outputs(out_path, configs)
-
-    if under_mpi():
-        comm, rank, size = world()
-        if n_procs is not None and n_procs != size:
-            raise UsageError(f"--cpu {n_procs} but this MPI world has {size} process(es); "
-                             f"pass --cpu {size} or drop --cpu")
-    else:
-        comm, rank, size = None, 0, n_procs or 1
-    for cfg in configs:
-        if cfg.steps_per_epoch < size:
-            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                             f"processes ({size}); each process needs at least one step")
-    space = space_info(configs[0].env)  # a bad --env fails here, once, before any process starts
-    for cfg in configs:
-        _check_memory(cfg, space, size, comm is not None)
-    if resume is None:
-        _agree(comm, rank, lambda: _check_new_outputs(outs, force))
-    else:
-        from synapto.store import check_writable
-
-        _agree(comm, rank, lambda: check_writable(resume))
-
-    if check:
-        if rank == 0:
-            what = "resumes" if resume is not None else "would run"
-            _log(f"ok: {len(configs)} PPO run(s) {what}: {configs[0].env}, hid {list(configs[0].hid)}, "
-                 f"{configs[0].epochs} epochs of {configs[0].steps_per_epoch:,} steps on {size} process(es) -> "
-                 f"{', '.join(map(str, outs))}")
-        return
-    if size > 1 and comm is None:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        relaunch(size)
-
-    for cfg, o in zip(configs, outs):
-        train(cfg, o, comm, resume=resume is not None, force=force, log=_log, callbacks=callbacks)
+    ppo_command(ctx, dict(locals()))
 
 
 def ppo_eval(

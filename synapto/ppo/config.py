@@ -142,9 +142,14 @@ class PPOConfig:
     def from_toml(cls, path, **overrides) -> "PPOConfig":
         """The config of a TOML file, or of a shipped config by name (``"ppo_bipedal"``), read as
         ``ppo --config`` reads it; ``overrides`` win.  ``cpu`` and ``out`` are not part of a config."""
-        from synapto.config import ppo_config
+        from synapto.config import one_seed
 
-        return ppo_config(path, overrides)
+        values = load_ppo_toml(path)
+        for key in RUN_KEYS:
+            values.pop(key, None)
+        if "seed" in values and "seed" not in overrides:
+            values["seed"] = one_seed(values["seed"], path)
+        return build_config({**values, **overrides})
 
     @classmethod
     def from_json(cls, text: str) -> "PPOConfig":

@@ -323,9 +323,10 @@ def _broadcast_error(comm, error: Exception | None) -> None:
 
 def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
           log: Callable[[str], None] = print, callbacks=()) -> Path | None:
-    """Run (or, with ``resume``, continue) one PPO run writing ``out``; rank 0 writes and logs, and
-    calls ``callbacks`` (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose
-    ``generation`` is the epoch."""
+    """Run (or, with ``resume``, continue) one PPO run writing ``out``, as checked by
+    :mod:`synapto.ppo.command`; rank 0 writes and logs, and calls ``callbacks``
+    (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose ``generation`` is
+    the epoch."""
     from synapto.ppo.progress import ProgressWriter, log_dir
     from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
 
@@ -344,21 +345,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         try:
             # one writer per run file, for the whole run: taken before anything is read or written
             lock = RunLock(out).acquire()
-            if cfg.steps_per_epoch < size:
-                raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                                 f"MPI ranks ({size}); each rank needs at least one step")
-            local_envs(cfg.n_envs, size)
-            if resume:
-                with PPORun(out) as run:
-                    if run.ranks != size:
-                        raise UsageError(f"{str(out)!r} was run with {run.ranks} MPI rank(s); resume it with "
-                                         f"--cpu {run.ranks} (got {size}) to continue it bit-identically")
-                    if run.completed >= cfg.epochs and not (cfg.test_episodes and run.policy_test() is None):
-                        raise UsageError(f"{str(out)!r} has completed all {run.completed} epochs; "
-                                         f"pass --epochs N > {run.completed} to continue it")
-                    if run.completed < 1:
-                        raise UsageError(f"{str(out)!r} has no completed epoch to resume from; "
-                                         f"start it again with --force")
+            if resume:  # synapto.ppo.command checked the run, its ranks and epochs
                 writer, checkpoint, start = prepare_resume(out, cfg, size)
                 with PPORun(out) as run:
                     rows = run.progress_rows()

@@ -23,7 +23,7 @@ NOT_TUNED = ("seed", "out", "workers", "task_timeout", "test_episodes")
 
 def tunable_names() -> list[str]:
     """The run options a space may name directly (the rest through :data:`TABLES`)."""
-    from synapto.cli import EVOLVE_KEYS
+    from synapto.evolution.config import EVOLVE_KEYS
 
     return sorted(set(EVOLVE_KEYS) - set(NOT_TUNED) - set(TABLES))
 
@@ -31,7 +31,7 @@ def tunable_names() -> list[str]:
 def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
-    from synapto.cli import EVOLVE_KEYS
+    from synapto.evolution.config import EVOLVE_KEYS
     from synapto.config import load_toml
     from synapto.options import strategy_options, table
 

@@ -71,7 +71,7 @@ def _plan(config, space_path, seeds, trials, study, study_name, pruner, mileston
           heartbeat) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
     from synapto.config import load_toml
-    from synapto.cli import EVOLVE_KEYS
+    from synapto.evolution.config import EVOLVE_KEYS
     from synapto.tune.base import load_base
     from synapto.tune.space import check_space, load_space
 

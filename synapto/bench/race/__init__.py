@@ -32,9 +32,8 @@ MULTI_VALUE_OPTIONS = ("--seeds",)
 
 
 def task_of_evolve(config: str) -> str:
-    from synapto.cli import EVOLVE_KEYS
     from synapto.config import load_toml
-    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
 
     return str(load_toml(config, EVOLVE_KEYS).get("env", EvolveConfig.env))
 
