@@ -156,8 +156,7 @@ class Strategy(ABC):
         """
         self.check_feedback(feedback)
         self._step(feedback)
-        if self.schedule is not None:
-            self.cut_to_budget(feedback)
+        self.cut_to_budget(feedback)
         self.generation += 1
         self._populate()
 
@@ -178,7 +177,10 @@ class Strategy(ABC):
 
     def cut_to_budget(self, feedback: Feedback) -> None:
         """Every genome the next generation is made of (:meth:`_budgeted`) cut down to that
-        generation's budget by the option ``prune_by`` (:func:`.prune.cut_rows`)."""
+        generation's budget by the option ``prune_by`` (:func:`.prune.cut_rows`); nothing
+        without a budget."""
+        if self.schedule is None:
+            return
         keep = self.schedule.budget(self.generation + 1)
         by = self.options["prune_by"]
         stats = self._budget_stats(feedback) if by == "trace" else None

@@ -324,8 +324,9 @@ def _forget_over_budget(state: EvolutionState, keep: int) -> None:
 
 
 class GA(Strategy):
-    """The strategy ``ga``: :func:`next_generation` on an :class:`EvolutionState`, with
-    ``k = ceil(P / 8)`` elites, hall-of-fame places and recombination swaps."""
+    """The strategy ``ga``: the steps of :func:`next_generation` on an :class:`EvolutionState`
+    (:func:`breed`, the budget's cut by the base, :func:`vary`), with ``k = ceil(P / 8)``
+    elites, hall-of-fame places and recombination swaps."""
 
     name = "ga"
     OPTIONS = {
