@@ -67,3 +67,26 @@ def test_contents_are_consistent(run):
         assert f["champion/fitness"][0] == fit.max()
         assert any(np.array_equal(champ, p) for p in pop[g])
         np.testing.assert_array_equal(f["champion/test_seeds"][()], seeding.test_seeds(cfg.seed, 4))
+
+
+def test_a_generations_row_is_built_from_the_row_table():
+    """synapto.store.evolve.record: one generation's row in the order of ROWS, the strategy's
+    own figures and arrays under /strategy, missing timing as NaN; a misspelt or missing
+    dataset is refused."""
+    from synapto.store.evolve import PER_GENERATION, ROWS, record
+
+    values = {name: np.zeros(1) for name in PER_GENERATION
+              if not name.startswith(("stats/", "timing/", "obs_norm/", "population"))}
+    stats = {**{name: 1.0 for name in STATS}, "sigma_mean": 0.5}
+    row = record(values, stats, {"wall": 2.0}, samples={"keys": np.zeros((2, 6))},
+                 arrays={"centre": np.ones(3)}, norm=(np.zeros(2), np.ones(2)))
+    order = [r.name for r in ROWS]
+    assert [order.index(n if n in order else n.split("/")[0] + "/*") for n in row] == sorted(
+        order.index(n if n in order else n.split("/")[0] + "/*") for n in row)
+    assert row["strategy/sigma_mean"] == 0.5 and row["strategy/centre"].tolist() == [1.0, 1.0, 1.0]
+    assert "samples/keys" in row and "population" not in row and row["obs_norm/std"].tolist() == [1.0, 1.0]
+    assert row["timing/wall"] == 2.0 and np.isnan(row["timing/update"]) and row["stats/prune_rate"] == 1.0
+    with pytest.raises(RuntimeError, match="lacks population"):
+        record(values, stats, {})
+    with pytest.raises(RuntimeError, match="no dataset"):
+        record({**values, "fitnes": np.zeros(1)}, stats, {}, samples={})

@@ -154,6 +154,21 @@ class Generation:
     #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
     samples: object = None
 
+    def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+        """The evaluations by their run-file names (:data:`synapto.store.evolve.ROWS`, for
+        :func:`synapto.store.evolve.record`), and -- ``compact`` -- the genomes as their samples
+        (``/samples``; else they are the ``population`` among the first)."""
+        v = self.validation
+        values = {"fitness": self.fitness, "returns": self.returns, "steps": self.steps, "seeds": self.seeds,
+                  "connections": self.connections, "nonfinite": self.nonfinite, "failed": self.failed,
+                  "validation/individual": v.candidates.individual, "validation/fitness": v.fitness,
+                  "validation/returns": v.returns, "validation/steps": v.steps, "validation/seeds": v.seeds}
+        if not compact:
+            return {**values, "population": self.genomes}, None
+        if self.samples is None:
+            raise RuntimeError(f"generation {self.index} has no noise keys for a run file that stores samples")
+        return values, self.samples.arrays()
+
 
 def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
              agent, norm=None, samples=None) -> Validation:
@@ -272,28 +287,3 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
         "validation_mean": float(vf[np.isfinite(vf)].mean()) if np.isfinite(vf).any() else float("nan"),
         "validation_env_steps": float(validation_steps),
     }
-
-
-def rows(gen: Generation, stats: dict[str, float], compact: bool = False, norm=None) -> dict[str, np.ndarray]:
-    """Every per-generation dataset of the run file but ``/stats`` and ``/timing`` (whose
-    names the store fixes), by name: the evaluations, the genomes (``compact``: as their
-    samples, ``/samples``; else ``/population``), the validation, the observation
-    normalisation ``norm`` the generation ran with (``--obs-norm``), and the strategy's
-    own figures (those of ``stats`` beyond :data:`synapto.store.STATS`) and arrays."""
-    from synapto.store import STATS
-
-    v = gen.validation
-    if compact and gen.samples is None:
-        raise RuntimeError(f"generation {gen.index} has no noise keys for a run file that stores samples")
-    genomes = ({f"samples/{k}": a for k, a in gen.samples.arrays().items()} if compact
-               else {"population": gen.genomes})
-    out = {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
-           **genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
-           "failed": gen.failed, "validation/individual": v.candidates.individual,
-           "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,
-           "validation/seeds": v.seeds}
-    if norm is not None:
-        out["obs_norm/mean"], out["obs_norm/std"] = norm
-    out.update({f"strategy/{k}": x for k, x in stats.items() if k not in STATS})
-    out.update({f"strategy/{k}": x for k, x in gen.strategy_arrays.items()})
-    return out

@@ -33,7 +33,7 @@ from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution import champion as final
 from synapto.evolution.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
-                                          rows, run_generation, statistics)
+                                          run_generation, statistics)
 from synapto.evolution.callbacks import GenerationReport, close_all
 from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
@@ -41,8 +41,9 @@ from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
 from synapto.shell import synapto_command
-from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
+from synapto.store import (Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
+from synapto.store.evolve import record, strategy_figures
 
 
 @dataclass
@@ -135,7 +136,7 @@ class EvolutionRun:
         """The shapes of the run file's optional datasets: the strategy's own figures
         (those of :meth:`Strategy.record` beyond the common statistics) and arrays, and
         the observation size."""
-        figures = {k: () for k in self.strategy.record() if k not in STATS}
+        figures = {k: () for k in strategy_figures(self.strategy.record())}
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
         attrs = {"action_range": action_range(self.agent)}
         samples = self.strategy.samples()
@@ -187,7 +188,7 @@ class EvolutionRun:
         self.validation_steps += int(gen.validation.steps.sum())
         self.generation = gen.index + 1
         stats = statistics(gen, self.strategy, self.cfg.elite_count, self.env_steps, self.validation_steps)
-        data = rows(gen, stats, self.writer.compact, norm if self.obs is not None else None)
+        values, samples = gen.datasets(self.writer.compact)
         t = time.perf_counter()
         ms = gen.map_stats
         t_prev, self.t_written = self.t_written, t
@@ -196,7 +197,9 @@ class EvolutionRun:
                   "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
         if gen.index >= self.writer.capacity:
             self.writer = grow(self.writer, self.out, self.cfg, self.agent.n_params, self.agent.name, self.extras())
-        self.writer.append(gen.index, data, stats, {**timing, "write": time.perf_counter() - t})
+        row = record(values, stats, {**timing, "write": time.perf_counter() - t}, samples=samples,
+                     norm=norm if self.obs is not None else None, arrays=gen.strategy_arrays)
+        self.writer.append(gen.index, row)
         self.timing = {**timing, "write": time.perf_counter() - t}
         last = not self.cfg.goes_on(self.generation, self.env_steps + self.validation_steps)
         if self.generation % checkpoint_every == 0 or last:

@@ -4,6 +4,10 @@
 - ``openai-es`` (:mod:`.openai_es`), ``pgpe`` (:mod:`.pgpe`), ``cmaes`` (:mod:`.cmaes`):
   searches around a centre (:mod:`.es`), with the agent's pruning applied to the centre;
 - ``ars`` (:mod:`.ars`): Augmented Random Search, a centre strategy on raw returns.
+
+What they share: the seam and the steps of ``tell`` (:mod:`.base`), their options and
+its checks (:mod:`.options`), the hall of fame (:mod:`.hall`), pruning to a connection
+budget (:mod:`.prune`).
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ import math
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.strategies.base import Option, rank_order
-from synapto.evolution.strategies.es import CentreStrategy, MirroredStrategy, need_int, need_positive
+from synapto.evolution.strategies.base import rank_order
+from synapto.evolution.strategies.es import CentreStrategy, MirroredStrategy
+from synapto.evolution.strategies.options import Option, need_int, need_positive
 
 
 class ARS(MirroredStrategy):

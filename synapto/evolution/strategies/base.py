@@ -9,6 +9,13 @@ in three calls::
     ... the farm evaluates cand.genomes on fresh validation episodes
     strategy.tell(Feedback(...))                # everything the evaluations found
 
+:meth:`Strategy.tell` is the same for every strategy (a template method): it checks
+what it is told, takes the algorithm's own step (:meth:`Strategy._step`, the one hook
+a strategy must implement), cuts what the next generation is made of down to the
+connection budget where the options set one (``prune_to``, :mod:`.prune`), and counts
+the generation.  Option checks live in :mod:`.options`, the hall of fame every
+strategy keeps in :mod:`.hall`.
+
 A strategy owns one ``np.random.Generator`` (:attr:`Strategy.rng`, the run's EVOLVE
 stream) and draws every random number from it; its whole state goes to and from
 the checkpoint as named arrays and scalars (:meth:`Strategy.state`,
@@ -25,20 +32,15 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from synapto.errors import UsageError
-
-
-@dataclass(frozen=True)
-class Option:
-    """One documented strategy option."""
-
-    default: Any
-    help: str
+from synapto.evolution.strategies import prune as target
+from synapto.evolution.strategies.options import Option, complete
 
 
 @dataclass(frozen=True)
@@ -91,22 +93,30 @@ class Strategy(ABC):
     #: options accepted from ``strategy_options`` / the command line, with defaults and help
     OPTIONS: ClassVar[dict[str, Option]] = {}
 
+    #: the generation :meth:`ask` is for (counted by :meth:`tell`)
+    generation: int = 0
+    #: the connection budget of every generation (None: no ``prune_to`` target, see :mod:`.prune`)
+    schedule: target.Schedule | None = None
+    #: the agent's genome layout where a budget is cut by ``magnitude`` or ``trace`` (its inert connections)
+    layout: Any = None
+
     def __init__(self, agent, population: int, options: Mapping[str, Any] | None,
                  rng: np.random.Generator):
         self.agent = agent
         self.population = int(population)
         self.options = self.check_options(options or {})
         self.rng = rng
+        self.check_population(self.population, self.options)
+        if "prune_to" in self.options:  # a strategy with the budget options of .prune
+            target.check_agent(agent, self.options)
+            self.schedule = target.Schedule.of(agent, self.options)
+            self.layout = target.layout_of(agent) if self.schedule is not None else None
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` completed with defaults; unknown names are refused with one line.
-        Subclasses extend this with checks of the values (raise :class:`UsageError`)."""
-        unknown = sorted(set(options) - set(cls.OPTIONS))
-        if unknown:
-            raise UsageError(f"strategy {cls.name!r} has no option(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(cls.OPTIONS)) or 'none'}")
-        return {**{k: o.default for k, o in cls.OPTIONS.items()}, **dict(options)}
+        Subclasses extend this with checks of the values (:mod:`.options`)."""
+        return complete(cls.name, cls.OPTIONS, options)
 
     @classmethod
     def check_population(cls, population: int, options: Mapping[str, Any]) -> None:
@@ -135,9 +145,65 @@ class Strategy(ABC):
         idx = rank_order(fitness)[:k].astype(np.int64)
         return Candidates(idx, self.ask()[idx])
 
-    @abstractmethod
     def tell(self, feedback: Feedback) -> None:
-        """Advance to the next generation."""
+        """Advance to the next generation, in the same steps for every strategy:
+
+        1. check what is told (:meth:`check_feedback`);
+        2. the algorithm's own step (:meth:`_step`);
+        3. with a connection budget (option ``prune_to``), cut what the next generation is
+           made of down to its budget (:meth:`cut_to_budget`);
+        4. count the generation, and draw what the next one asks for (:meth:`_populate`).
+        """
+        self.check_feedback(feedback)
+        self._step(feedback)
+        self.cut_to_budget(feedback)
+        self.generation += 1
+        self._populate()
+
+    def check_feedback(self, feedback: Feedback) -> None:
+        """A strategy is told the generation it asked for, one fitness per genome, and one
+        validation fitness per candidate."""
+        check_told(feedback, self.generation)
+        if np.shape(feedback.fitness) != (self.population,):
+            raise RuntimeError(f"told {np.shape(feedback.fitness)} fitness values for a population of "
+                               f"{self.population}")
+        if np.shape(feedback.validation_fitness) != np.shape(feedback.candidates.individual):
+            raise RuntimeError(f"told {np.size(feedback.validation_fitness)} validation fitness values for "
+                               f"{np.size(feedback.candidates.individual)} candidates")
+
+    @abstractmethod
+    def _step(self, feedback: Feedback) -> None:
+        """The algorithm's own update from ``feedback`` (checked), before any budget is cut."""
+
+    def cut_to_budget(self, feedback: Feedback) -> None:
+        """Every genome the next generation is made of (:meth:`_budgeted`) cut down to that
+        generation's budget by the option ``prune_by`` (:func:`.prune.cut_rows`); nothing
+        without a budget."""
+        if self.schedule is None:
+            return
+        keep = self.schedule.budget(self.generation + 1)
+        by = self.options["prune_by"]
+        stats = self._budget_stats(feedback) if by == "trace" else None
+        self._set_budgeted(target.cut_rows(self._budgeted(), keep, by, stats, self.rng, self.layout))
+
+    def _budgeted(self) -> np.ndarray:
+        """What the next generation is made of, (R, n), after :meth:`_step`: by default the
+        population :meth:`ask` returns."""
+        return self.ask()
+
+    def _budget_stats(self, feedback: Feedback) -> np.ndarray:
+        """The trace statistics (R, n) that rank the rows of :meth:`_budgeted` (``prune_by =
+        "trace"``): by default the told population's mean, for every row."""
+        mean = target.mean_stats(feedback.stats, feedback.fitness)
+        return np.broadcast_to(mean, np.shape(self._budgeted()))
+
+    def _set_budgeted(self, genomes: np.ndarray) -> None:
+        """Take the rows of :meth:`_budgeted`, cut: by default written over the population
+        :meth:`ask` returns."""
+        self.ask()[...] = genomes
+
+    def _populate(self) -> None:
+        """Set up the generation just counted (draw what :meth:`ask` returns); nothing by default."""
 
     @property
     @abstractmethod
@@ -189,15 +255,6 @@ def check_told(feedback: Feedback, expected: int) -> None:
     """A strategy is told the generation it asked for, and no other."""
     if feedback.generation != expected:
         raise RuntimeError(f"told generation {feedback.generation}, expected {expected}")
-
-
-def keep_best(k: int, new_fitness, old_fitness, *pairs) -> tuple:
-    """A hall of fame's update: the ``k`` best of the new entries and the old ones by fitness,
-    new ones first on ties.  ``pairs``: ``(new, old)`` arrays that come along row by row
-    (genomes, their generations, their statistics).  Returns ``(fitness, *arrays)``."""
-    fitness = np.concatenate([np.asarray(new_fitness, dtype=np.float64), np.asarray(old_fitness, dtype=np.float64)])
-    pick = rank_order(fitness)[:k]
-    return (fitness[pick], *(np.concatenate([new, old])[pick] for new, old in pairs))
 
 
 def distinct(candidates: list[Champion]) -> list[Champion]:

@@ -39,8 +39,9 @@ import math
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.strategies.base import Option, rank_order
-from synapto.evolution.strategies.es import CentreStrategy, need_positive
+from synapto.evolution.strategies.base import rank_order
+from synapto.evolution.strategies.es import CentreStrategy
+from synapto.evolution.strategies.options import Option, need_positive
 from synapto.noise import Samples
 
 #: ``separable = "auto"`` uses the diagonal variant above this genome length

@@ -37,15 +37,31 @@ everything that is not the search distribution itself:
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from synapto import noise as noise_keys
 from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import (Candidates, Champion, Feedback, Option, Strategy, check_told, distinct,
-                                               keep_best, rank_order)
+from synapto.evolution.strategies.base import (
+    Candidates,
+    Champion,
+    Feedback,
+    Strategy,
+    distinct,
+    rank_order,
+)
+from synapto.evolution.strategies.hall import HallOfFame
+from synapto.evolution.strategies.options import (
+    Option,
+    check_target,
+    need_bool,
+    need_even_population,
+    need_int,
+    need_nonnegative,
+)
 
 #: validated genomes kept for the final re-evaluation (besides the centre)
 HALL_OF_FAME = 4
@@ -72,53 +88,6 @@ def centred_ranks(fitness: np.ndarray) -> np.ndarray:
     return ranks / (n - 1) - 0.5
 
 
-# -- option checks (one line each) ------------------------------------------------
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-#: the largest step size, standard deviation or coefficient a strategy accepts: weights
-#: past it saturate every tanh, and a few steps more overflow float64 into inf and NaN
-MAX_SCALE = 1e6
-
-
-def need_positive(name: str, v) -> float:
-    if not _is_number(v) or not 0 < v <= MAX_SCALE:
-        raise UsageError(f"strategy option {name} must be a number in (0, {MAX_SCALE:g}], got {v!r}")
-    return float(v)
-
-
-def need_nonnegative(name: str, v) -> float:
-    if not _is_number(v) or not 0 <= v <= MAX_SCALE:
-        raise UsageError(f"strategy option {name} must be a number in [0, {MAX_SCALE:g}], got {v!r}")
-    return float(v)
-
-
-def need_fraction(name: str, v, closed_high: bool = False) -> float:
-    ok = _is_number(v) and (0 <= v <= 1 if closed_high else 0 <= v < 1)
-    if not ok:
-        raise UsageError(f"strategy option {name} must be a number in [0, 1{']' if closed_high else ')'}, "
-                         f"got {v!r}")
-    return float(v)
-
-
-def need_bool(name: str, v) -> bool:
-    if not isinstance(v, (bool, np.bool_)):
-        raise UsageError(f"strategy option {name} must be true or false, got {v!r}")
-    return bool(v)
-
-
-def need_int(name: str, v, low: int = 1) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
-        raise UsageError(f"strategy option {name} must be an integer >= {low}, got {v!r}")
-    return int(v)
-
-
-def need_even_population(name: str, population: int, why: str) -> None:
-    if population < 2 or population % 2:
-        raise UsageError(f"strategy {name!r} needs an even population >= 2 ({why}), got {population}")
-
-
 class CentreStrategy(Strategy):
     """A strategy searching around one centre genome (see the module docstring).
 
@@ -143,23 +112,17 @@ class CentreStrategy(Strategy):
 
     def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
         super().__init__(agent, population, options, rng)
-        self.check_population(self.population, self.options)
         self.n = int(agent.n_params)
         self.generation = 0
         self.centre = np.zeros(self.n)
         self.rate = float(agent.initial_rate)
         self.last_mean_fitness = -math.inf
-        self.hof_genomes = np.zeros((HALL_OF_FAME, self.n))
-        self.hof_fitness = np.full(HALL_OF_FAME, -np.inf)
-        self.hof_generation = np.full(HALL_OF_FAME, -1, dtype=np.int64)
+        #: the best validated genomes (:mod:`.hall`)
+        self.hof = HallOfFame.empty(HALL_OF_FAME, self.n)
         self.noise = np.zeros((0, self.n))
         #: the noise key of each row of :attr:`noise` (:mod:`synapto.noise`); None if unknown
         self.keys: np.ndarray | None = None
         self.genomes = np.zeros((self.population, self.n))
-        target.check_agent(agent, self.options)
-        #: the connection budget per generation (None: the agent's own pruning)
-        self.schedule = target.Schedule.of(agent, self.options)
-        self.layout = target.layout_of(agent) if self.schedule is not None else None
 
     @classmethod
     def check_population(cls, population, options):
@@ -172,7 +135,7 @@ class CentreStrategy(Strategy):
         out["init_std"] = need_nonnegative("init_std", out["init_std"])
         out["prune"] = need_bool("prune", out["prune"])
         out["prune_every"] = need_int("prune_every", out["prune_every"])
-        return target.check_options(out)
+        return check_target(out)
 
     # -- the subclass's part ---------------------------------------------------
     def _init_search(self) -> None:
@@ -235,33 +198,28 @@ class CentreStrategy(Strategy):
         top = rank_order(fitness)[: k - 1].astype(np.int64)
         return Candidates(np.r_[np.int64(-1), top], np.concatenate([self.centre[None], self.genomes[top]]))
 
-    def tell(self, feedback: Feedback):
-        check_told(feedback, self.generation)
+    def _step(self, feedback: Feedback) -> None:
+        """Remember the validated genomes, update the search, and prune the centre: with a
+        budget, first forget the kept genomes that use a connection the centre has lost (the
+        champion is within the budget of the generation it is chosen in; the base then cuts
+        the centre); without one, the agent's own pruning every ``prune_every`` generations."""
         fitness = np.asarray(feedback.fitness, dtype=np.float64)
         finite = np.isfinite(fitness)
         self.last_mean_fitness = float(fitness[finite].mean()) if finite.any() else -math.inf
-        self._remember(feedback)
+        vf = np.asarray(feedback.validation_fitness, dtype=np.float64)
+        if vf.size:
+            self.hof.add(vf, feedback.candidates.genomes, self.generation)
         self._update(feedback)
-        if self.options["prune"]:
+        if self.schedule is not None:
+            self.hof.forget(np.any(self.hof.genomes[:, ~self.alive] != 0, axis=1))
+        elif self.options["prune"]:
             self._prune(feedback)
-        self.generation += 1
+
+    def _populate(self) -> None:
         self._sample()
 
-    def _remember(self, feedback: Feedback) -> None:
-        """The hall of fame of validated genomes (new ones first on ties)."""
-        vf = np.asarray(feedback.validation_fitness, dtype=np.float64)
-        if vf.size == 0:
-            return
-        self.hof_fitness, self.hof_generation, self.hof_genomes = keep_best(
-            HALL_OF_FAME, vf, self.hof_fitness,
-            (np.full(vf.size, self.generation, dtype=np.int64), self.hof_generation),
-            (np.asarray(feedback.candidates.genomes, dtype=np.float64), self.hof_genomes))
-
     def _prune(self, feedback: Feedback) -> None:
-        """Prune the centre the next generation samples around (called after every update)."""
-        if self.schedule is not None:
-            self._prune_to_budget(feedback)
-            return
+        """The agent's own pruning of the centre the next generation samples around."""
         if (self.generation + 1) % self.options["prune_every"]:
             return
         fitness = np.asarray(feedback.fitness, dtype=np.float64)
@@ -278,38 +236,30 @@ class CentreStrategy(Strategy):
         if dead.size:
             self._forget(dead)
 
-    def _prune_to_budget(self, feedback: Feedback) -> None:
-        """Forget the kept genomes that use a connection this generation's centre has lost
-        (the champion is within the budget of the generation it is chosen in), then cut
-        the centre down to the next generation's budget."""
-        gone = np.any(self.hof_genomes[:, ~self.alive] != 0, axis=1)
-        if gone.any():
-            self.hof_fitness[gone], self.hof_generation[gone], self.hof_genomes[gone] = -np.inf, -1, 0.0
-            pick = rank_order(self.hof_fitness)
-            self.hof_fitness, self.hof_generation, self.hof_genomes = (
-                self.hof_fitness[pick], self.hof_generation[pick], self.hof_genomes[pick])
-        keep = self.schedule.budget(self.generation + 1)
-        if np.count_nonzero(self.centre) <= keep:
-            return
-        by = self.options["prune_by"]
-        stats = target.mean_stats(feedback.stats, feedback.fitness) if by == "trace" else None
+    # -- the budget (Strategy.cut_to_budget): the centre alone is cut ----------
+    def _budgeted(self):
+        return self.centre[None]
+
+    def _budget_stats(self, feedback):
+        return target.mean_stats(feedback.stats, feedback.fitness)[None]
+
+    def _set_budgeted(self, genomes):
         before = self.alive
-        self.centre = target.prune_to(self.centre, keep, by, stats, self.rng, self.layout)
-        self._forget(np.flatnonzero(before & ~self.alive))
+        self.centre = genomes[0]
+        dead = np.flatnonzero(before & ~self.alive)
+        if dead.size:
+            self._forget(dead)
 
     @property
     def champion(self):
-        if np.isfinite(self.hof_fitness[0]):
-            return Champion(self.hof_genomes[0], float(self.hof_fitness[0]), int(self.hof_generation[0]))
+        if np.isfinite(self.hof.fitness[0]):
+            return self.hof.members()[0]
         return Champion(self.centre, float(self.last_mean_fitness), self.generation - 1)
 
     def final_candidates(self):
         """The validated genomes kept (best first), then the current centre -- labelled with
         the generation it would run in, never evaluated (fitness NaN); no duplicates."""
-        out = [Champion(g, float(f), int(n)) for g, f, n in zip(self.hof_genomes, self.hof_fitness,
-                                                                self.hof_generation) if np.isfinite(f)]
-        out.append(Champion(self.centre, float("nan"), self.generation))
-        return distinct(out)
+        return distinct([*self.hof.members(), Champion(self.centre, float("nan"), self.generation)])
 
     def record(self):
         budget = {} if self.schedule is None else {  # of the generation just told
@@ -323,9 +273,7 @@ class CentreStrategy(Strategy):
     # -- checkpoint ------------------------------------------------------------
     def state(self):
         drawn = {"noise_keys": self.keys} if self.keys is not None else {"noise": self.noise}
-        arrays = {"centre": self.centre, **drawn, "hof_genomes": self.hof_genomes,
-                  "hof_fitness": self.hof_fitness, "hof_generation": self.hof_generation,
-                  **self._search_state()}
+        arrays = {"centre": self.centre, **drawn, **self.hof.state(), **self._search_state()}
         scalars = {"generation": int(self.generation), "rate": float(self.rate),
                    "last_mean_fitness": float(self.last_mean_fitness),
                    **{k: float(getattr(self, k)) for k in self._scalar_names}}
@@ -333,9 +281,7 @@ class CentreStrategy(Strategy):
 
     def restore(self, arrays, scalars):
         self.centre = np.array(arrays["centre"], dtype=np.float64)
-        self.hof_genomes = np.array(arrays["hof_genomes"], dtype=np.float64)
-        self.hof_fitness = np.array(arrays["hof_fitness"], dtype=np.float64)
-        self.hof_generation = np.array(arrays["hof_generation"], dtype=np.int64)
+        self.hof = HallOfFame.restore(arrays)
         self.generation = int(scalars["generation"])
         self.rate = float(scalars["rate"])
         self.last_mean_fitness = float(scalars["last_mean_fitness"])

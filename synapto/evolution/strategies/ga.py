@@ -37,13 +37,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synapto.errors import UsageError
 from synapto import lineage as lin
-from synapto.lineage import Lineage, perturb
+from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import (Champion, Feedback, Option, Strategy, check_told, distinct, keep_best,
-                                               rank_order)
-from synapto.evolution.strategies.es import need_int
+from synapto.evolution.strategies.base import (
+    Champion,
+    Feedback,
+    Strategy,
+    distinct,
+    rank_order,
+)
+from synapto.evolution.strategies.hall import HallOfFame
+from synapto.evolution.strategies.options import (
+    MAX_SCALE,
+    Option,
+    check_target,
+    need_int,
+)
+from synapto.lineage import Lineage, perturb
 from synapto.noise import KEY_WIDTH, key_of
 
 
@@ -53,23 +64,21 @@ class EvolutionState:
 
     generation: int  #: index of the next generation to evaluate
     genomes: np.ndarray  #: (P, n) the population to evaluate next
-    hof_genomes: np.ndarray  #: (k, n) hall of fame, best first
-    hof_stats: np.ndarray  #: (k, n) their trace statistics
-    hof_fitness: np.ndarray  #: (k,) -inf for empty places
+    #: the ``k`` best individuals seen (:mod:`.hall`), with the columns ``stats`` (their trace
+    #: statistics) and ``row`` (their row in their generation; -1: unknown)
+    hof: HallOfFame
     best_genome: np.ndarray  #: (n,) best-ever agent
     best_stats: np.ndarray  #: (n,)
     best_fitness: float
     best_generation: int  #: -1 before the first generation
     rate: float  #: pruning rate of the next variation
     rng: np.random.Generator  #: the coordinator's evolution Generator
-    hof_generation: np.ndarray | None = None  #: (k,) generation of each hall-of-fame member (-1: empty)
-    hof_row: np.ndarray | None = None  #: (k,) each member's row in its generation (-1: unknown)
     best_ref: np.ndarray | None = None  #: (2,) generation and row of ``best_genome`` (-1: unknown)
     #: how ``genomes`` were made (:class:`synapto.lineage.Lineage`); None: not recorded
     lineage: Lineage | None = None
 
     @classmethod
-    def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
+    def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> EvolutionState:
         keys = np.zeros((population, KEY_WIDTH), dtype=np.uint64)
         genomes = []
         for i in range(population):
@@ -84,9 +93,39 @@ class EvolutionState:
             S = len(bounds) - 1
             lineage = Lineage(bounds, np.full((2 * elite + 1, 2), -1, np.int64), np.full((population, S), -1, np.int64),
                               np.zeros((population, -(-n // 8)), np.uint8), keys, 0.0, False, initial=genomes)
-        return cls(0, genomes, np.zeros((elite, n)), np.zeros((elite, n)), np.full(elite, -np.inf),
-                   genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
-                   np.full(elite, -1, np.int64), np.full(elite, -1, np.int64), np.full(2, -1, np.int64), lineage)
+        hof = HallOfFame.empty(elite, n, hof_columns(n))
+        return cls(0, genomes, hof, genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
+                   np.full(2, -1, np.int64), lineage)
+
+
+def hof_columns(n: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The ``ga``'s hall-of-fame columns besides genome, fitness and generation."""
+    return {"stats": ((n,), "f8"), "row": ((), "i8")}
+
+
+@dataclass
+class Brood:
+    """One generation's children between selection and variation: the elites and the
+    drawn parents, recombined (:func:`breed`), then -- with a budget -- cut (:meth:`cut`),
+    then varied into the next population (:func:`vary`)."""
+
+    generation: int  #: the generation they are bred from
+    genomes: np.ndarray  #: (P, n) that generation's population
+    order: np.ndarray  #: (P,) its individuals, best first by the selection fitness
+    children: np.ndarray  #: (P, n)
+    stats: np.ndarray  #: (P, n) the trace statistics that came with each child's parts
+    #: (P, S) the pool slot of each segment's parent, with the pruned bits and noise keys of each
+    #: child; None where the lineage is not recorded
+    origin: np.ndarray | None = None
+    pruned: np.ndarray | None = None
+    keys: np.ndarray | None = None
+
+    def cut(self, children: np.ndarray) -> None:
+        """The children, cut down to a connection budget (the pruned bits recorded)."""
+        if self.pruned is not None:
+            for i in range(len(children)):
+                self.pruned[i] = lin.changed(self.children[i], children[i])
+        self.children = np.array(children, dtype=np.float64)
 
 
 def rank_weights(n: int) -> np.ndarray:
@@ -97,16 +136,20 @@ def rank_weights(n: int) -> np.ndarray:
 
 def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k,
                        hof_generation=None, generation=None, hof_row=None):
-    """The ``k`` best of (hall of fame, this generation's top ``k``); new ones first on ties.
-    With ``hof_generation`` (and this ``generation``) the members' generations come along
-    as a fourth result, and with ``hof_row`` their rows as a fifth."""
+    """The ``k`` best of (a hall of fame of ``k`` places, this generation's top ``k``); new ones
+    first on ties (:meth:`.hall.HallOfFame.add`).  With ``hof_generation`` (and this
+    ``generation``) the members' generations come along as a fourth result, and with
+    ``hof_row`` their rows as a fifth."""
+    k_old = len(hof_fitness)
+    hof = HallOfFame(hof_fitness, hof_genomes,
+                     np.full(k_old, -1, np.int64) if hof_generation is None else hof_generation,
+                     {"stats": np.asarray(hof_stats), "row": np.full(k_old, -1, np.int64) if hof_row is None else hof_row})
     top = order[:k]
-    pairs = [(genomes[top], hof_genomes), (stats[top], hof_stats)]
-    if hof_generation is not None:
-        pairs.append((np.full(len(top), generation, np.int64), hof_generation))
-    if hof_row is not None:
-        pairs.append((np.asarray(top, np.int64), hof_row))
-    return keep_best(k, fitness[top], hof_fitness, *pairs)
+    hof.add(np.asarray(fitness, np.float64)[top], genomes[top], -1 if generation is None else generation,
+            stats=stats[top], row=np.asarray(top, np.int64))
+    out = (hof.fitness, hof.genomes, hof.columns["stats"])
+    out += (hof.generation,) if hof_generation is not None else ()
+    return out + ((hof.columns["row"],) if hof_row is not None else ())
 
 
 def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
@@ -134,7 +177,9 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
                     connections: np.ndarray, select_fitness: np.ndarray | None = None,
                     mutation_std: float = 0.0, prune: bool = True, schedule: target.Schedule | None = None,
                     prune_by: str = "magnitude", layout=None) -> None:
-    """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc).
+    """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc):
+    :func:`breed`, with a ``schedule`` the cut to the next generation's budget, :func:`vary`
+    -- the steps :class:`GA` takes through :meth:`Strategy.tell`.
 
     ``select_fitness`` (default: ``fitness``) decides the best-ever agent, the hall
     of fame and the elites: with validation it holds the validation fitness of the
@@ -145,15 +190,51 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     ``schedule`` every child is cut down to the next generation's budget by
     ``prune_by`` instead (``layout``: the agent's, for the inert connections).
     """
-    rng = state.rng
+    brood = breed(state, fitness, stats, agent, elite, connections, select_fitness, schedule)
+    if schedule is not None:
+        keep = schedule.budget(state.generation + 1)
+        brood.cut(target.cut_rows(brood.children, keep, prune_by, brood.stats, state.rng, layout))
+    state.generation += 1
+    vary(state, brood, agent, mutation_std, prune and schedule is None, schedule is not None)
+
+
+def breed(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
+          connections: np.ndarray, select_fitness: np.ndarray | None = None,
+          schedule: target.Schedule | None = None) -> Brood:
+    """Steps 1-5 and the recombination of step 6 (module docstring): ``state``'s best-ever
+    agent, hall of fame and pruning rate updated, the children drawn and recombined.  With a
+    ``schedule``, the best-ever agent and hall-of-fame members over this generation's
+    budget are forgotten first."""
     genomes = state.genomes
-    P, n = genomes.shape
-    k = elite
+    P, k = genomes.shape[0], elite
     if schedule is not None:
         _forget_over_budget(state, schedule.budget(state.generation))
+    order = _rank(state, fitness, stats, fitness if select_fitness is None else select_fitness, k)
+    pool_g, pool_s, draws, slots = _draw_parents(state, fitness, stats, order, P - k)
+    bounds = state.lineage.bounds if state.lineage is not None else None
+    brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.zeros_like(stats))
+    if bounds is not None:
+        brood.origin = np.empty((P, len(bounds) - 1), np.int64)
+        brood.origin[:k] = np.arange(k, 2 * k)[:, None]
+        brood.origin[k:] = slots[:, None]
+        brood.pruned = np.zeros((P, -(-genomes.shape[1] // 8)), np.uint8)
+        brood.keys = np.zeros((P, KEY_WIDTH), np.uint64)
+    children, child_stats = brood.children, brood.stats
+    children[0], child_stats[0] = state.best_genome, state.best_stats
+    children[1:k], child_stats[1:k] = genomes[order[: k - 1]], stats[order[: k - 1]]
+    children[k:], child_stats[k:] = pool_g[draws], pool_s[draws]
+    elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
+    state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
+    recombine(children, child_stats, agent.groups(), k, k, state.rng, brood.origin, bounds)
+    return brood
+
+
+def _rank(state: EvolutionState, fitness, stats, select_fitness, k: int) -> np.ndarray:
+    """The population best first by ``select_fitness`` (ties: the training order); the
+    best-ever agent and the hall of fame take this generation's best."""
+    genomes = state.genomes
+    P = genomes.shape[0]
     order = rank_order(fitness)
-    if select_fitness is None:
-        select_fitness = fitness
     position = np.empty(P, dtype=np.int64)
     position[order] = np.arange(P)
     order = np.lexsort((position, -np.asarray(select_fitness, dtype=np.float64)))
@@ -164,84 +245,65 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
         state.best_stats = stats[best].copy()
         state.best_generation = state.generation
         state.best_ref = np.array([state.generation, best], np.int64)
-    if state.hof_generation is None:
-        state.hof_generation = np.full(len(state.hof_fitness), -1, np.int64)
-    if state.hof_row is None:
-        state.hof_row = np.full(len(state.hof_fitness), -1, np.int64)
-    state.hof_fitness, state.hof_genomes, state.hof_stats, state.hof_generation, state.hof_row = merge_hall_of_fame(
-        state.hof_fitness, state.hof_genomes, state.hof_stats, np.asarray(select_fitness, np.float64),
-        genomes, stats, order, k, state.hof_generation, state.generation, state.hof_row)
+    top = order[:k]
+    state.hof.add(np.asarray(select_fitness, np.float64)[top], genomes[top], state.generation,
+                  stats=stats[top], row=np.asarray(top, np.int64))
+    return order
 
-    pool_g = np.concatenate([state.hof_genomes, state.best_genome[None], genomes[order[:k]]])
-    pool_s = np.concatenate([state.hof_stats, state.best_stats[None], stats[order[:k]]])
-    valid = np.isfinite(np.concatenate([state.hof_fitness, [state.best_fitness], fitness[order[:k]]]))
+
+def _draw_parents(state: EvolutionState, fitness, stats, order, n: int) -> tuple:
+    """``n`` parents drawn from the pool (hall of fame, best-ever, this generation's top ``k``)
+    by :func:`rank_weights`: ``(pool genomes, pool stats, draws, the pool slot of each draw)``."""
+    k, hof = state.hof.size, state.hof
+    pool_g = np.concatenate([hof.genomes, state.best_genome[None], state.genomes[order[:k]]])
+    pool_s = np.concatenate([hof.columns["stats"], state.best_stats[None], stats[order[:k]]])
+    valid = np.isfinite(np.concatenate([hof.fitness, [state.best_fitness], fitness[order[:k]]]))
     pool_g, pool_s = pool_g[valid], pool_s[valid]
     if pool_g.shape[0] == 0:  # every fitness non-finite: keep the population as it is
-        pool_g, pool_s = genomes[order[:k]], stats[order[:k]]
-    draws = rng.choice(pool_g.shape[0], size=P - k, p=rank_weights(pool_g.shape[0]))
+        pool_g, pool_s = state.genomes[order[:k]], stats[order[:k]]
+    draws = state.rng.choice(pool_g.shape[0], size=n, p=rank_weights(pool_g.shape[0]))
     # the pool's slots: hall of fame 0..k-1, best-ever k, this generation's top k+1..2k
     slots = (np.flatnonzero(valid) if valid.any() else np.arange(k + 1, 2 * k + 1))[draws]
-    bounds = state.lineage.bounds if state.lineage is not None else None
-    origin = None
-    if bounds is not None:
-        origin = np.empty((P, len(bounds) - 1), np.int64)
-        origin[:k] = np.arange(k, 2 * k)[:, None]
-        origin[k:] = slots[:, None]
+    return pool_g, pool_s, draws, slots
 
-    children = np.empty_like(genomes)
-    child_stats = np.zeros_like(stats)
-    children[0] = state.best_genome
-    children[1:k] = genomes[order[: k - 1]]
-    children[k:] = pool_g[draws]
-    child_stats[0] = state.best_stats
-    child_stats[1:k] = stats[order[: k - 1]]
-    child_stats[k:] = pool_s[draws]
-    elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
-    state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
-    recombine(children, child_stats, agent.groups(), k, k, rng, origin, bounds)
-    record = origin is not None
-    pruned = np.zeros((P, -(-n // 8)), np.uint8) if record else None
-    keys = np.zeros((P, KEY_WIDTH), np.uint64) if record else None
-    if schedule is not None:
-        keep = schedule.budget(state.generation + 1)
-        for i in range(P):
-            child = target.prune_to(children[i], keep, prune_by, child_stats[i], rng, layout)
+
+def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune: bool, assign: bool) -> None:
+    """The rest of step 6: every non-elite child pruned by the agent (``prune``), then perturbed
+    (``mutation_std > 0``); the children become ``state.genomes``, with their lineage where it
+    is recorded (``assign``: the children were cut to a budget)."""
+    rng, children, k = state.rng, brood.children, state.hof.size
+    record = brood.origin is not None
+    for i in range(k, children.shape[0]):
+        if prune:
+            child = agent.mutate(children[i], brood.stats[i], state.rate, rng)
             if record:
-                pruned[i] = lin.changed(children[i], child)
-            children[i] = child
-    for i in range(k, P):
-        if prune and schedule is None:
-            child = agent.mutate(children[i], child_stats[i], state.rate, rng)
-            if record:
-                pruned[i] = lin.changed(children[i], child)
+                brood.pruned[i] = lin.changed(children[i], child)
             children[i] = child
         if mutation_std > 0:
             key = key_of(rng) if record else None
             if key is None:
                 record = False
             else:
-                keys[i] = key
+                brood.keys[i] = key
             children[i] = perturb(children[i], mutation_std, rng)
-    state.lineage = _lineage(state, genomes, order, origin, pruned, keys, mutation_std, schedule is not None) \
-        if record else None
+    state.lineage = _lineage(state, brood, mutation_std, assign) if record else None
     state.genomes = children
-    state.generation += 1
 
 
-def _lineage(state: EvolutionState, genomes, order, origin, pruned, keys, std, assign) -> Lineage:
+def _lineage(state: EvolutionState, brood: Brood, std, assign) -> Lineage:
     """The children's :class:`Lineage`: the pool slots they use, as distinct parents."""
-    k = len(state.hof_fitness)
+    hof, k = state.hof, state.hof.size
     refs = np.full((2 * k + 1, 2), -1, np.int64)
     used, parents, index = [], [], {}
     remap = np.empty(2 * k + 1, np.int64)
-    for slot in np.unique(origin):
+    for slot in np.unique(brood.origin):
         if slot < k:
-            g, r, genome = state.hof_generation[slot], state.hof_row[slot], state.hof_genomes[slot]
+            g, r, genome = hof.generation[slot], hof.columns["row"][slot], hof.genomes[slot]
         elif slot == k:
             (g, r), genome = state.best_ref, state.best_genome
         else:
-            g, r = state.generation, order[slot - k - 1]
-            genome = genomes[r]
+            g, r = brood.generation, brood.order[slot - k - 1]
+            genome = brood.genomes[r]
         ref = (int(g), int(r))
         if ref not in index or ref[0] < 0:
             index[ref] = len(used)
@@ -249,32 +311,22 @@ def _lineage(state: EvolutionState, genomes, order, origin, pruned, keys, std, a
             parents.append(genome)
         remap[slot] = index[ref]
     refs[:len(used)] = used
-    return Lineage(state.lineage.bounds, refs, remap[origin], pruned, keys, float(std), bool(assign),
+    return Lineage(state.lineage.bounds, refs, remap[brood.origin], brood.pruned, brood.keys, float(std), bool(assign),
                    parents=np.stack(parents))
 
 
 def _forget_over_budget(state: EvolutionState, keep: int) -> None:
     """The best-ever agent and hall-of-fame members with more than ``keep`` connections
-    are forgotten (fitness -inf), so that the champion is always within the budget."""
+    are forgotten, so that the champion is always within the budget."""
     if np.count_nonzero(state.best_genome) > keep:
         state.best_fitness, state.best_generation = -np.inf, -1
-    over = np.count_nonzero(state.hof_genomes, axis=1) > keep
-    if over.any():
-        state.hof_fitness = np.where(over, -np.inf, state.hof_fitness)
-        if state.hof_generation is not None:
-            state.hof_generation = np.where(over, -1, state.hof_generation)
-        pick = rank_order(state.hof_fitness)
-        state.hof_fitness, state.hof_genomes, state.hof_stats = (
-            state.hof_fitness[pick], state.hof_genomes[pick], state.hof_stats[pick])
-        if state.hof_generation is not None:
-            state.hof_generation = state.hof_generation[pick]
-        if state.hof_row is not None:
-            state.hof_row = state.hof_row[pick]
+    state.hof.forget(np.count_nonzero(state.hof.genomes, axis=1) > keep)
 
 
 class GA(Strategy):
-    """The strategy ``ga``: :func:`next_generation` on an :class:`EvolutionState`, with
-    ``k = ceil(P / 8)`` elites, hall-of-fame places and recombination swaps."""
+    """The strategy ``ga``: the steps of :func:`next_generation` on an :class:`EvolutionState`
+    (:func:`breed`, the budget's cut by the base, :func:`vary`), with ``k = ceil(P / 8)``
+    elites, hall-of-fame places and recombination swaps."""
 
     name = "ga"
     OPTIONS = {
@@ -284,27 +336,21 @@ class GA(Strategy):
         "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
         **target.OPTIONS,
     }
-    #: checkpoint names of the state (kept from the first run-file format); ``genomes`` is left out
-    #: where the lineage (``lineage_<name>``) rebuilds them
-    ARRAYS = ("genomes", "hof_genomes", "hof_stats", "hof_fitness", "hof_generation", "best_genome", "best_stats")
-    #: where the hall of fame and the best-ever agent were evaluated (lineage references; newer checkpoints)
-    REFS = ("hof_row", "best_ref")
+    #: checkpoint names of the state besides the hall of fame's (``hof_genomes``, ``hof_fitness``,
+    #: ``hof_generation``, ``hof_stats``, ``hof_row``: :meth:`.hall.HallOfFame.state`), kept from the
+    #: first run-file format; ``genomes`` is left out where the lineage (``lineage_<name>``) rebuilds them
+    ARRAYS = ("genomes", "best_genome", "best_stats")
 
     def __init__(self, agent, population, options, rng):
         super().__init__(agent, population, options, rng)
         self.elite = -(-self.population // 8)
         self.evo: EvolutionState | None = None  #: the state the next generation reads
-        target.check_agent(agent, self.options)
-        #: the connection budget per generation (None: the agent's own pruning)
-        self.schedule = target.Schedule.of(agent, self.options)
-        self.layout = target.layout_of(agent) if self.schedule is not None else None
+        self._brood: Brood | None = None  #: the children between the steps of :meth:`tell`
 
     @classmethod
     def check_options(cls, options):
         out = super().check_options(options)
         std = out["mutation_std"]
-        from synapto.evolution.strategies.es import MAX_SCALE
-
         if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std <= MAX_SCALE:
             raise UsageError(f"--mutation-std must be a number in [0, {MAX_SCALE:g}], got {std!r}")
         if not isinstance(out["prune"], bool):
@@ -312,7 +358,16 @@ class GA(Strategy):
         if not (out["prune"] or out["mutation_std"]):
             raise UsageError("strategy 'ga' with --prune off and --mutation-std 0 would never change a genome")
         out["prune_every"] = need_int("prune_every", out["prune_every"])
-        return target.check_options(out)
+        return check_target(out)
+
+    @property
+    def generation(self) -> int:  # type: ignore[override]
+        """The generation :meth:`ask` is for (the state's counter)."""
+        return self.evo.generation if self.evo is not None else 0
+
+    @generation.setter
+    def generation(self, value: int) -> None:
+        self.evo.generation = int(value)
 
     def start(self):
         self.evo = EvolutionState.initial(self.agent, self.population, self.elite, self.rng)
@@ -320,12 +375,24 @@ class GA(Strategy):
     def ask(self):
         return self.evo.genomes
 
-    def tell(self, feedback: Feedback):
-        check_told(feedback, self.evo.generation)
-        next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
-                        feedback.connections, select_fitness=feedback.select_fitness(),
-                        mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]),
-                        schedule=self.schedule, prune_by=self.options["prune_by"], layout=self.layout)
+    # -- tell (Strategy.tell): breed, cut the children to the budget, count, vary --
+    def _step(self, feedback: Feedback):
+        self._brood = breed(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
+                            feedback.connections, feedback.select_fitness(), self.schedule)
+
+    def _budgeted(self):
+        return self._brood.children
+
+    def _budget_stats(self, feedback):
+        return self._brood.stats  # each child's, its parts' parents'
+
+    def _set_budgeted(self, genomes):
+        self._brood.cut(genomes)
+
+    def _populate(self):
+        brood, self._brood = self._brood, None
+        vary(self.evo, brood, self.agent, float(self.options["mutation_std"]),
+             bool(self.options["prune"]) and self.schedule is None, self.schedule is not None)
 
     @property
     def champion(self):
@@ -335,9 +402,7 @@ class GA(Strategy):
     def final_candidates(self):
         """The best-ever agent, then the hall of fame (places never filled, and members
         equal to an earlier candidate, left out)."""
-        s = self.evo
-        return distinct([self.champion, *(Champion(g, float(f), int(n)) for f, g, n in
-                                          zip(s.hof_fitness, s.hof_genomes, s.hof_generation) if np.isfinite(f))])
+        return distinct([self.champion, *self.evo.hof.members()])
 
     def record(self):
         if self.schedule is None:
@@ -353,7 +418,9 @@ class GA(Strategy):
     def state(self):
         e = self.evo
         arrays = {name: getattr(e, name) for name in self.ARRAYS}
-        arrays.update({name: getattr(e, name) for name in self.REFS if getattr(e, name) is not None})
+        arrays.update(e.hof.state())
+        if e.best_ref is not None:  # where the best-ever agent was evaluated (a lineage reference)
+            arrays["best_ref"] = e.best_ref
         if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
             del arrays["genomes"]
             arrays.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
@@ -362,10 +429,9 @@ class GA(Strategy):
                  "rate": float(e.rate)})
 
     def restore(self, arrays, scalars):
-        """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter)."""
+        """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter).  Older
+        checkpoints may lack the members' generations and rows, and ``best_ref``."""
         arrays = dict(arrays)
-        if "hof_generation" not in arrays:  # a checkpoint from before generations were kept
-            arrays["hof_generation"] = np.full(len(arrays["hof_fitness"]), -1, np.int64)
         part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
         lineage = Lineage.from_arrays(part["bounds"], part) if part else None
         if "genomes" not in arrays:
@@ -373,5 +439,6 @@ class GA(Strategy):
         self.evo = EvolutionState(
             generation=int(scalars["generation"]), rate=float(scalars["rate"]),
             best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
-            rng=self.rng, **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
-            **{name: np.asarray(arrays[name]) for name in self.REFS if name in arrays}, lineage=lineage)
+            rng=self.rng, hof=HallOfFame.restore(arrays, columns=("stats", "row")),
+            **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
+            best_ref=np.asarray(arrays["best_ref"]) if "best_ref" in arrays else None, lineage=lineage)

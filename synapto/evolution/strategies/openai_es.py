@@ -22,9 +22,17 @@ import math
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
-                                             need_nonnegative, need_positive)
+from synapto.evolution.strategies.es import (
+    CentreStrategy,
+    MirroredStrategy,
+    centred_ranks,
+)
+from synapto.evolution.strategies.options import (
+    Option,
+    need_fraction,
+    need_nonnegative,
+    need_positive,
+)
 
 
 class OpenAIES(MirroredStrategy):

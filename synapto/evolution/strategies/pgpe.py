@@ -27,9 +27,17 @@ import math
 
 import numpy as np
 
-from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
-                                             need_nonnegative, need_positive)
+from synapto.evolution.strategies.es import (
+    CentreStrategy,
+    MirroredStrategy,
+    centred_ranks,
+)
+from synapto.evolution.strategies.options import (
+    Option,
+    need_fraction,
+    need_nonnegative,
+    need_positive,
+)
 
 
 class PGPE(MirroredStrategy):

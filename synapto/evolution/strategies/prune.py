@@ -26,6 +26,8 @@ those into an output unit that never acts (hebbian-dag's modulation unit when it
 does not modulate); so do the connections a removal leaves inert (removal goes in
 rounds, see :func:`prune_to`).  Removing an inert connection never changes the
 network's actions.  Ties are broken at random.  A pruned connection never comes back.
+
+The options' values are checked in :mod:`.options` (:func:`~.options.check_target`).
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ from typing import Any
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.strategies.base import Option
-
-CRITERIA = ("magnitude", "trace", "random")
+from synapto.evolution.strategies.options import CRITERIA, Option
 
 #: the options every strategy has for a target (defaults: no target, the pruning of before)
 OPTIONS: dict[str, Option] = {
@@ -54,31 +54,6 @@ OPTIONS: dict[str, Option] = {
     "prune_end": Option(100, "with a target: the first generation held to the target; the budget falls "
                              "on a cubic from prune_start to here, in steps of prune_every generations"),
 }
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def check_options(out: dict[str, Any]) -> dict[str, Any]:
-    """Check (and normalise) the target options of a completed option dict; one-line errors."""
-    f = out["prune_to"]
-    if isinstance(f, (bool, np.bool_)) or not isinstance(f, (int, float, np.integer, np.floating)) \
-            or not 0 <= f <= 1:
-        raise UsageError(f"strategy option prune_to must be a fraction in (0, 1] (0: no target), got {f!r}")
-    out["prune_to"] = float(f)
-    if out["prune_by"] not in CRITERIA:
-        raise UsageError(f"strategy option prune_by must be one of {', '.join(CRITERIA)}, got {out['prune_by']!r}")
-    for key, low in (("prune_start", 0), ("prune_end", 1)):
-        if not _is_int(out[key]) or out[key] < low:
-            raise UsageError(f"strategy option {key} must be an integer >= {low}, got {out[key]!r}")
-        out[key] = int(out[key])
-    if out["prune_end"] <= out["prune_start"]:
-        raise UsageError(f"strategy option prune_end ({out['prune_end']}) must be after prune_start "
-                         f"({out['prune_start']})")
-    if out["prune_to"] > 0 and out.get("prune") is False:
-        raise UsageError(f"strategy option prune_to {out['prune_to']:g} needs pruning on (got prune = false)")
-    return out
 
 
 def check_agent(agent, options: dict[str, Any]) -> None:
@@ -103,7 +78,7 @@ class Schedule:
     every: int = 1  #: generations between two steps of the budget
 
     @classmethod
-    def of(cls, agent, options: dict[str, Any]) -> "Schedule | None":
+    def of(cls, agent, options: dict[str, Any]) -> Schedule | None:
         """The schedule of ``options`` (None without a target)."""
         if options["prune_to"] <= 0:
             return None
@@ -188,6 +163,16 @@ def prune_to(genome: np.ndarray, keep: int, criterion: str, stats: np.ndarray | 
     return child
 
 
+def cut_rows(genomes: np.ndarray, keep: int, criterion: str, stats: np.ndarray | None,
+             rng: np.random.Generator, layout=None) -> np.ndarray:
+    """Every row of ``genomes`` held to ``keep`` connections (:func:`prune_to`, row by row in
+    order; row ``i`` ranked by ``stats[i]`` for ``trace``): a copy."""
+    out = np.array(genomes, dtype=np.float64, copy=True)
+    for i in range(out.shape[0]):
+        out[i] = prune_to(out[i], keep, criterion, None if stats is None else stats[i], rng, layout)
+    return out
+
+
 def layout_of(agent):
     """The agent's genome layout, or None (agents without one, e.g. test doubles)."""
     fn = getattr(agent, "layout", None)
@@ -202,5 +187,5 @@ def mean_stats(stats: np.ndarray, fitness: np.ndarray) -> np.ndarray:
     return np.mean(rows[finite] if finite.any() else rows, axis=0)
 
 
-__all__ = ["CRITERIA", "OPTIONS", "Schedule", "check_agent", "check_options", "inert", "layout_of", "mean_stats",
+__all__ = ["CRITERIA", "OPTIONS", "Schedule", "check_agent", "cut_rows", "inert", "layout_of", "mean_stats",
            "prune_to"]
