@@ -255,7 +255,7 @@ class _Flaky:
 
 
 def test_a_failing_chunk_fails_exactly_its_failing_tasks():
-    from synapto.parallel.farm import TaskFailed
+    from synapto.parallel.results import TaskFailed
 
     farm = SerialFarm()
     farm.setup(_Flaky())

@@ -327,7 +327,7 @@ class BatchingFarm:
         return True
 
     def map(self, payloads, **kw):
-        from synapto.parallel.farm import Results, TaskFailed
+        from synapto.parallel.results import Results, TaskFailed
 
         payloads = list(payloads)
         context = kw.get("context")

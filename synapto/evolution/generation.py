@@ -18,7 +18,7 @@ from synapto import faults, seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
-from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed
+from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
-from synapto.parallel.farm import FarmInterrupted
+from synapto.parallel.results import FarmInterrupted
 from synapto.shell import synapto_command
 from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)

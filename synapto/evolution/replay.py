@@ -184,7 +184,7 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
 
         require(plan.config, build_agent(plan.config))
     farm.setup(spec_of(plan.config))
-    from synapto.parallel.farm import TaskFailed
+    from synapto.parallel.results import TaskFailed
 
     try:
         results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped,
