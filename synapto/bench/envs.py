@@ -288,7 +288,7 @@ def register(bench_app: typer.Typer) -> None:
         backends = [b for b in backends if b != "bipedal"]
         if max_envs < 1 or steps < 1 or workers < 1 or bipedal_rows < 1 or not bipedal_seconds > 0:
             raise UsageError("--max-envs, --steps, --workers and --bipedal-rows must be >= 1, --bipedal-seconds > 0")
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         ns = [n for n in DEFAULT_NS if n <= max_envs]

@@ -50,7 +50,7 @@ def check_image_out(out: Path, suffixes: tuple[str, ...], what: str = "--out") -
     """The lower-case suffix of ``out`` (one of ``suffixes``); one-line errors otherwise, also
     for a folder that cannot be written (checked before any work).  Nothing is created: see
     :func:`make_parent`."""
-    from synapto.resources import check_out_dir
+    from synapto.folders import check_out_dir
 
     out = Path(out)
     suffix = out.suffix.lower()
