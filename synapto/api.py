@@ -27,7 +27,8 @@ import numpy as np
 from synapto.agents import build_agent
 from synapto.evolution.config import EvolveConfig
 from synapto.errors import UsageError
-from synapto.evolution.evaluate import EvalResult, evaluate
+from synapto.evolution.worker.evaluate import evaluate
+from synapto.evolution.worker.tasks import EvalResult
 from synapto.evolution.loop import RunOptions, RunSummary, run_evolution
 
 

@@ -105,8 +105,9 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
 def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     """Under mpiexec: rank 0 farms rounds of ``n`` one-episode tasks until ``steps`` steps."""
     from synapto import seeding
-    from synapto.evolution.batched import batching_farm
-    from synapto.evolution.evaluate import EvalTask, EvolveSpec
+    from synapto.evolution.worker.batched import batching_farm
+    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.tasks import EvalTask
     from synapto.parallel.farm import make_farm
 
     farm, coordinator = make_farm()

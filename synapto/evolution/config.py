@@ -97,7 +97,7 @@ class EvolveConfig:
         need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
         self.envs  # bad env_options are refused here, in one line
-        from synapto.evolution.fast_box2d import check_backend
+        from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")

@@ -16,7 +16,7 @@ import numpy as np
 
 from synapto import faults, seeding
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
+from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
 

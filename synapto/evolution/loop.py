@@ -31,7 +31,7 @@ from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution import champion as final
-from synapto.evolution.evaluate import EvolveSpec
+from synapto.evolution.worker.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
                                           rows, run_generation, statistics)
 from synapto.evolution.callbacks import GenerationReport, close_all
@@ -293,7 +293,7 @@ def fast_backend(cfg: EvolveConfig):
     (after its one-line checks: the extra, the agent), else None."""
     if cfg.envs.train_backend != "envpool":
         return None
-    from synapto.evolution import fast_box2d
+    from synapto.evolution.worker import fast_box2d
 
     fast_box2d.require(cfg, build_agent(cfg))
     return fast_box2d
@@ -302,7 +302,7 @@ def fast_backend(cfg: EvolveConfig):
 def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=None):
     """``farm`` set up for the run: training on envpool (``fast``, whatever ``--batch``
     says: it changes results), else batched where supported and asked for."""
-    from synapto.evolution.batched import batching_farm
+    from synapto.evolution.worker.batched import batching_farm
 
     spec = spec_of(cfg)
     if fast is not None:

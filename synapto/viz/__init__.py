@@ -220,7 +220,7 @@ class Pick:
 
     def act(self, policy):
         """``policy``'s action for a raw observation (flattened, normalised as in the run)."""
-        from synapto.evolution.evaluate import acting
+        from synapto.evolution.worker.evaluate import acting
 
         return acting(self.agent, policy, self.obs_norm)
 
