@@ -67,6 +67,10 @@ class State(Enum):
     RETIRED = "retired"
 
 
+#: the state of a worker that is not retired, by the number of tasks it holds
+_BY_TASKS = (State.IDLE, State.BUSY, State.PREFETCHED)
+
+
 @dataclass(eq=False)
 class Worker:
     """The coordinator's view of one worker rank."""
@@ -82,7 +86,7 @@ class Worker:
     def state(self) -> State:
         if self.retired:
             return State.RETIRED
-        return (State.IDLE, State.BUSY, State.PREFETCHED)[len(self.tasks)]
+        return _BY_TASKS[len(self.tasks)]
 
 
 class _Map:

@@ -35,6 +35,12 @@ Box2D worlds, and the Box-action forward passes sum in a fixed order
 to the one-row policy's).  So results do not depend on chunking: a run file is
 bit-identical for any number of ranks, and ``replay`` (which evaluates each training
 item alone, here too) reproduces it bit for bit.  ``tests/test_fast_box2d.py`` checks these.
+
+A run's farm (:func:`training_farm`) and its replay's are set up with :class:`FastSpec`:
+its evaluator runs training tasks here, in chunks or alone, and hands everything else
+to the one-env :class:`~synapto.evolution.worker.evaluate.Evaluator`, which needs
+nothing of this module (the arrow points one way: this module builds on
+:mod:`.evaluate` and :mod:`.batched`).
 """
 
 from __future__ import annotations
