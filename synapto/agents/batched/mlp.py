@@ -1,26 +1,17 @@
-"""The batched policy of ``pruned-mlp`` (see :class:`synapto.agents.pruned_mlp.PrunedMLP`)."""
+"""The batched policy of ``pruned-mlp`` (see :class:`synapto.agents.pruned_mlp.PrunedMLP`).
+
+``agent`` is a :class:`~synapto.agents.pruned_mlp.PrunedMLP`,
+typed as its base class: the agent imports this module when asked for a batch policy,
+and this module imports nothing of the agent's, so the arrow between them points one way."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 
+from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
-from synapto.envs import SpaceInfo
 from synapto.fastmath import tanh_
-
-
-class MLPLayout(Protocol):
-    """What the batch policy reads of its agent (a :class:`~synapto.agents.pruned_mlp.PrunedMLP`):
-    its layers' slices of the genome and their (in, out) shapes.  Named by shape, not by
-    class, so that the arrow points one way: the agent imports this module when asked
-    for a batch policy, this module imports nothing of the agent."""
-
-    space: SpaceInfo
-    _slices: list[slice]
-    _shapes: list[tuple[int, int]]
 
 
 class MLPBatchPolicy(RowsLastBatchPolicy):
@@ -32,7 +23,7 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     of the one-row path.  Supports refilling (:meth:`load`).
     """
 
-    def __init__(self, agent: MLPLayout, genomes: np.ndarray, episodes: int = 1):
+    def __init__(self, agent: Agent, genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes

@@ -180,7 +180,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
         trunc = _shape(st, go, r.astype(np.float64), term, trunc.copy(), t, shaping)
         ended = go[term | trunc]
         if len(ended):
-            _end(st, ended, t, *out, policy)
+            _end(st, ended, t, out, policy)
             n = len(st.live)
             if st.live.sum() <= COMPACT_AT * n:
                 keep = np.flatnonzero(st.live)
@@ -226,7 +226,7 @@ def _act(st: _Rows, x: np.ndarray, policy, discrete: bool, t: int, ocount, bad, 
     stop = live & ~ok
     if stop.any():  # a non-finite observation or action: the evaluation stops there
         bad[st.rows[stop]] = True
-        _end(st, np.flatnonzero(stop), t, *out, policy)
+        _end(st, np.flatnonzero(stop), t, out, policy)
     return action
 
 
@@ -265,8 +265,10 @@ def _shape(st: _Rows, go: np.ndarray, raw: np.ndarray, term: np.ndarray, trunc: 
     return trunc
 
 
-def _end(st: _Rows, pos: np.ndarray, t: int, ret, steps, osum, osumsq, policy) -> None:
-    """The episodes of positions ``pos`` ended after ``t`` steps."""
+def _end(st: _Rows, pos: np.ndarray, t: int, out: tuple, policy) -> None:
+    """The episodes of positions ``pos`` ended after ``t`` steps: into ``out``, the per-row
+    totals ``(ret, steps, osum, osumsq)`` (the last two None without ``count_obs``)."""
+    ret, steps, osum, osumsq = out
     rows = st.rows[pos]
     ret[rows] = st.ret[pos]
     steps[rows] = t
