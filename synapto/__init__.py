@@ -9,7 +9,8 @@ From Python (:mod:`synapto.api`)::
 The package layout mirrors the architecture (each seam has one owner):
 
 - :mod:`synapto.cli`          the command line (the only module reading argv)
-- :mod:`synapto.resources`    memory and output checks made before a run starts
+- :mod:`synapto.resources`    memory and run-file checks made before a run starts
+- :mod:`synapto.folders`      output folders checked before anything is written
 - :mod:`synapto.api`          the Python API (evolve, AskTell, rollout)
 - :mod:`synapto.config`       TOML config files (evolve's and ppo's), shipped configs by name
 - :mod:`synapto.options`      values of KEY=VALUE options and TOML tables

@@ -26,8 +26,9 @@ import numpy as np
 from synapto.agents import build_agent
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.errors import UsageError
-from synapto.evolution.evaluate import EvalResult, evaluate
 from synapto.evolution.loop import RunSummary, run_evolution
+from synapto.evolution.worker.evaluate import evaluate
+from synapto.evolution.worker.tasks import EvalResult
 
 
 def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool = False,

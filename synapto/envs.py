@@ -39,7 +39,7 @@ class EnvOptions:
     make: Mapping[str, Any] = field(default_factory=dict)  #: gymnasium.make's keyword arguments
     #: training-time shaping (``fall_reward``, ``stall_steps``, ...: :mod:`synapto.shaping`)
     shaping: Shaping = field(default_factory=Shaping)
-    #: the simulator of training episodes: "gymnasium" or "envpool" (:mod:`synapto.evolution.fast_box2d`)
+    #: the simulator of training episodes: "gymnasium" or "envpool" (:mod:`synapto.evolution.worker.fast_box2d`)
     train_backend: str = "gymnasium"
 
     HELP = {

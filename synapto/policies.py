@@ -82,7 +82,7 @@ class LoadedPolicy(_Exportable):
     fitness_on: str = "training"
 
     def __post_init__(self):
-        from synapto.evolution.evaluate import acting
+        from synapto.evolution.worker.evaluate import acting
 
         self._policy = self.agent.policy(self.genome)
         self._act = acting(self.agent, self._policy, self.obs_norm)

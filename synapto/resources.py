@@ -10,8 +10,10 @@
   never refuses a run that would fit; it stops the absurd ones (a population of 10^12, a
   hidden layer of 10^8 units, 10^14 steps per epoch) before they allocate, instead of an
   out-of-memory kill without a message hours later;
-- :func:`check_out_dir`: an output folder that a command will write into at the end
-  (``bench ... --out-dir``), checked before it measures anything.
+- :func:`check_run_file`: a run file's per-episode arrays and size on disk, before the run.
+
+Output folders are checked in :mod:`synapto.folders` (below :mod:`synapto.store`, which
+uses them; this module asks the store for a run file's size).
 """
 
 from __future__ import annotations
@@ -123,42 +125,6 @@ def check_memory(need: int, what: str) -> None:
     if have is not None and need > have:
         raise UsageError(f"{what} needs at least {fmt_bytes(need)} of memory; this machine has "
                          f"{fmt_bytes(have)} available")
-
-
-def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
-    """An output folder written at the end of a long command: refuse now (one line) a path
-    that is a file, or under a file, or in a folder that cannot be written."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{option} {str(p)!r} exists and is not a folder")
-    probe = p
-    while not probe.exists():
-        parent = probe.parent
-        if parent == probe:
-            break
-        probe = parent
-    if probe.exists() and not probe.is_dir():
-        raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        try:
-            read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
-        except OSError:
-            read_only = False
-        raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
-                         f"{'on a read-only file system' if read_only else 'not writable'}")
-    _probe_folder(probe, f"{option} {str(p)!r}")
-    return p
-
-
-def _probe_folder(folder: Path, what: str) -> None:
-    """Make and remove an empty folder in ``folder``: the permission bits say yes to root
-    in /sys or /proc, where making anything fails; nothing is left behind."""
-    import tempfile
-
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".synapto-probe-", dir=folder))
-    except OSError as exc:
-        raise UsageError(f"{what}: nothing can be made in {str(folder)!r} ({exc.strerror})") from None
 
 
 #: bytes of one single-episode task and its result on the coordinator (validation, selection

@@ -1,4 +1,4 @@
-"""Batched evaluation (synapto.evolution.batched): same results as one env at a time,
+"""Batched evaluation (synapto.evolution.worker.batched): same results as one env at a time,
 bit-identical run files across rank counts."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import pytest
 
 from conftest import assert_same_run, datasets, run_cli
 from synapto import seeding
-from synapto.evolution import batched, vector_env
-from synapto.evolution.batched import BatchedEvaluator, BatchingFarm, BatchTask, batch_unsupported, chunks_of
-from synapto.evolution.evaluate import EvalTask, EvolveSpec
+from synapto.evolution.worker import batched, vector_env
+from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, BatchTask, batch_unsupported, chunks_of
+from synapto.evolution.worker.evaluate import EvolveSpec
+from synapto.evolution.worker.tasks import EvalTask
 from synapto.parallel.farm import SerialFarm
 
 
@@ -255,7 +256,7 @@ class _Flaky:
 
 
 def test_a_failing_chunk_fails_exactly_its_failing_tasks():
-    from synapto.parallel.farm import TaskFailed
+    from synapto.parallel.results import TaskFailed
 
     farm = SerialFarm()
     farm.setup(_Flaky())

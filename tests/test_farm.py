@@ -139,7 +139,8 @@ def test_episodes_evaluated_apart_merge_into_the_evaluation_of_all(seeds):
     the later episodes count 0 return and 0 steps)."""
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.evaluate import evaluate, merge_episodes
+    from synapto.evolution.worker.evaluate import evaluate
+    from synapto.evolution.worker.tasks import merge_episodes
 
     agent = build_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4]))
     genome = np.random.default_rng(0).standard_normal(agent.n_params)

@@ -1,4 +1,4 @@
-"""Training episodes on envpool (env option train_backend=envpool, synapto.evolution.fast_box2d):
+"""Training episodes on envpool (env option train_backend=envpool, synapto.evolution.worker.fast_box2d):
 a row's result does not depend on its company or chunking, the option is recorded and
 refused when bad, validation and test stay on gymnasium, and runs keep every promise
 (ranks, replay, kill -9 + resume)."""
@@ -25,8 +25,8 @@ else:
 from synapto.agents import build_agent  # noqa: E402
 from synapto.agents.batched.rows import rows_product  # noqa: E402
 from synapto.evolution.config import EvolveConfig  # noqa: E402
-from synapto.evolution.evaluate import EvalTask  # noqa: E402
-from synapto.evolution.fast_box2d import _shape, _Rows, evaluate_tasks, require  # noqa: E402
+from synapto.evolution.worker.tasks import EvalTask  # noqa: E402
+from synapto.evolution.worker.fast_box2d import _shape, _Rows, evaluate_tasks, require  # noqa: E402
 from synapto.shaping import Shaping, ShapedEnv  # noqa: E402
 
 

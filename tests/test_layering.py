@@ -56,3 +56,162 @@ def test_run_evolution_fits_on_a_screen():
     tree = ast.parse((PKG / "evolution" / "loop.py").read_text())
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_evolution")
     assert fn.end_lineno - fn.lineno + 1 <= 60
+
+
+# ----------------------------------------------------------------------------- the import graph
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+NAMES = {module_name(p): p for p in MODULES}
+
+
+def module_imports(path: Path) -> set[str]:
+    """The modules of synapto that ``path`` imports: at module level, inside functions and
+    under ``if TYPE_CHECKING``, absolute or relative; ``from package import name`` is an
+    arrow to ``package.name`` where that is a module, else to ``package``."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    named = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            named.update(f"{base}.{a.name}" if f"{base}.{a.name}" in NAMES else base for a in node.names)
+    out = set()
+    for name in named:
+        while name and name not in NAMES:  # synapto.x.y.Class -> synapto.x.y; numpy -> ""
+            name = name.rpartition(".")[0]
+        if name and name != me:
+            out.add(name)
+    return out
+
+
+GRAPH = {name: module_imports(path) for name, path in NAMES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's circles: its strongly connected components of more than one module
+    (Tarjan's algorithm, iterative), each sorted, the list sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_cycles_are_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": {"g"}, "g": {"f"}}
+    assert cycles(graph) == [["a", "b", "c"], ["f", "g"]]
+
+
+def test_no_import_cycle():
+    """Arrows point one way: no module of synapto imports, however indirectly, a module
+    that imports it back (function-level imports count: they only defer the circle)."""
+    found = cycles(GRAPH)
+    assert not found, "import circles:\n" + "\n".join(
+        "  " + ", ".join(c) + "\n    " + "; ".join(f"{m} -> {', '.join(sorted(GRAPH[m] & set(c)))}" for m in c)
+        for c in found)
+
+
+#: the coordinator's side of evolution, and the run store: a worker rank runs none of it
+COORDINATOR_SIDE = ("synapto.evolution.loop", "synapto.evolution.generation", "synapto.evolution.strategies",
+                    "synapto.evolution.champion", "synapto.evolution.command", "synapto.evolution.replay",
+                    "synapto.evolution.callbacks", "synapto.evolution.progress", "synapto.evolution.config",
+                    "synapto.store")
+
+
+@pytest.mark.parametrize("path", sorted(PKG.joinpath("evolution", "worker").rglob("*.py")), ids=rel)
+def test_worker_imports_nothing_of_the_coordinator(path):
+    wrong = sorted(m for m in module_imports(path)
+                   if any(m == c or m.startswith(c + ".") for c in COORDINATOR_SIDE))
+    assert not wrong, (rel(path), wrong)
+
+
+def test_farm_results_stand_alone():
+    """The types every farm and its callers share sit below the farms."""
+    wrong = sorted(m for m in module_imports(PKG / "parallel" / "results.py") if m.startswith("synapto.parallel"))
+    assert not wrong, wrong
+
+
+# ----------------------------------------------------------------------------- function length
+MAX_FUNCTION_LINES = 80
+#: typer commands whose parameter list is their option table (one line or a few per
+#: option, with its help text): their parameters are exempt, their body is not
+OPTION_TABLES = {
+    ("synapto/cli.py", "evolve"),  # `synapto evolve`
+    ("synapto/ppo/cli.py", "ppo"),  # `synapto ppo`
+    ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
+}
+
+
+def function_lengths(path: Path) -> list[tuple[str, int]]:
+    """``(name, lines)`` of every function in ``path`` (methods and nested functions
+    included); an option table counts from its first statement, and the parameters of
+    an option table nested in a function are not counted in that function either."""
+    tree = ast.parse(path.read_text())
+    out = []
+
+    def table_params(fn) -> int:
+        return fn.body[0].lineno - fn.lineno if (rel(path), fn.name) in OPTION_TABLES else 0
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1 - table_params(node)
+            lines -= sum(table_params(inner) for inner in ast.walk(node)
+                         if inner is not node and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            out.append((node.name, lines))
+    return out
+
+
+def test_option_tables_exist():
+    """Every exempted option table is still there (a stale entry would exempt a newcomer)."""
+    for file, name in OPTION_TABLES:
+        path = PKG.parent / file
+        assert path.exists() and name in dict(function_lengths(path)), (file, name)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=rel)
+def test_no_function_over_80_lines(path):
+    long = [f"{name} ({n} lines)" for name, n in function_lengths(path) if n > MAX_FUNCTION_LINES]
+    assert not long, f"{rel(path)}: {', '.join(long)}"

@@ -7,7 +7,8 @@ import pytest
 from synapto.ppo.buffer import EpochBuffer, discount_cumsum, gae_path
 from synapto.ppo.config import PPOConfig
 from synapto.parallel.collectives import Collectives
-from synapto.ppo.train import Trainer, open_env
+from synapto.ppo.env import open_env
+from synapto.ppo.train import Trainer
 
 
 def test_discount_cumsum():

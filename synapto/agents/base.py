@@ -78,7 +78,7 @@ class Policy(ABC):
 
 class BatchPolicy(ABC):
     """Optional: many genomes acting in lockstep, one row (a sub-environment running one
-    episode) each; see :meth:`Agent.batch_policy` and :mod:`synapto.evolution.batched`.
+    episode) each; see :meth:`Agent.batch_policy` and :mod:`synapto.evolution.worker.batched`.
 
     Rows are numbered as in the genomes given to :meth:`Agent.batch_policy`; after
     :meth:`keep` the current rows are a subset, in the same relative order.
@@ -95,7 +95,7 @@ class BatchPolicy(ABC):
 
     # Optional: ``load(slots, rows)`` -- current rows ``slots`` (whose episodes ended) now
     # run the original rows ``rows`` from the start of an episode.  Policies that have it
-    # are refilled as episodes end (see :mod:`synapto.evolution.batched`).
+    # are refilled as episodes end (see :mod:`synapto.evolution.worker.batched`).
 
     def end_episodes(self, rows: np.ndarray) -> None:
         """The episodes of current rows ``rows`` ended with the last step."""

@@ -4,9 +4,9 @@ on gymnasium's env one at a time against envpool in lockstep (``train_backend=en
 Both paths evaluate the same pruned-mlp 24-40-40-4 genomes (as evolution has them after
 a generation: 25 % pruned, the rest
 times :data:`SCALE` ``(1 + 0.5 N(0, 1))``, so that some stand and most fall) on one training episode each,
-through the code a run uses: :class:`synapto.evolution.evaluate.Evaluator` (a fresh
+through the code a run uses: :class:`synapto.evolution.worker.evaluate.Evaluator` (a fresh
 gymnasium env per episode, one forward pass per step) and
-:func:`synapto.evolution.fast_box2d.evaluate_tasks` (one pool of ``rows`` envs, one
+:func:`synapto.evolution.worker.fast_box2d.evaluate_tasks` (one pool of ``rows`` envs, one
 batched forward pass per step).  Rounds alternate between the two (side by side in
 one run), each on fresh episode seeds.  The figure is env steps per second of the
 process's CPU time (all its threads: envpool steps in a thread of its own), i.e. per
@@ -42,8 +42,9 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
     evaluations (the same genomes and seeds for both) until the two have had about
     ``2 * seconds`` of CPU time together."""
     from synapto import seeding
-    from synapto.evolution.evaluate import EvalTask, Evaluator, EvolveSpec
-    from synapto.evolution.fast_box2d import evaluate_tasks
+    from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.fast_box2d import evaluate_tasks
 
     agent, gen = genomes(rows)
     serial = Evaluator(EvolveSpec(ENV, "pruned-mlp", HIDDEN, {}))

@@ -121,7 +121,7 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
-    from synapto.evolution.evaluate import evaluate
+    from synapto.evolution.worker.evaluate import evaluate
     from synapto.seeding import test_seeds
     from synapto.store import RunData
 

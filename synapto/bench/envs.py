@@ -105,8 +105,9 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
 def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     """Under mpiexec: rank 0 farms rounds of ``n`` one-episode tasks until ``steps`` steps."""
     from synapto import seeding
-    from synapto.evolution.batched import batching_farm
-    from synapto.evolution.evaluate import EvalTask, EvolveSpec
+    from synapto.evolution.worker.batched import batching_farm
+    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.tasks import EvalTask
     from synapto.parallel.farm import make_farm
 
     farm, coordinator = make_farm()
@@ -288,7 +289,7 @@ def register(bench_app: typer.Typer) -> None:
         backends = [b for b in backends if b != "bipedal"]
         if max_envs < 1 or steps < 1 or workers < 1 or bipedal_rows < 1 or not bipedal_seconds > 0:
             raise UsageError("--max-envs, --steps, --workers and --bipedal-rows must be >= 1, --bipedal-seconds > 0")
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         ns = [n for n in DEFAULT_NS if n <= max_envs]

@@ -231,7 +231,7 @@ def register(bench_app: typer.Typer) -> None:
     ):
         """The task farm's cost per task and the shipped configs' speed-up from 1 to 2 workers."""
         from synapto.errors import UsageError
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         workers_list = list(workers_list or [1, 2, 8, 32, 64])
         if min(workers_list) < 1 or tasks_per_worker < 1 or repeats < 1:

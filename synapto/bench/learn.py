@@ -199,7 +199,7 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
     ):
         """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         budget = BUDGETS["long" if long else "short"]
         seeds = list(seed) if seed else [1, 2, 3, 4, 5]

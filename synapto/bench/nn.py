@@ -166,7 +166,7 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--torch must be 'auto' or 'off', got {torch!r}")
         if repeats < 1 or scale <= 0:
             raise UsageError("--repeats must be >= 1 and --scale > 0")
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         data = run_nn(repeats, scale, torch)

@@ -178,7 +178,7 @@ def bench_ppo(
         raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
     if steps < max(procs):
         raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
-    from synapto.resources import check_out_dir
+    from synapto.folders import check_out_dir
 
     check_out_dir(out_dir)
     run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,

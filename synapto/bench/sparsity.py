@@ -260,7 +260,7 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where tables, plot and run files go.")] = Path("bench"),
     ):
         """Pruning levels side by side: test return against connections, with the Pareto front."""
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         envs, agents, levels = _checked_modes(envs, agents, levels)
         _check_numbers(workers, max_env_steps, bipedal_steps, test_episodes)

@@ -85,7 +85,7 @@ class TensorBoardWriter:
     @classmethod
     def checked(cls, logdir: str | Path, per_run: bool = False) -> "TensorBoardWriter":
         """One whose package is there and whose folder can be written (one-line errors)."""
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         _summary_writer()
         check_out_dir(logdir, "--tensorboard")
@@ -147,7 +147,7 @@ class LiveLog:
 
     @classmethod
     def checked(cls, path: str | Path) -> "LiveLog":
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         log = cls(path)
         if log.path.is_dir():

@@ -18,7 +18,7 @@ import numpy as np
 
 from synapto import seeding
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.evaluate import EvalTask
+from synapto.evolution.worker.tasks import EvalTask
 from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order
 

@@ -100,7 +100,7 @@ class EvolveConfig:
         need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
         self.envs  # bad env_options are refused here, in one line
-        from synapto.evolution.fast_box2d import check_backend
+        from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
         need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
@@ -217,7 +217,7 @@ class RunOptions:
     on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
     checkpoint_every: int = 1  #: generations between checkpoints
     #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
-    #: agent support it (synapto.evolution.batched); "off": one environment at a time
+    #: agent support it (synapto.evolution.worker.batched); "off": one environment at a time
     batch: str = "auto"
     #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
     #: goes to each worker once; "genomes": every task carries its genome

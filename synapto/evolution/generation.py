@@ -16,15 +16,15 @@ import numpy as np
 
 from synapto import faults, seeding
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
+from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
-from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed
+from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
 
 
 @dataclass(frozen=True)
 class EvaluationFailure:
     """An evaluation that raised, in the run's terms: which generation and individual,
-    its episode seeds, and the farm's :class:`~synapto.parallel.farm.Failure`."""
+    its episode seeds, and the farm's :class:`~synapto.parallel.results.Failure`."""
 
     generation: int
     individual: int  #: index in the population (the test episode for ``phase="test"``)

@@ -31,7 +31,7 @@ from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution import champion as final
-from synapto.evolution.evaluate import EvolveSpec
+from synapto.evolution.worker.evaluate import EvolveSpec
 from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
                                           run_generation, statistics)
 from synapto.evolution.callbacks import GenerationReport, close_all
@@ -39,7 +39,7 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
-from synapto.parallel.farm import FarmInterrupted
+from synapto.parallel.results import FarmInterrupted
 from synapto.shell import synapto_command
 from synapto.store import (Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
                            write_checkpoint)
@@ -277,11 +277,11 @@ def plural(n: int, word: str) -> str:
 
 
 def fast_backend(cfg: EvolveConfig):
-    """:mod:`synapto.evolution.fast_box2d` if the run's training episodes run on envpool
+    """:mod:`synapto.evolution.worker.fast_box2d` if the run's training episodes run on envpool
     (after its one-line checks: the extra, the agent), else None."""
     if cfg.envs.train_backend != "envpool":
         return None
-    from synapto.evolution import fast_box2d
+    from synapto.evolution.worker import fast_box2d
 
     fast_box2d.require(cfg, build_agent(cfg))
     return fast_box2d
@@ -290,7 +290,7 @@ def fast_backend(cfg: EvolveConfig):
 def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=None):
     """``farm`` set up for the run: training on envpool (``fast``, whatever ``--batch``
     says: it changes results), else batched where supported and asked for."""
-    from synapto.evolution.batched import batching_farm
+    from synapto.evolution.worker.batched import batching_farm
 
     spec = spec_of(cfg)
     if fast is not None:

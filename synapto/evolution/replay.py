@@ -10,7 +10,7 @@ import numpy as np
 from synapto import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.errors import RunFileError, UsageError
-from synapto.evolution.evaluate import EvalTask
+from synapto.evolution.worker.tasks import EvalTask
 from synapto.store import RunData
 
 
@@ -178,13 +178,17 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
     from synapto.evolution.loop import spec_of
 
     log(plan.note)
-    if plan.config.envs.train_backend == "envpool" and any(it.shaped for it in plan.items):
-        from synapto.agents import build_agent
-        from synapto.evolution.fast_box2d import require
+    spec = spec_of(plan.config)
+    if plan.config.envs.train_backend == "envpool":  # its training episodes replay on envpool too
+        from synapto.evolution.worker.fast_box2d import FastSpec, require
 
-        require(plan.config, build_agent(plan.config))
-    farm.setup(spec_of(plan.config))
-    from synapto.parallel.farm import TaskFailed
+        if any(it.shaped for it in plan.items):
+            from synapto.agents import build_agent
+
+            require(plan.config, build_agent(plan.config))
+        spec = FastSpec(spec)
+    farm.setup(spec)
+    from synapto.parallel.results import TaskFailed
 
     try:
         results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped,

@@ -33,12 +33,14 @@ the centre and noise keys once, and each task carries only its sample's index.
 
 Failures: a worker returns a task's traceback with its rank and host; under
 ``on_error="raise"`` the map drains the tasks in flight and raises
-:class:`~synapto.parallel.farm.TaskFailed`, under ``"skip"`` the failure rides with
+:class:`~synapto.parallel.results.TaskFailed`, under ``"skip"`` the failure rides with
 the results.  Task timeout: a worker's own timer interrupts a task that overruns
 ``task_timeout`` (:mod:`synapto.parallel.deadline`); a worker silent
 :func:`~synapto.parallel.deadline.grace` seconds longer is retired: its task fails
 with ``timeout=True``, its prefetched task goes to another worker, and the MPI job
-ends with ``MPI_Abort`` when the command ends (:func:`~synapto.parallel.farm.abort_if_abandoned`).
+ends with ``MPI_Abort`` when the command ends: the farm calls ``on_retire`` (given by
+:func:`~synapto.parallel.farm.make_farm`: :func:`~synapto.parallel.farm.mark_abandoned`),
+so this module needs nothing of :mod:`synapto.parallel.farm`, which builds it.
 """
 
 from __future__ import annotations
@@ -51,17 +53,22 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Sequence
 
-from synapto.parallel import farm as _farm
 from synapto.parallel.deadline import grace
-from synapto.parallel.farm import Failure, FarmInterrupted, MapStats, Results, TaskFailed
+from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed
 from synapto.parallel.wire import Backoff, Frame, Outbox, Tag
 
 
 class State(Enum):
+    """A worker rank's state, as the loop reads it (:attr:`Worker.state`)."""
+
     IDLE = "idle"
     BUSY = "busy"
     PREFETCHED = "prefetched"
     RETIRED = "retired"
+
+
+#: the state of a worker that is not retired, by the number of tasks it holds
+_BY_TASKS = (State.IDLE, State.BUSY, State.PREFETCHED)
 
 
 @dataclass(eq=False)
@@ -79,7 +86,7 @@ class Worker:
     def state(self) -> State:
         if self.retired:
             return State.RETIRED
-        return (State.IDLE, State.BUSY, State.PREFETCHED)[len(self.tasks)]
+        return _BY_TASKS[len(self.tasks)]
 
 
 class _Map:
@@ -130,7 +137,8 @@ class MPIFarm:
     #: ... and never longer than this (seconds)
     MAX_POLL = 0.02
 
-    def __init__(self, comm, max_sleep: float = 1e-3, task_timeout: float | None = None):
+    def __init__(self, comm, max_sleep: float = 1e-3, task_timeout: float | None = None,
+                 on_retire: Callable[[], None] | None = None):
         from mpi4py import MPI
 
         if comm.Get_size() < 2:
@@ -138,6 +146,7 @@ class MPIFarm:
         self.comm = comm
         self.max_sleep = max_sleep
         self.task_timeout = task_timeout
+        self.on_retire = on_retire  #: called when a rank is retired (the job must end with MPI_Abort)
         self.hosts = comm.gather(socket.gethostname(), root=0)  #: by rank (serve() sends its host)
         self.pool = [Worker(r, self.hosts[r]) for r in range(1, comm.Get_size())]
         self.n_workers = len(self.pool)
@@ -154,7 +163,7 @@ class MPIFarm:
     @property
     def workers(self) -> list[int]:
         """Ranks that get tasks (not retired)."""
-        return [w.rank for w in self.pool if not w.retired]
+        return [w.rank for w in self.pool if w.state is not State.RETIRED]
 
     @property
     def retired(self) -> dict[int, str]:
@@ -163,7 +172,7 @@ class MPIFarm:
 
     def setup(self, spec) -> None:
         for w in self.pool:
-            if not w.retired:
+            if w.state is not State.RETIRED:
                 self.outbox.send_frame(Frame(spec), w.rank, Tag.SETUP)
 
     # -- sending ---------------------------------------------------------------
@@ -185,11 +194,11 @@ class MPIFarm:
     def _feed(self, m: _Map, w: Worker) -> None:
         """Give worker ``w`` a task if it holds none, and its next one while more tasks are
         queued than there are workers (dynamic schedule)."""
-        if w.retired or m.waves:
+        if w.state is State.RETIRED or m.waves:
             return
-        if not w.tasks and m.may_send():
+        if w.state is State.IDLE and m.may_send():
             self._send(m, w)
-        if len(w.tasks) == 1 and len(m.queue) > self.n_live and m.may_send():
+        if w.state is State.BUSY and len(m.queue) > self.n_live and m.may_send():
             self._send(m, w)
 
     def _fill(self, m: _Map) -> None:
@@ -197,18 +206,18 @@ class MPIFarm:
         if m.waves:
             if not m.inflight:
                 for w in self.pool:
-                    if not w.retired and m.may_send():
+                    if w.state is not State.RETIRED and m.may_send():
                         self._send(m, w)
             return
         for w in self.pool:
-            if not w.retired and not w.tasks and m.may_send():
+            if w.state is State.IDLE and m.may_send():
                 self._send(m, w)
         for w in self.pool:
             self._feed(m, w)
 
     @property
     def n_live(self) -> int:
-        return sum(1 for w in self.pool if not w.retired)
+        return sum(1 for w in self.pool if w.state is not State.RETIRED)
 
     # -- receiving -------------------------------------------------------------
     def _receive(self, m: _Map) -> bool:
@@ -223,7 +232,7 @@ class MPIFarm:
             event = True
             w = self.pool[status.Get_source() - 1]
             tag = status.Get_tag()
-            if w.retired:
+            if w.state is State.RETIRED:
                 self._ignored.append(msg.irecv())  # a retired rank woke up: what it sends is dropped
                 continue
             w.tasks.popleft()
@@ -272,7 +281,7 @@ class MPIFarm:
     def _retire_silent(self, m: _Map, hard: float) -> bool:
         """Retire every worker whose running task is ``hard`` seconds old; True if any was."""
         now = time.perf_counter()
-        silent = [w for w in self.pool if w.tasks and not w.retired and now > w.since + hard]
+        silent = [w for w in self.pool if w.state in (State.BUSY, State.PREFETCHED) and now > w.since + hard]
         timeout = self.task_timeout
         for w in silent:
             i, *held = w.tasks
@@ -283,7 +292,8 @@ class MPIFarm:
             why = (f"rank {w.rank} ({w.host}) did not answer within the task timeout of {timeout:g} s "
                    f"(+{grace(timeout):g} s grace)")
             w.retired = why
-            _farm.mark_abandoned()
+            if self.on_retire is not None:
+                self.on_retire()
             sys.stderr.write(f"warning: {why}; it gets no more tasks, and the MPI job ends with MPI_Abort "
                              f"when this command ends\n")
             sys.stderr.flush()
@@ -316,7 +326,7 @@ class MPIFarm:
                 self._fill(m)
                 if not m.inflight:
                     if not m.halted:  # tasks left and every rank retired: fails in either on_error mode
-                        last = next(w for w in reversed(self.pool) if w.retired)
+                        last = next(w for w in reversed(self.pool) if w.state is State.RETIRED)
                         m.failure = Failure(m.queue[0], last.rank, last.host, "RuntimeError: no worker rank left "
                                             "to run the remaining tasks (every one stopped answering)\n",
                                             timeout=True)

@@ -8,14 +8,15 @@ not care which one runs:
     a callable ``handler(payload) -> result``.  Workers build it once (an env and an
     agent, say) and reuse it for every task.
 ``farm.map(payloads, schedule="dynamic", stop=None, progress=None, on_error="raise", context=None)``
-    A :class:`Results` list: the results in the order of ``payloads``, whatever order
-    they arrive in, carrying each task's :class:`Failure` (if it raised, under
-    ``on_error="skip"``) and the map's :class:`MapStats` -- a failure travels with its
+    A :class:`~synapto.parallel.results.Results` list: the results in the order of
+    ``payloads``, whatever order they arrive in, carrying each task's
+    :class:`~synapto.parallel.results.Failure` (if it raised, under ``on_error="skip"``)
+    and the map's :class:`~synapto.parallel.results.MapStats` -- a failure travels with its
     result, like ``mpi4py.futures``' (result, exception) pairs.  With a ``context``
     the handler is called as ``handler(payload, context)``: data the tasks share
     (an ES generation's centre and noise keys), which an MPI farm sends to each
     worker once per map instead of with every task.  ``stop()`` returning True ends
-    the map after the tasks in flight (:class:`FarmInterrupted`).
+    the map after the tasks in flight (:class:`~synapto.parallel.results.FarmInterrupted`).
 ``farm.close()``
     Explicit shutdown; idempotent, called from the coordinator's ``finally:``.
 
@@ -23,7 +24,10 @@ not care which one runs:
 :class:`synapto.parallel.coordinator.MPIFarm` (an event loop that never blocks on a
 worker) and ranks 1.. run :func:`synapto.parallel.worker.serve`; what goes over the
 wire and why no send may wait for its receiver: :mod:`synapto.parallel.wire`.
-:func:`make_farm` gives each process its part.
+:func:`make_farm` gives each process its part; it hands the coordinator
+:func:`mark_abandoned` (called when a rank is retired) rather than the coordinator
+importing this module, so that the arrow between the two points one way.
+The result types both farms share: :mod:`synapto.parallel.results`.
 """
 
 from __future__ import annotations
@@ -31,75 +35,10 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from synapto.parallel.deadline import Deadline, run_task
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A task that raised: which, where, and the traceback."""
-
-    index: int  #: position of the task in the map's payloads
-    rank: int
-    host: str
-    traceback: str
-    timeout: bool = False  #: the task ran past the farm's task timeout (rather than raising)
-
-    @property
-    def message(self) -> str:
-        """The exception's last line (``ValueError: ...``)."""
-        tb = self.traceback.strip()
-        return tb.splitlines()[-1] if tb else "unknown error"
-
-    def __str__(self) -> str:
-        return f"task {self.index} failed on rank {self.rank} ({self.host}): {self.message}"
-
-
-class TaskFailed(Exception):
-    """A map stopped because a task raised (``on_error="raise"``); :attr:`failure` says
-    which, where and why."""
-
-    def __init__(self, failure: Failure):
-        super().__init__(str(failure))
-        self.failure = failure
-
-
-class FarmInterrupted(Exception):
-    """``map`` was stopped by its ``stop`` callback; tasks in flight were drained."""
-
-
-@dataclass
-class MapStats:
-    """Worker-side time of one ``map`` call, summed over workers (seconds)."""
-
-    compute: float = 0.0  #: inside the handler
-    #: holding no task during the map (coordinator clock: load imbalance, waves,
-    #: the coordinator's latency in handing out the next task)
-    idle: float = 0.0
-    wall: float = 0.0  #: wall time of the map call on the coordinator
-    tasks: int = 0
-    per_worker_compute: dict = field(default_factory=dict)
-    #: as the workers report it: from their previous result to this task's start,
-    #: so it also covers the coordinator's work between two maps
-    worker_wait: float = 0.0
-    coordinator_cpu: float = 0.0  #: CPU seconds of the coordinator's process during the map
-    order: list = field(default_factory=list)  #: task indices in the order their results arrived
-
-
-class Results(list):
-    """The results of one ``map``, in task order (None where a task failed), with each
-    task's :class:`Failure` and the map's :class:`MapStats`."""
-
-    def __init__(self, values, failures: dict[int, Failure] | None = None, stats: MapStats | None = None):
-        super().__init__(values)
-        self.failures: dict[int, Failure] = dict(failures or {})  #: task index -> failure
-        self.stats = stats if stats is not None else MapStats()
-
-    def outcomes(self) -> list[tuple[Any, Failure | None]]:
-        """``(result, failure)`` per task."""
-        return [(v, self.failures.get(i)) for i, v in enumerate(self)]
+from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed
 
 
 class SerialFarm:
@@ -189,7 +128,7 @@ def make_farm(task_timeout: float | None = None):
     if rank == 0:
         from synapto.parallel.coordinator import MPIFarm
 
-        return MPIFarm(comm, task_timeout=task_timeout), True
+        return MPIFarm(comm, task_timeout=task_timeout, on_retire=mark_abandoned), True
     from synapto.parallel.worker import serve
 
     serve(comm, task_timeout=task_timeout)

@@ -7,11 +7,12 @@ import dataclasses
 
 import numpy as np
 
+from synapto.blas import limit_blas_threads
 from synapto.errors import RunFileError
 from synapto.ppo.config import PPOConfig
+from synapto.ppo.env import open_env
 from synapto.ppo.normalise import normalise
 from synapto.ppo.policy import Policy
-from synapto.ppo.train import limit_blas_threads, open_env
 from synapto.seeding import Stream, int_seed
 from synapto.store import PPORun
 

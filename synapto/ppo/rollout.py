@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from synapto.ppo.env import open_env
 from synapto.ppo.normalise import normalise
 from synapto.seeding import Stream, generator, int_seed
 
@@ -53,48 +54,27 @@ def boot_obs(norm, obs: np.ndarray) -> np.ndarray:
 def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
     """Fill ``trainer.buf`` with epoch ``epoch``'s steps; return the (env's own) returns and
     lengths of the episodes that ended."""
-    from synapto.ppo.train import open_env
-
     cfg, buf, pi, info = trainer.cfg, trainer.buf, trainer.pi, trainer.info
-    N, rank = trainer.n_envs, trainer.rank
+    N = trainer.n_envs
     T = buf.n // N
     t_start = clock()
     buf.clear()
-    rng = generator(cfg.seed, Stream.PPO, 2, rank, epoch)
-    if info.discrete:
-        noise = rng.random(buf.n)
-    else:
-        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
-    noise = pi.scale_noise(noise)
+    noise = _noise(trainer, epoch)
     norm, scaler = trainer.obs_norm, trainer.reward_scale
     if scaler is not None:
         scaler.start()
-    handles = [open_env(cfg)[0] for _ in range(N)]
-    steps = [h.step for h in handles]
-    limit = handles[0].limit
-    flat = len(handles[0].env.observation_space.shape) == 1
-    episode = [0] * N
-    t = clock()
-    raw = np.zeros((N, info.obs_dim))
-    for j, h in enumerate(handles):
-        o, _ = h.reset(seed=episode_seed(cfg, N, rank, epoch, j, 0))
-        raw[j] = o if flat else np.ravel(o)
-    t_env, t_act = clock() - t, 0.0
-    ep_ret, ep_len = np.zeros(N), np.zeros(N, np.int64)
-    ends: list[list[tuple[int, np.ndarray | None]]] = [[] for _ in range(N)]  # (end row, boot obs) per env
-    ep_returns: list[float] = []
-    ep_lengths: list[int] = []
+    envs = _Envs(cfg, N, trainer.rank, epoch, info.obs_dim)
+    t_env, t_act = envs.t_reset, 0.0
     rows = np.arange(N) * T  # buffer row of each env's step t = rows + t
     obs_buf, act_buf, rew_buf = buf.obs, buf.act, buf.rew
     single = pi.sampler() if N == 1 else None
-    rewards, ended = np.zeros(N), np.zeros(N, bool)
     for step in range(T):
         t0 = clock()
         idx = rows + step
         if norm is not None:
-            obs_buf[idx] = norm(raw, np.empty((N, info.obs_dim)))
+            obs_buf[idx] = norm(envs.raw, np.empty((N, info.obs_dim)))
         else:
-            obs_buf[idx] = raw
+            obs_buf[idx] = envs.raw
         noise_t = noise[step * N:(step + 1) * N]
         if single is not None:  # one env: the one-row pass of runs before vectorised envs
             if info.discrete:
@@ -105,33 +85,83 @@ def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
             act_buf[idx] = pi.sample_batch(obs_buf[idx], noise_t)
         t1 = clock()
         t_act += t1 - t0
-        for j in range(N):
-            o, r, terminated, truncated, _ = steps[j](act_buf[idx[j]])
-            rewards[j] = r
-            ep_ret[j] += r
-            ep_len[j] += 1
-            raw[j] = o if flat else np.ravel(o)
-            ended[j] = terminated or truncated or ep_len[j] >= limit
-            if ended[j]:
-                ends[j].append((int(idx[j]) + 1, None if terminated else boot_obs(norm, raw[j])))
-                ep_returns.append(float(ep_ret[j]))
-                ep_lengths.append(int(ep_len[j]))
-                if step + 1 < T:
-                    episode[j] += 1
-                    o, _ = handles[j].reset(seed=episode_seed(cfg, N, rank, epoch, j, episode[j]))
-                    raw[j] = o if flat else np.ravel(o)
-                    ep_ret[j], ep_len[j] = 0.0, 0
+        envs.step(act_buf, idx, step + 1 < T, norm)
         t2 = clock()
         t_env += t2 - t1
-        rew_buf[idx] = rewards if scaler is None else scaler(rewards, ended)
-    for j in range(N):
-        if not ends[j] or ends[j][-1][0] != (j + 1) * T:
-            ends[j].append(((j + 1) * T, boot_obs(norm, raw[j])))  # cut by the end of the epoch: not logged
-        for end, boot in ends[j]:
-            buf.end_path(end, boot)
-    for h in handles:
-        h.env.close()
+        rew_buf[idx] = envs.rewards if scaler is None else scaler(envs.rewards, envs.ended)
+    envs.close(buf, T, norm)
     timing["env"] += t_env
     timing["act"] += t_act
     timing["rollout"] += clock() - t_start
-    return ep_returns, ep_lengths
+    return envs.ep_returns, envs.ep_lengths
+
+
+def _noise(trainer, epoch: int) -> np.ndarray:
+    """The exploration noise of the rank's whole epoch, scaled for the policy."""
+    buf, info = trainer.buf, trainer.info
+    rng = generator(trainer.cfg.seed, Stream.PPO, 2, trainer.rank, epoch)
+    if info.discrete:
+        noise = rng.random(buf.n)
+    else:
+        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
+    return trainer.pi.scale_noise(noise)
+
+
+class _Envs:
+    """The rank's ``n`` envs of one epoch: their current raw observations, their episodes
+    so far, where each episode ended in the buffer, and the ended episodes' returns and
+    lengths."""
+
+    def __init__(self, cfg, n: int, rank: int, epoch: int, obs_dim: int):
+        self.cfg, self.n, self.rank, self.epoch = cfg, n, rank, epoch
+        self.handles = [open_env(cfg)[0] for _ in range(n)]
+        self.steps = [h.step for h in self.handles]
+        self.limit = self.handles[0].limit
+        self.flat = len(self.handles[0].env.observation_space.shape) == 1
+        self.episode = [0] * n
+        t = clock()
+        self.raw = np.zeros((n, obs_dim))
+        for j, h in enumerate(self.handles):
+            o, _ = h.reset(seed=episode_seed(cfg, n, rank, epoch, j, 0))
+            self.raw[j] = o if self.flat else np.ravel(o)
+        self.t_reset = clock() - t
+        self.ep_ret, self.ep_len = np.zeros(n), np.zeros(n, np.int64)
+        #: (end row, boot obs) of each env's episodes
+        self.ends: list[list[tuple[int, np.ndarray | None]]] = [[] for _ in range(n)]
+        self.ep_returns: list[float] = []
+        self.ep_lengths: list[int] = []
+        self.rewards, self.ended = np.zeros(n), np.zeros(n, bool)
+
+    def step(self, act_buf: np.ndarray, idx: np.ndarray, more: bool, norm) -> None:
+        """Step every env with its action ``act_buf[idx[j]]``; an env whose episode ends
+        starts the next one if ``more`` steps follow in this epoch."""
+        raw, ep_ret, ep_len, flat = self.raw, self.ep_ret, self.ep_len, self.flat
+        for j in range(self.n):
+            o, r, terminated, truncated, _ = self.steps[j](act_buf[idx[j]])
+            self.rewards[j] = r
+            ep_ret[j] += r
+            ep_len[j] += 1
+            raw[j] = o if flat else np.ravel(o)
+            self.ended[j] = terminated or truncated or ep_len[j] >= self.limit
+            if self.ended[j]:
+                self.ends[j].append((int(idx[j]) + 1, None if terminated else boot_obs(norm, raw[j])))
+                self.ep_returns.append(float(ep_ret[j]))
+                self.ep_lengths.append(int(ep_len[j]))
+                if more:
+                    self.episode[j] += 1
+                    o, _ = self.handles[j].reset(seed=episode_seed(self.cfg, self.n, self.rank, self.epoch, j,
+                                                                   self.episode[j]))
+                    raw[j] = o if flat else np.ravel(o)
+                    ep_ret[j], ep_len[j] = 0.0, 0
+
+    def close(self, buf, T: int, norm) -> None:
+        """End every env's paths in ``buf`` (the last one cut by the end of the epoch) and
+        close the envs."""
+        for j in range(self.n):
+            ends = self.ends[j]
+            if not ends or ends[-1][0] != (j + 1) * T:
+                ends.append(((j + 1) * T, boot_obs(norm, self.raw[j])))  # cut by the end of the epoch: not logged
+            for end, boot in ends:
+                buf.end_path(end, boot)
+        for h in self.handles:
+            h.env.close()

@@ -32,19 +32,19 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from synapto import faults
-from synapto.envs import SpaceInfo, make_env
+from synapto.envs import SpaceInfo
 from synapto.errors import DiskFullError, UsageError
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
 from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
+from synapto.ppo.env import open_env
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
 from synapto.ppo.policy import Policy, ValueFunction
 from synapto.blas import limit_blas_threads
@@ -52,33 +52,6 @@ from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator, int_seed
 
 clock = time.perf_counter
-
-#: wrappers that gym.make adds and that change nothing but bookkeeping: with only these,
-#: the rollout steps the bare env and applies the time limit itself (~10 % faster)
-_TRANSPARENT_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker"}
-
-
-# ------------------------------------------------------------------------- environment
-@dataclass
-class EnvHandle:
-    env: object  # what gym.make returned (closed after the epoch)
-    step: Callable  # the step function the rollout calls
-    reset: Callable
-    limit: int  # steps after which an episode is truncated
-
-
-def open_env(cfg: PPOConfig) -> tuple[EnvHandle, SpaceInfo]:
-    env = make_env(cfg.env)
-    info = SpaceInfo.of(env)
-    names, e = [], env
-    while hasattr(e, "env"):
-        names.append(type(e).__name__)
-        e = e.env
-    stepped = env.unwrapped if set(names) <= _TRANSPARENT_WRAPPERS else env
-    limits = [x for x in (cfg.max_ep_len, info.max_episode_steps) if x is not None]
-    limit = min(limits) if limits else 2**62
-    return EnvHandle(env, stepped.step, stepped.reset, limit), info
-
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:

@@ -152,7 +152,7 @@ def check_output_path(path: str | Path, force: bool) -> Path:
         raise UsageError(f"--out {str(p)!r} is not a regular file")
     if p.exists() and not force:
         raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
-    from synapto.resources import check_out_dir
+    from synapto.folders import check_out_dir
 
     # checked, not made: the run makes its folder when it starts (RunLock.acquire)
     check_out_dir(p.parent if str(p.parent) else Path("."), "--out")

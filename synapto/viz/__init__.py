@@ -50,7 +50,7 @@ def check_image_out(out: Path, suffixes: tuple[str, ...], what: str = "--out") -
     """The lower-case suffix of ``out`` (one of ``suffixes``); one-line errors otherwise, also
     for a folder that cannot be written (checked before any work).  Nothing is created: see
     :func:`make_parent`."""
-    from synapto.resources import check_out_dir
+    from synapto.folders import check_out_dir
 
     out = Path(out)
     suffix = out.suffix.lower()
@@ -220,7 +220,7 @@ class Pick:
 
     def act(self, policy):
         """``policy``'s action for a raw observation (flattened, normalised as in the run)."""
-        from synapto.evolution.evaluate import acting
+        from synapto.evolution.worker.evaluate import acting
 
         return acting(self.agent, policy, self.obs_norm)
 

@@ -1,17 +1,17 @@
-"""The batched policy of ``hebbian-dag`` (see :class:`synapto.agents.hebbian_dag.HebbianDAG`)."""
+"""The batched policy of ``hebbian-dag`` (see :class:`synapto.agents.hebbian_dag.HebbianDAG`).
+
+``agent`` is a :class:`~synapto.agents.hebbian_dag.HebbianDAG`,
+typed as its base class: the agent imports this module when asked for a batch policy,
+and this module imports nothing of the agent's, so the arrow between them points one way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
-
-if TYPE_CHECKING:
-    from synapto.agents.hebbian_dag import HebbianDAG
 
 
 class DAGBatchPolicy(RowsLastBatchPolicy):
@@ -42,7 +42,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
     #: ... with a margin in z at least this much above the error bound
     Z_SLACK = 1e-5
 
-    def __init__(self, agent: "HebbianDAG", genomes: np.ndarray, want_stats: bool, episodes: int = 1):
+    def __init__(self, agent: Agent, genomes: np.ndarray, want_stats: bool, episodes: int = 1):
         self.agent = agent
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes

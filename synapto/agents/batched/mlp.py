@@ -1,17 +1,17 @@
-"""The batched policy of ``pruned-mlp`` (see :class:`synapto.agents.pruned_mlp.PrunedMLP`)."""
+"""The batched policy of ``pruned-mlp`` (see :class:`synapto.agents.pruned_mlp.PrunedMLP`).
+
+``agent`` is a :class:`~synapto.agents.pruned_mlp.PrunedMLP`,
+typed as its base class: the agent imports this module when asked for a batch policy,
+and this module imports nothing of the agent's, so the arrow between them points one way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
-
-if TYPE_CHECKING:
-    from synapto.agents.pruned_mlp import PrunedMLP
 
 
 class MLPBatchPolicy(RowsLastBatchPolicy):
@@ -23,7 +23,7 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     of the one-row path.  Supports refilling (:meth:`load`).
     """
 
-    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray, episodes: int = 1):
+    def __init__(self, agent: Agent, genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes

@@ -184,7 +184,7 @@ def register(bench_app) -> None:
                             workers=tuple(d.workers if workers_list is None else workers_list), waves=waves,
                             raw_steps=raw_steps, out_dir=str(out_dir),
                             evolve_options=tuple(shlex.split(evolve_options)))
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)
         run_bench(settings, log=lambda msg: print(msg, flush=True))

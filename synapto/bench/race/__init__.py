@@ -125,7 +125,7 @@ def register(bench_app: typer.Typer) -> None:
     ):
         """Evolution against PPO on the same cores: wall time and env steps to each task's threshold."""
         from synapto.bench.race.load import measure, verdict
-        from synapto.resources import check_out_dir
+        from synapto.folders import check_out_dir
 
         seeds = list(seeds or [1])
         if workers < 1:

@@ -5,7 +5,7 @@ e.g. ``CartPole-v1``), a worker evaluates a whole *chunk* of individuals x episo
 once: one vector env with one sub-env per (individual, episode), and one batched
 forward pass over the chunk's stacked genomes per step (:meth:`Agent.batch_policy`).
 
-Semantics are those of :func:`synapto.evolution.evaluate.evaluate`:
+Semantics are those of :func:`synapto.evolution.worker.evaluate.evaluate`:
 
 * every sub-env starts in the state a fresh single env reset with the episode's seed
   starts in (the vector env's own ``reset`` takes one seed for all sub-envs, so the
@@ -50,8 +50,9 @@ from typing import Sequence
 
 import numpy as np
 
-from synapto.evolution.evaluate import EvalResult, EvalTask, Evaluator, EvolveSpec
-from synapto.evolution.vector_env import SeededVectorEnv
+from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+from synapto.evolution.worker.tasks import EvalResult, EvalTask
+from synapto.evolution.worker.vector_env import SeededVectorEnv
 
 #: most sub-envs (individual x episode rows) per chunk; a map has at least one chunk per worker
 CHUNK_ROWS = 4096
@@ -69,7 +70,7 @@ MIN_COMPACT = 64
 
 @dataclass(frozen=True)
 class Chunk:
-    """A chunk of payloads of the map's :class:`~synapto.evolution.evaluate.SampleContext`
+    """A chunk of payloads of the map's :class:`~synapto.evolution.worker.tasks.SampleContext`
     (noise keys over the wire): the worker builds the genomes and evaluates them batched."""
 
     payloads: tuple
@@ -86,7 +87,7 @@ class BatchTask:
 
 def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.ndarray,
                    want_stats: bool = True, slots: int | None = None) -> list[EvalResult]:
-    """:func:`~synapto.evolution.evaluate.evaluate` for every row of ``genomes`` (K, n)
+    """:func:`~synapto.evolution.worker.evaluate.evaluate` for every row of ``genomes`` (K, n)
     on the episodes ``seeds`` (K, E), in lockstep on ``venv``: at most ``slots``
     (default :data:`SLOTS`) sub-envs at a time, ended ones refilled from the queue of
     rows when the policy supports it.  A row's result does not depend on the slot or
@@ -96,119 +97,160 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
     genomes = np.asarray(genomes, dtype=np.float64)
     seeds = np.asarray(seeds)
     K, E = seeds.shape
-    N = K * E
-    flat_seeds = seeds.ravel()
+    policy = _batch_policy(agent, genomes, want_stats, E)
+    width = K * E
+    if callable(getattr(policy, "load", None)) and width > (slots or SLOTS):
+        width = slots or SLOTS
+        policy.keep(np.arange(width))
+    t_agent = clock() - t0
+    run = _Lockstep(agent.space.discrete, venv, policy, seeds.ravel(), width)
+    run.t_agent += t_agent
+    while run.n_live:
+        run.step()
+    t0 = clock()
+    stats = policy.trace_stats() if want_stats else None
+    steps = run.steps.reshape(K, E)
+    results = batch_results(agent, genomes, run.ret.reshape(K, E), steps, run.bad.reshape(K, E), stats)
+    share = steps.sum(axis=1) / max(int(run.steps.sum()), 1)
+    run.t_agent += clock() - t0
+    for k, res in enumerate(results):
+        res.env_seconds, res.agent_seconds = run.t_env * share[k], run.t_agent * share[k]
+    return results
+
+
+def _batch_policy(agent, genomes: np.ndarray, want_stats: bool, episodes: int):
+    """``agent``'s batch policy of ``genomes``, each for ``episodes`` consecutive rows."""
     import inspect
 
     if "episodes" in inspect.signature(agent.batch_policy).parameters:
-        policy = agent.batch_policy(genomes, want_stats, episodes=E)
+        policy = agent.batch_policy(genomes, want_stats, episodes=episodes)
     else:  # an agent written for the former signature: one genome per row
-        policy = agent.batch_policy(np.repeat(genomes, E, axis=0), want_stats)
+        policy = agent.batch_policy(np.repeat(genomes, episodes, axis=0), want_stats)
     if policy is None:
         raise ValueError(f"agent {agent.name!r} has no batched policy")
-    width = N
-    if callable(getattr(policy, "load", None)) and N > (slots or SLOTS):
-        width = slots or SLOTS
-        policy.keep(np.arange(width))
-    discrete = agent.space.discrete
-    ret = np.zeros(N)  # by original row (individual-major)
-    steps = np.zeros(N, dtype=np.int64)
-    bad = np.zeros(N, dtype=bool)  # a non-finite action or return
-    t_agent = clock() - t0
-    t0 = clock()
-    obs = venv.start(flat_seeds[:width])
-    t_env = clock() - t0
-    unit = venv.unit_reward
-    rows = np.arange(width)  # current sub-env -> original row
-    nxt = width  # next original row to start
-    live = np.ones(width, dtype=bool)
-    done = np.zeros(width, dtype=bool)
-    cur_ret = np.zeros(width)
-    cur_steps = np.zeros(width, dtype=np.int64)
-    free: list[np.ndarray] = []  # ended sub-envs waiting for a refill
-    n_free = 0
-    n_live = width
-    refill_at = max(1, int(width * REFILL_FRACTION))
-    while n_live:
+    return policy
+
+
+class _Lockstep:
+    """One :func:`evaluate_batch` in progress: the original rows (individual-major, one
+    episode each) run on ``width`` sub-envs.  Per original row: its return, steps and
+    non-finite flag; per sub-env: the row it runs, whether it still runs, its episode's
+    sums so far.  Ended sub-envs keep stepping until refilled or dropped: their sums are
+    not read."""
+
+    def __init__(self, discrete: bool, venv: SeededVectorEnv, policy, seeds: np.ndarray, width: int):
+        n = len(seeds)
+        self.discrete, self.venv, self.policy, self.seeds, self.n = discrete, venv, policy, seeds, n
+        self.ret = np.zeros(n)  # by original row
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.bad = np.zeros(n, dtype=bool)  # a non-finite action or return
+        self.t_agent = 0.0
+        t0 = time.perf_counter()
+        self.obs = venv.start(seeds[:width])
+        self.t_env = time.perf_counter() - t0
+        self.unit = venv.unit_reward
+        self.rows = np.arange(width)  # current sub-env -> original row
+        self.nxt = width  # next original row to start
+        self.live = np.ones(width, dtype=bool)
+        self.done = np.zeros(width, dtype=bool)
+        self.cur_ret = np.zeros(width)
+        self.cur_steps = np.zeros(width, dtype=np.int64)
+        self.free: list[np.ndarray] = []  # ended sub-envs waiting for a refill
+        self.n_free = 0
+        self.n_live = width
+        self.refill_at = max(1, int(width * REFILL_FRACTION))
+
+    def step(self) -> None:
+        """One step of every sub-env; then the ended episodes' bookkeeping."""
+        clock = time.perf_counter
         t0 = clock()
-        action = policy.act(obs)
+        action, stepping = self._actions()
+        t1 = clock()
+        self.obs, reward, terminated, truncated = self.venv.step(action)
+        t2 = clock()
+        self.t_env += t2 - t1
+        self._count(reward, terminated, truncated, stepping)
+        if self.done.any():
+            self._ended(np.flatnonzero(self.done))
+        self.t_agent += clock() - t2 + t1 - t0
+
+    def _actions(self):
+        """The policy's actions, and (Box actions with a non-finite row) which sub-envs step."""
+        action = self.policy.act(self.obs)
         stepping = None
-        if not discrete:
+        if not self.discrete:
             finite = np.isfinite(action).all(axis=1)
             if not finite.all():
-                hit = live & ~finite
-                bad[rows[hit]] = True
-                stepping = live & finite
+                self.bad[self.rows[self.live & ~finite]] = True
+                stepping = self.live & finite
                 action = np.where(finite[:, None], action, 0.0)
-        t1 = clock()
-        obs, reward, terminated, truncated = venv.step(action)
-        t2 = clock()
-        t_env += t2 - t1
-        # ended sub-envs keep stepping until refilled or dropped: their sums are not read
+        return action, stepping
+
+    def _count(self, reward, terminated, truncated, stepping) -> None:
         if stepping is None:
-            cur_steps += 1
-            if not unit:
-                cur_ret += reward
-            np.logical_or(terminated, truncated, out=done)
-            done &= live
+            self.cur_steps += 1
+            if not self.unit:
+                self.cur_ret += reward
+            np.logical_or(terminated, truncated, out=self.done)
+            self.done &= self.live
         else:
-            cur_steps += stepping
-            cur_ret += np.where(stepping, reward, 0.0)
-            done = live & (terminated | truncated | ~stepping)
-        if done.any():
-            idx = np.flatnonzero(done)
-            ended = rows[idx]
-            steps[ended] = cur_steps[idx]
-            ret[ended] = cur_steps[idx] if unit else cur_ret[idx]
-            policy.end_episodes(idx)
-            live[idx] = False
-            n_live -= len(idx)
-            if nxt < N:
-                free.append(idx)
-                n_free += len(idx)
-                if n_free >= refill_at or n_live == 0:
-                    slots_free = np.concatenate(free)
-                    take = min(len(slots_free), N - nxt)
-                    fill, rest = slots_free[:take], slots_free[take:]
-                    new = np.arange(nxt, nxt + take)
-                    nxt += take
-                    t3 = clock()
-                    venv.load(fill, flat_seeds[new], obs)
-                    t_env += clock() - t3
-                    policy.load(fill, new)
-                    rows[fill] = new
-                    live[fill] = True
-                    cur_steps[fill] = 0
-                    cur_ret[fill] = 0.0
-                    n_live += take
-                    free, n_free = ([rest], len(rest)) if len(rest) else ([], 0)
-                    if len(rest):
-                        venv.clear(rest)
-                else:
-                    venv.clear(idx)
-            elif n_live and n_live <= COMPACT_AT * len(live) and len(live) > MIN_COMPACT:
-                keep = np.flatnonzero(live)
-                rows, cur_ret, cur_steps = rows[keep], cur_ret[keep], cur_steps[keep]
-                obs = obs[keep]
-                live = np.ones(len(keep), dtype=bool)
-                done = np.zeros(len(keep), dtype=bool)
-                t3 = clock()
-                venv.compact(keep)
-                if venv.fast is not None:
-                    obs = venv.fast.obs
-                t_env += clock() - t3
-                policy.keep(keep)
+            self.cur_steps += stepping
+            self.cur_ret += np.where(stepping, reward, 0.0)
+            self.done = self.live & (terminated | truncated | ~stepping)
+
+    def _ended(self, idx: np.ndarray) -> None:
+        """Record the episodes of sub-envs ``idx``; refill, compact or clear."""
+        ended = self.rows[idx]
+        self.steps[ended] = self.cur_steps[idx]
+        self.ret[ended] = self.cur_steps[idx] if self.unit else self.cur_ret[idx]
+        self.policy.end_episodes(idx)
+        self.live[idx] = False
+        self.n_live -= len(idx)
+        if self.nxt < self.n:
+            self.free.append(idx)
+            self.n_free += len(idx)
+            if self.n_free >= self.refill_at or self.n_live == 0:
+                self._refill()
             else:
-                venv.clear(idx)
-        t_agent += clock() - t2 + t1 - t0
-    t0 = clock()
-    stats = policy.trace_stats() if want_stats else None
-    results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
-    share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
-    t_agent += clock() - t0
-    for k, res in enumerate(results):
-        res.env_seconds, res.agent_seconds = t_env * share[k], t_agent * share[k]
-    return results
+                self.venv.clear(idx)
+        elif self.n_live and self.n_live <= COMPACT_AT * len(self.live) and len(self.live) > MIN_COMPACT:
+            self._compact()
+        else:
+            self.venv.clear(idx)
+
+    def _refill(self) -> None:
+        """The free sub-envs start the next rows of the queue (as many as are left)."""
+        slots_free = np.concatenate(self.free)
+        take = min(len(slots_free), self.n - self.nxt)
+        fill, rest = slots_free[:take], slots_free[take:]
+        new = np.arange(self.nxt, self.nxt + take)
+        self.nxt += take
+        t3 = time.perf_counter()
+        self.venv.load(fill, self.seeds[new], self.obs)
+        self.t_env += time.perf_counter() - t3
+        self.policy.load(fill, new)
+        self.rows[fill] = new
+        self.live[fill] = True
+        self.cur_steps[fill] = 0
+        self.cur_ret[fill] = 0.0
+        self.n_live += take
+        self.free, self.n_free = ([rest], len(rest)) if len(rest) else ([], 0)
+        if len(rest):
+            self.venv.clear(rest)
+
+    def _compact(self) -> None:
+        """Drop the ended sub-envs from the vector env and the policy."""
+        keep = np.flatnonzero(self.live)
+        self.rows, self.cur_ret, self.cur_steps = self.rows[keep], self.cur_ret[keep], self.cur_steps[keep]
+        self.obs = self.obs[keep]
+        self.live = np.ones(len(keep), dtype=bool)
+        self.done = np.zeros(len(keep), dtype=bool)
+        t3 = time.perf_counter()
+        self.venv.compact(keep)
+        if self.venv.fast is not None:
+            self.obs = self.venv.fast.obs
+        self.t_env += time.perf_counter() - t3
+        self.policy.keep(keep)
 
 
 def batch_results(agent, genomes: np.ndarray, ret: np.ndarray, steps: np.ndarray, bad: np.ndarray,
@@ -327,7 +369,7 @@ class BatchingFarm:
         return True
 
     def map(self, payloads, **kw):
-        from synapto.parallel.farm import Results, TaskFailed
+        from synapto.parallel.results import Results, TaskFailed
 
         payloads = list(payloads)
         context = kw.get("context")

@@ -17,7 +17,7 @@ steps only the rows still running (``env_id``); a row's episode ends at its own
 ``terminated``/``truncated`` and its env is never stepped again (envpool would reset
 it).  Ended rows are dropped from the policy once a quarter of them has ended.
 
-Per row, as :func:`synapto.evolution.evaluate.evaluate` does for one env:
+Per row, as :func:`synapto.evolution.worker.evaluate.evaluate` does for one env:
 
 * observation normalisation and counting as :class:`~synapto.evolution.obs_norm.NormalisedActor`
   (``clip((obs - mean) / std)`` in float64; the observations the policy acted on are
@@ -35,6 +35,12 @@ Box2D worlds, and the Box-action forward passes sum in a fixed order
 to the one-row policy's).  So results do not depend on chunking: a run file is
 bit-identical for any number of ranks, and ``replay`` (which evaluates each training
 item alone, here too) reproduces it bit for bit.  ``tests/test_fast_box2d.py`` checks these.
+
+A run's farm (:func:`training_farm`) and its replay's are set up with :class:`FastSpec`:
+its evaluator runs training tasks here, in chunks or alone, and hands everything else
+to the one-env :class:`~synapto.evolution.worker.evaluate.Evaluator`, which needs
+nothing of this module (the arrow points one way: this module builds on
+:mod:`.evaluate` and :mod:`.batched`).
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.batched import CHUNK_ROWS, BatchingFarm, Chunk, batch_results
-from synapto.evolution.evaluate import EvalResult, EvalTask, Evaluator, EvolveSpec
+from synapto.evolution.worker.batched import CHUNK_ROWS, BatchingFarm, Chunk, batch_results
+from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+from synapto.evolution.worker.tasks import EvalResult, EvalTask
 from synapto.shaping import FALL_PENALTY, Shaping
 
 #: gymnasium ids whose training episodes envpool runs (its task of the same id)
@@ -156,47 +163,24 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     t_env = clock() - t0
     discrete = agent.space.discrete
     t = 0
+    out = (ret, steps, osum, osumsq)
     while st.live.any():
         t0 = clock()
-        live = st.live
-        ok = np.isfinite(x).all(axis=1)
-        if count:
-            seen = live & ok  # NormalisedActor records what the policy is given
-            x64 = x.astype(np.float64)
-            np.add(st.osum, x64, out=st.osum, where=seen[:, None])
-            np.add(st.osumsq, np.square(x64), out=st.osumsq, where=seen[:, None])
-            ocount[st.rows[seen]] += 1
-        xin = x
-        if st.mean is not None:
-            xin = np.subtract(x, st.mean)
-            xin /= st.std
-            np.clip(xin, -5.0, 5.0, out=xin)
-        with np.errstate(over="ignore", invalid="ignore"):
-            action = policy.act(xin)
-        if not discrete:
-            ok &= np.isfinite(action).all(axis=1)
-        stop = live & ~ok
-        if stop.any():  # a non-finite observation or action: the evaluation stops there
-            bad[st.rows[stop]] = True
-            _end(st, np.flatnonzero(stop), t, ret, steps, osum, osumsq, policy)
+        action = _act(st, x, policy, discrete, t, ocount, bad, out)
         go = np.flatnonzero(st.live)
         t1 = clock()
         t_agent += t1 - t0
         if len(go) == 0:
             break
-        a = action[go].astype(np.int32 if discrete else np.float32)
-        o, r, term, trunc, info = pool.step(a, st.rows[go].astype(np.int32))
+        go, o, r, term, trunc = _step(pool, action, go, st.rows, discrete)
         t2 = clock()
         t_env += t2 - t1
         t += 1
-        if not np.array_equal(info["env_id"], st.rows[go]):  # results in another order: place by id
-            where = np.argsort(st.rows[go])
-            go = go[where[np.searchsorted(st.rows[go][where], info["env_id"])]]
         x[go] = o
         trunc = _shape(st, go, r.astype(np.float64), term, trunc.copy(), t, shaping)
         ended = go[term | trunc]
         if len(ended):
-            _end(st, ended, t, ret, steps, osum, osumsq, policy)
+            _end(st, ended, t, out, policy)
             n = len(st.live)
             if st.live.sum() <= COMPACT_AT * n:
                 keep = np.flatnonzero(st.live)
@@ -215,6 +199,46 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     for k, res in enumerate(results):
         res.env_seconds, res.agent_seconds = t_env * share[k], t_agent * share[k]
     return results
+
+
+def _act(st: _Rows, x: np.ndarray, policy, discrete: bool, t: int, ocount, bad, out) -> np.ndarray:
+    """The policy's actions on the rows' observations ``x``: counted (``count_obs``: what
+    the policy is given, as :class:`~synapto.evolution.obs_norm.NormalisedActor` records
+    it) and normalised first; a row whose observation or action is not finite ends its
+    evaluation there (``bad``; ``out``: the per-row totals :func:`_end` writes)."""
+    live = st.live
+    ok = np.isfinite(x).all(axis=1)
+    if st.count:
+        seen = live & ok
+        x64 = x.astype(np.float64)
+        np.add(st.osum, x64, out=st.osum, where=seen[:, None])
+        np.add(st.osumsq, np.square(x64), out=st.osumsq, where=seen[:, None])
+        ocount[st.rows[seen]] += 1
+    xin = x
+    if st.mean is not None:
+        xin = np.subtract(x, st.mean)
+        xin /= st.std
+        np.clip(xin, -5.0, 5.0, out=xin)
+    with np.errstate(over="ignore", invalid="ignore"):
+        action = policy.act(xin)
+    if not discrete:
+        ok &= np.isfinite(action).all(axis=1)
+    stop = live & ~ok
+    if stop.any():  # a non-finite observation or action: the evaluation stops there
+        bad[st.rows[stop]] = True
+        _end(st, np.flatnonzero(stop), t, out, policy)
+    return action
+
+
+def _step(pool, action: np.ndarray, go: np.ndarray, rows: np.ndarray, discrete: bool):
+    """Step the pool's envs of positions ``go``: ``(go, obs, reward, terminated, truncated)``,
+    ``go`` reordered as the pool answered (it places results by env id)."""
+    a = action[go].astype(np.int32 if discrete else np.float32)
+    o, r, term, trunc, info = pool.step(a, rows[go].astype(np.int32))
+    if not np.array_equal(info["env_id"], rows[go]):  # results in another order: place by id
+        where = np.argsort(rows[go])
+        go = go[where[np.searchsorted(rows[go][where], info["env_id"])]]
+    return go, o, r, term, trunc
 
 
 def _shape(st: _Rows, go: np.ndarray, raw: np.ndarray, term: np.ndarray, trunc: np.ndarray, t: int,
@@ -241,8 +265,10 @@ def _shape(st: _Rows, go: np.ndarray, raw: np.ndarray, term: np.ndarray, trunc: 
     return trunc
 
 
-def _end(st: _Rows, pos: np.ndarray, t: int, ret, steps, osum, osumsq, policy) -> None:
-    """The episodes of positions ``pos`` ended after ``t`` steps."""
+def _end(st: _Rows, pos: np.ndarray, t: int, out: tuple, policy) -> None:
+    """The episodes of positions ``pos`` ended after ``t`` steps: into ``out``, the per-row
+    totals ``(ret, steps, osum, osumsq)`` (the last two None without ``count_obs``)."""
+    ret, steps, osum, osumsq = out
     rows = st.rows[pos]
     ret[rows] = st.ret[pos]
     steps[rows] = t
@@ -271,7 +297,7 @@ def _fold_obs(results, tasks, ocount, osum, osumsq) -> None:
 @dataclass(frozen=True)
 class FastSpec:
     """A worker's recipe: the one-at-a-time :class:`Evaluator` (validation, test) and
-    envpool chunks of training tasks."""
+    envpool for training tasks, in chunks or alone (the farm of a run, and of its replay)."""
 
     spec: EvolveSpec
 
@@ -289,7 +315,11 @@ class FastEvaluator:
             return evaluate_tasks(self.agent, self.env, [context.task(p) for p in task.payloads], self.shaping)
         if isinstance(task, TrainChunk):
             return evaluate_tasks(self.agent, self.env, task.tasks, self.shaping)
-        return self.serial(task, context)  # training tasks alone go to envpool there too
+        if context is not None:
+            task = context.task(task)
+        if task.shaped:  # a training task alone (replay, a failed chunk's retry): envpool too
+            return evaluate_tasks(self.agent, self.env, [task], self.shaping)[0]
+        return self.serial(task)
 
 
 class TrainingFarm(BatchingFarm):

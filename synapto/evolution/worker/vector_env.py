@@ -4,7 +4,7 @@
 sub-env ``r`` starts from the state a fresh single env reset with seed ``s_r`` starts
 in, and can be refilled, cleared and compacted row by row; :class:`CartPoleStep` runs
 gymnasium's CartPole dynamics on preallocated buffers, bit for bit.  Used by the
-batched evaluation (:mod:`synapto.evolution.batched`), whose docstring states the
+batched evaluation (:mod:`synapto.evolution.worker.batched`), whose docstring states the
 semantics.
 """
 
