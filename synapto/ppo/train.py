@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -300,9 +301,6 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
     :mod:`synapto.ppo.command`; rank 0 writes and logs, and calls ``callbacks``
     (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose ``generation`` is
     the epoch."""
-    from synapto.ppo.progress import ProgressWriter, log_dir
-    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
-
     t_start = time.time()
     limit_blas_threads(1)
     coll = Collectives(comm)
@@ -311,35 +309,12 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
     handle, info = open_env(cfg)
     handle.env.close()
 
-    writer = progress = lock = None
-    checkpoint, start, time_offset = None, 0, 0.0
-    error = None
+    opened = _Opened()
     if rank == 0:
-        try:
-            # one writer per run file, for the whole run: taken before anything is read or written
-            lock = RunLock(out).acquire()
-            if resume:  # synapto.ppo.command checked the run, its ranks and epochs
-                writer, checkpoint, start = prepare_resume(out, cfg, size)
-                with PPORun(out) as run:
-                    rows = run.progress_rows()
-                time_offset = float(rows[-1]["Time"]) if rows else 0.0
-            else:
-                n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
-                                          np.random.default_rng(0)).size
-                n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
-                writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
-                rows = []
-            with writing(log_dir(out) / "progress.txt", "writing progress.txt and config.json"):
-                progress = ProgressWriter(log_dir(out), cfg, size, rows)
-        except (UsageError, DiskFullError) as exc:
-            if isinstance(exc, DiskFullError) and resume:
-                exc.resume = _resume_command(out, size)
-            error = exc
-            for opened in (writer, progress, lock):
-                if opened is not None:
-                    (opened.release if opened is lock else opened.close)()
-            writer = progress = lock = None
-    _broadcast_error(comm, error)
+        opened = _open_run(cfg, out, size, info, resume, force)
+    writer, progress, lock = opened.writer, opened.progress, opened.lock
+    start, checkpoint, time_offset = opened.start, opened.checkpoint, opened.time_offset
+    _broadcast_error(comm, opened.error)
     if comm is not None:
         start, checkpoint = comm.bcast((start, checkpoint), root=0)
 
@@ -354,18 +329,9 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 faults.point("epoch", k)
             stats, timing = trainer.epoch(k)
             if rank == 0:
-                t = clock()
                 timing["setup"] = setup if k == start else 0.0
                 timing["Time"] = time_offset + time.time() - t_start
-                writer.append(k, stats, timing, trainer.checkpoint(), trainer.obs_norm_now())
-                with writing(log_dir(out) / "progress.txt", f"writing epoch {k} to progress.txt"):
-                    progress.write({**stats, "Time": timing["Time"]})
-                timing["write"] = clock() - t
-                writer.set_timing(k, "write", timing["write"])
-                log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
-                    f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
-                    f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
-                    f"{timing['update']:.2f})")
+                _record_epoch(k, stats, timing, trainer, writer, progress, out, log)
                 _report(callbacks, k, stats, timing, time.time() - t_start, out, cfg)
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
@@ -396,6 +362,70 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
 
             close_all(callbacks)
     return out if rank == 0 else None
+
+
+@dataclass
+class _Opened:
+    """What rank 0 opened for a run (or the error that stopped it): the run file's writer,
+    progress.txt, the lock, and where the run starts."""
+    writer: object = None
+    progress: object = None
+    lock: object = None
+    checkpoint: object = None
+    start: int = 0
+    time_offset: float = 0.0
+    error: Exception | None = None
+
+
+def _open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: bool) -> _Opened:
+    """Rank 0: lock ``out``, then create it or read where it stopped, and open progress.txt;
+    a usage error or a full disk is returned (with everything opened closed again), for
+    every rank to raise together."""
+    from synapto.ppo.progress import ProgressWriter, log_dir
+    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
+
+    o = _Opened()
+    try:
+        # one writer per run file, for the whole run: taken before anything is read or written
+        o.lock = RunLock(out).acquire()
+        if resume:  # synapto.ppo.command checked the run, its ranks and epochs
+            o.writer, o.checkpoint, o.start = prepare_resume(out, cfg, size)
+            with PPORun(out) as run:
+                rows = run.progress_rows()
+            o.time_offset = float(rows[-1]["Time"]) if rows else 0.0
+        else:
+            n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
+                                      np.random.default_rng(0)).size
+            n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
+            o.writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
+            rows = []
+        with writing(log_dir(out) / "progress.txt", "writing progress.txt and config.json"):
+            o.progress = ProgressWriter(log_dir(out), cfg, size, rows)
+    except (UsageError, DiskFullError) as exc:
+        if isinstance(exc, DiskFullError) and resume:
+            exc.resume = _resume_command(out, size)
+        for opened in (o.writer, o.progress, o.lock):
+            if opened is not None:
+                (opened.release if opened is o.lock else opened.close)()
+        return _Opened(error=exc)
+    return o
+
+
+def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, out: Path, log) -> None:
+    """Rank 0: epoch ``k`` into the run file and progress.txt, and its log line."""
+    from synapto.ppo.progress import log_dir
+    from synapto.store import writing
+
+    t = clock()
+    writer.append(k, stats, timing, trainer.checkpoint(), trainer.obs_norm_now())
+    with writing(log_dir(out) / "progress.txt", f"writing epoch {k} to progress.txt"):
+        progress.write({**stats, "Time": timing["Time"]})
+    timing["write"] = clock() - t
+    writer.set_timing(k, "write", timing["write"])
+    log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
+        f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
+        f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
+        f"{timing['update']:.2f})")
 
 
 def _report(callbacks, epoch, stats, timing, elapsed, out, cfg) -> None:
