@@ -17,7 +17,8 @@ give ``x``; the centre strategies start at ``x0`` (``init_std`` 0 unless given) 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class AskTell:
 
     @classmethod
     def vector(cls, x0: Sequence[float], strategy: str = "openai-es", population: int = 64, seed: int = 0,
-               **options: Any) -> "AskTell":
+               **options: Any) -> AskTell:
         """Ask/tell over a plain vector starting at ``x0`` (see the module docstring)."""
         x0 = np.array(x0, dtype=np.float64).ravel()
         if x0.size == 0 or not np.all(np.isfinite(x0)):
@@ -143,7 +144,7 @@ class AskTell:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], agent=None, strategy: str | None = None,
-                   population: int | None = None, **options: Any) -> "AskTell":
+                   population: int | None = None, **options: Any) -> AskTell:
         """The search of :meth:`state`, continued.  ``strategy``, ``population`` and
         ``options`` default to the stored ones (a state of an older synapto lacks them:
         then they must be given); ``agent`` is needed for an agent's genome only."""

@@ -146,7 +146,7 @@ class Samples:
         return out
 
     @classmethod
-    def from_arrays(cls, kind: str, centre: np.ndarray, arrays) -> "Samples":
+    def from_arrays(cls, kind: str, centre: np.ndarray, arrays) -> Samples:
         sigma = np.asarray(arrays["sigma"], dtype=np.float64)
         return cls(kind, np.asarray(centre, dtype=np.float64), float(sigma) if sigma.ndim == 0 else sigma,
                    np.asarray(arrays["keys"], dtype=np.uint64),

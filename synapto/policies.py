@@ -164,8 +164,8 @@ class PPOPolicy(_Exportable):
         return self._policy.mode(np.asarray(x).astype(self._dtype))
 
     def network(self):
-        from synapto.ppo.normalise import CLIP
         from synapto.policy_export import Layer, Network
+        from synapto.ppo.normalise import CLIP
 
         mlp = self._policy.mlp
         n = len(mlp.W)

@@ -68,8 +68,8 @@ class Network:
         return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "dtype": self.dtype,
                 "obs_norm": self.obs_norm is not None, "obs_clip": self.obs_clip,
                 "output_start": self.output_start, "head": self.head,
-                "layers": [{"input": l.input, "activation": l.activation, "shape": list(l.weight.shape),
-                            "bias": l.bias is not None} for l in self.layers]}
+                "layers": [{"input": layer.input, "activation": layer.activation, "shape": list(layer.weight.shape),
+                            "bias": layer.bias is not None} for layer in self.layers]}
 
 
 def write_npz(net: Network, path: str | Path) -> None:

@@ -9,8 +9,8 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
+
 from synapto.cli import main
 
 SMALL = ["--env", "CartPole-v1", "--population", "4", "--generations", "1", "--episodes", "1",
@@ -242,6 +242,7 @@ def test_config_file_with_command_line_overrides(tmp_path):
     """quickstart.toml through the command line, shrunk by overrides: the file gives what
     the command line does not."""
     import json
+
     import tomllib
 
     path = ROOT / "experiments" / "quickstart.toml"

@@ -4,8 +4,8 @@ says how long it expects to take; options given change it (one set of defaults).
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
+
 from synapto import defaults
 from synapto.agents import build_agent
 from synapto.cli import EVOLVE_KEYS, strategy_options

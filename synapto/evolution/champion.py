@@ -11,8 +11,8 @@ observation normalisation of the generation it was judged in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

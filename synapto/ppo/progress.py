@@ -56,7 +56,7 @@ class ProgressWriter:
     def __init__(self, folder: Path, cfg: PPOConfig, ranks: int, rows: list[dict] = ()):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(spinup_config(cfg, ranks), indent=4, sort_keys=True) + "\n")
-        self.file = open(folder / "progress.txt", "w")
+        self.file = open(folder / "progress.txt", "w")  # noqa: SIM115 (one line per epoch until close())
         self.file.write("\t".join(PROGRESS_COLUMNS) + "\n")
         for row in rows:
             self.write(row)

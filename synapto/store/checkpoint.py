@@ -14,15 +14,23 @@ rather than resumed from.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from synapto.errors import RunFileError
-from synapto.store.files import (FORMAT, FORMAT_VERSION, READABLE_VERSIONS, check_metadata, fixed_dataset, h5py,
-                                 replace_file, write_image)
+from synapto.store.files import (
+    FORMAT,
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    check_metadata,
+    fixed_dataset,
+    h5py,
+    replace_file,
+    write_image,
+)
 
 #: attributes of a checkpoint that are not the caller's scalars
 RESERVED = {"format", "format_version", "config", "rng_state", "bit_generator", "run_id"}

@@ -36,9 +36,9 @@ import json
 import os
 import platform
 import re
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -187,7 +187,7 @@ def check_metadata(f, what: str) -> None:
         for name in names:
             obj = f[name]
             if isinstance(obj, h5.Dataset):
-                obj.shape, obj.dtype
+                _ = obj.shape, obj.dtype  # reading them reads (and checks) the header
             list(obj.attrs.keys())
         list(f.attrs.keys())
     except Exception as exc:

@@ -11,7 +11,8 @@ the run option itself.  Trials never run the test stream: their ``test_episodes`
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from synapto.errors import UsageError
 

@@ -80,9 +80,9 @@ def plots(study, stem: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--report's plots need matplotlib: pip install 'synapto-evo[plot]'") from None
-    from optuna.visualization import matplotlib as ovm
-
     import warnings
+
+    from optuna.visualization import matplotlib as ovm
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     out = []

@@ -7,9 +7,9 @@
 - :mod:`synapto.viz.cli`     the four commands
 
 This module reads run files (through :class:`synapto.store.RunData`) into
-:class:`RunSeries` (what plotting and export need) and picks genomes to look at.  matplotlib and imageio (the ``plot`` extra) are
-imported only inside the commands that need them, through :func:`require`, so the
-rest of synapto works without them.
+:class:`RunSeries` (what plotting and export need) and picks genomes to look at.
+matplotlib and imageio (the ``plot`` extra) are imported only inside the commands that
+need them, through :func:`require`, so the rest of synapto works without them.
 """
 
 from __future__ import annotations
@@ -263,7 +263,8 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
             test_returns, norm = champion.test_returns, champion.obs_norm
-            tested_on = f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
+            tested_on = (f", test {test_returns.mean():.1f} over {test_returns.size} episodes"
+                         if test_returns.size else "")
             what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
             label = f"champion of gen {generation}"
         else:
