@@ -121,12 +121,12 @@ class Lineage:
     def genomes(self) -> np.ndarray:
         return np.stack([self.genome(i) for i in range(self.population)])
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> dict[str, np.ndarray | np.float64]:
         """What the run file stores of a generation (``/samples/<name>``)."""
         return {"refs": self.refs, "origin": self.origin, "pruned": self.pruned, "keys": self.keys,
                 "std": np.float64(self.std), "assign": np.float64(self.assign)}
 
-    def state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray | np.float64]:
         """Everything, for the checkpoint (``lineage_<name>``)."""
         out = {**self.arrays(), "bounds": self.bounds}
         out.update({k: v for k, v in (("parents", self.parents), ("initial", self.initial)) if v is not None})

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from synapto.errors import TrackingError, UsageError
 
@@ -79,8 +80,8 @@ class TensorBoardWriter:
     def __init__(self, logdir: str | Path, per_run: bool = False):
         self.logdir = Path(logdir)
         self.per_run = per_run
-        self.writer = None
-        self.out = None  #: the run file the open writer belongs to
+        self.writer: Any = None  #: a tensorboardX SummaryWriter, once a run reports
+        self.out: Path | None = None  #: the run file the open writer belongs to
 
     @classmethod
     def checked(cls, logdir: str | Path, per_run: bool = False) -> TensorBoardWriter:
@@ -142,7 +143,8 @@ class LiveLog:
         self.kind = self.path.suffix.lower()
         if self.kind not in self.SUFFIXES:
             raise UsageError(f"--live-log {str(self.path)!r} must end in .csv or .jsonl")
-        self.file = None
+        self.file: TextIO | None = None
+        self.csv: Any = None  #: the csv.writer of ``file`` (.csv only)
         self.columns: list[str] | None = None
 
     @classmethod
@@ -168,22 +170,23 @@ class LiveLog:
             raise TrackingError(f"--live-log {str(self.path)!r} cannot be written ({exc.strerror or exc})") from None
 
     def _write(self, row: dict) -> None:
-        if self.file is None:
+        file = self.file
+        if file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = open(self.path, "a+", newline="")  # noqa: SIM115 (held open across generations; close() closes it)
-            self.file.seek(0)
-            header = self.file.readline() if self.kind == ".csv" else ""
-            self.file.seek(0, 2)
+            file = self.file = open(self.path, "a+", newline="")  # noqa: SIM115 (held open across generations)
+            file.seek(0)
+            header = file.readline() if self.kind == ".csv" else ""
+            file.seek(0, 2)
             if self.kind == ".csv":
-                self.csv = csv.writer(self.file)
+                self.csv = csv.writer(file)
                 self.columns = next(csv.reader([header])) if header.strip() else list(row)
                 if not header.strip():
                     self.csv.writerow(self.columns)
         if self.kind == ".csv":
-            self.csv.writerow([_cell(row.get(c)) for c in self.columns])
+            self.csv.writerow([_cell(row.get(c)) for c in self.columns or ()])
         else:
-            self.file.write(json.dumps({k: _json(v) for k, v in row.items()}) + "\n")
-        self.file.flush()
+            file.write(json.dumps({k: _json(v) for k, v in row.items()}) + "\n")
+        file.flush()
 
     def close(self) -> None:
         if self.file is not None:

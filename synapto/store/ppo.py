@@ -103,12 +103,13 @@ def _param_groups(cfg) -> list[str]:
 
 def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
     """``(name, rows, tail, dtype)`` per-epoch datasets and ``(name, data, checksum)`` fixed ones."""
+    rows: list[tuple[str, int, tuple[int, ...], type]]
     rows = [(f"stats/{name}", cfg.epochs, (), np.int64 if name in INT_STATS else np.float64) for name in STATS]
     rows += [(f"timing/{name}", cfg.epochs, (), np.float64) for name in TIMING]
     if getattr(cfg, "obs_norm", False):
         rows += [("obs_norm/mean", cfg.epochs, (obs_dim,), np.float64),
                  ("obs_norm/std", cfg.epochs, (obs_dim,), np.float64)]
-    fixed = []
+    fixed: list[tuple[str, np.ndarray, bool]] = []
     for group in _param_groups(cfg):
         fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
     for slot in ("slot0", "slot1"):
