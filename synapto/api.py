@@ -19,14 +19,14 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.evaluate import EvalResult, evaluate
 from synapto.evolution.loop import RunOptions, RunSummary, run_evolution
 
@@ -115,7 +115,7 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
                 callback(report)
             continue
         log(line)
-        tail = (tail + [line])[-20:]
+        tail = [*tail, line][-20:]
     return tail
 
 
@@ -168,7 +168,7 @@ def _report_to_parent(report) -> None:
                                     "elapsed": report.elapsed}), flush=True)
 
 
-def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int],
+def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int] | np.ndarray,
             obs_norm: tuple[np.ndarray, np.ndarray] | None = None, env_options=None) -> EvalResult:
     """Episodes of ``genome`` on ``env``, one per seed, each in a fresh environment reset
     with that seed (the evaluation ``synapto evolve`` runs): returns, steps, fitness

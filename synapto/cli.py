@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 
-from synapto.evolution.config import EvolveConfig
 from synapto.errors import DiskFullError, TrackingError, UsageError
-from synapto.evolution.command import check_task_timeout  # noqa: F401  (part of this module's interface)
+from synapto.evolution.command import check_task_timeout
+from synapto.evolution.config import EvolveConfig
 from synapto.logs import say
 from synapto.options import STRATEGY_SHORTHANDS, key_values, strategy_options, table
 from synapto.parallel.launch import env_rank
@@ -99,8 +99,7 @@ def hoist_global_flags(argv: list[str]) -> list[str]:
 EVOLVE_KEYS = {"env", "env_options", "agent", "population", "generations", "max_env_steps", "hidden", "episodes",
                "seed", "test_episodes", "agent_options", "workers", "out", "crn", "validate_top",
                "validate_episodes", "strategy", "strategy_options", "obs_norm", "select_episodes",
-               "task_timeout", "env_options",
-               *STRATEGY_SHORTHANDS}
+               "task_timeout", *STRATEGY_SHORTHANDS}
 
 
 def out_for_seed(out: Path, seed: int, n_seeds: int) -> Path:
@@ -157,17 +156,17 @@ def evolve(
     ctx: typer.Context,
     env: Annotated[str, typer.Option(help="Gymnasium environment id; module:Env-v0 imports module first.",
                                      rich_help_panel=HELP_SECTIONS["run"])] = _E["env"],
-    env_option: Annotated[Optional[list[str]], typer.Option(
+    env_option: Annotated[list[str] | None, typer.Option(
         help="A keyword argument of the env's constructor, KEY=VALUE (repeatable), e.g. continuous=true.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag, or package.module:Class.",
                                        rich_help_panel=HELP_SECTIONS["run"])] = _E["agent"],
-    agent_option: Annotated[Optional[list[str]], typer.Option(
+    agent_option: Annotated[list[str] | None, typer.Option(
         help="An agent option, KEY=VALUE (repeatable), e.g. neuromodulate=true (hebbian-dag).",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     hidden: Annotated[list[int], typer.Option(
         help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy).",
-        rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),
+        rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),  # noqa: B006
     population: Annotated[int, typer.Option(help="Individuals per generation.",
                                             rich_help_panel=HELP_SECTIONS["run"])] = _E["population"],
     generations: Annotated[int, typer.Option(help="Generations to run (at most, with --max-env-steps).",
@@ -179,35 +178,36 @@ def evolve(
                                           rich_help_panel=HELP_SECTIONS["run"])] = _E["episodes"],
     seed: Annotated[list[int], typer.Option(help="Run seed(s); several run one after another.",
                                             rich_help_panel=HELP_SECTIONS["run"])] = [_E["seed"]],  # noqa: B006
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         help="TOML file of options, or the name of a shipped one (quickstart, lunarlander_learn, bipedal_solve, "
              "bipedal_hebbian_dag, bipedal_learn); command-line options override it.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         help="Run file (.h5); with several seeds _s<seed> is inserted before .h5.",
         show_default="runs/<env>_<agent>_s<seed>.h5", rich_help_panel=HELP_SECTIONS["run"])] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing run file.",
                                         rich_help_panel=HELP_SECTIONS["run"])] = False,
-    resume: Annotated[Optional[Path], typer.Option(
+    resume: Annotated[Path | None, typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
              "the run are refused; --generations and --max-env-steps may be raised to extend a finished run.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     strategy: Annotated[str, typer.Option(
         help="How the next generation is made: ga, openai-es, pgpe, cmaes or ars (docs/strategies.md).",
         rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
-    sigma: Annotated[Optional[float], typer.Option(
+    sigma: Annotated[float | None, typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
-        show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    lr: Annotated[Optional[float], typer.Option(
+        show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)",
+        rich_help_panel=HELP_SECTIONS["search"])] = None,
+    lr: Annotated[float | None, typer.Option(
         help="openai-es: Adam's step size on the centre; ars: the step size.", show_default="0.03 (openai-es)",
         rich_help_panel=HELP_SECTIONS["search"])] = None,
-    prune: Annotated[Optional[str], typer.Option(
+    prune: Annotated[str | None, typer.Option(
         help="on: the agent prunes connections between generations (synaptolysis); off: dense.",
         show_default="on", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    mutation_std: Annotated[Optional[float], typer.Option(
+    mutation_std: Annotated[float | None, typer.Option(
         help="ga: std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning.",
         show_default="0.5", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    strategy_option: Annotated[Optional[list[str]], typer.Option(
+    strategy_option: Annotated[list[str] | None, typer.Option(
         help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
         rich_help_panel=HELP_SECTIONS["search"], show_default=False)] = None,
     obs_norm: Annotated[bool, typer.Option(
@@ -253,7 +253,7 @@ def evolve(
         help="keys: for openai-es, pgpe and separable cmaes, workers get each generation's centre once and "
              "a task carries only its sample's noise key; genomes: every task carries its genome. Results "
              "are identical.", rich_help_panel=HELP_SECTIONS["exec"])] = "keys",
-    task_timeout: Annotated[Optional[float], typer.Option(
+    task_timeout: Annotated[float | None, typer.Option(
         help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
              "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
              "answering gets no more tasks; the MPI job then ends with MPI_Abort.", show_default="off",
@@ -261,10 +261,10 @@ def evolve(
     check: Annotated[bool, typer.Option(
         "--check", help="Check the options, the config and the output path, print what would run, and exit "
                         "without running or writing anything.", rich_help_panel=HELP_SECTIONS["exec"])] = False,
-    tensorboard: Annotated[Optional[Path], typer.Option(
+    tensorboard: Annotated[Path | None, typer.Option(
         help="Write every generation's statistics as TensorBoard scalars into this folder "
              "(needs the tensorboard extra).", show_default="off", rich_help_panel=HELP_SECTIONS["track"])] = None,
-    live_log: Annotated[Optional[Path], typer.Option(
+    live_log: Annotated[Path | None, typer.Option(
         help="Append every generation's statistics to this file as it runs: .csv (a header, one row per "
              "generation) or .jsonl (one JSON object per generation).", show_default="off",
         rich_help_panel=HELP_SECTIONS["track"])] = None,
@@ -272,9 +272,8 @@ def evolve(
     """Evolve a population on an environment (coordinator + MPI workers)."""
     from synapto.config import load_toml
     from synapto.evolution.command import check_runs, resume_evolution, run_on_farm, tracking_callbacks
-    from synapto.parallel.launch import relaunch, under_mpi
-
     from synapto.evolution.loop import RunOptions
+    from synapto.parallel.launch import relaunch, under_mpi
 
     params = dict(env=env, agent=agent, population=population, generations=generations,
                   max_env_steps=max_env_steps, hidden=hidden, episodes=episodes, seed=seed,
@@ -351,7 +350,7 @@ def evolve(
     if len(set(outs)) != len(outs):
         raise UsageError(f"--seed has repeated values {seeds}")
 
-    agent = check_runs(configs, outs, force)  # everything we can, before starting processes
+    first_agent = check_runs(configs, outs, force)  # everything we can, before starting processes
     if default_run and env_rank() == 0:
         say(defaults.describe(first, n_workers))
     if check:
@@ -359,7 +358,7 @@ def evolve(
 
         ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
         say(f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+            f"({first_agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
             f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
             f"{defaults.estimate(first, n_workers)}")
         return
@@ -376,17 +375,17 @@ def _register_optional() -> None:
     pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
-    from synapto.bench.farm import register as farm_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
+    from synapto.bench.farm import register as farm_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
     from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
-    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
-    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
-    from synapto.viz.cli import register as viz_register
-    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
     from synapto.commands import register as commands_register
+    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
+    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
+    from synapto.viz.cli import register as viz_register
 
     envs_register(bench_app)
     nn_register(bench_app)
@@ -461,10 +460,11 @@ def _main(argv: list[str] | None = None) -> None:
         # typer may vendor click: find its exception base class by name.
         click_exc = tuple(c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException")
         if click_exc and isinstance(exc, click_exc):
+            click_error: Any = exc  # a ClickException (its class found by name above): it has format_message()
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.stderr.write(exc.format_message() + "\n")
+                sys.stderr.write(click_error.format_message() + "\n")
             elif env_rank() == 0:
-                sys.stderr.write(f"error: {exc.format_message()}\n")
+                sys.stderr.write(f"error: {click_error.format_message()}\n")
             sys.exit(2)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)

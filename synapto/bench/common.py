@@ -17,8 +17,9 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def fmt_mean_std(values: Iterable[float], digits: int = 1) -> str:
     return f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def speedups(times: Mapping[int, Mapping[object, float]]) -> dict[int, dict[str, float]]:
+def speedups(times: Mapping[int, Mapping[Any, float]]) -> dict[int, dict[str, float]]:
     """Speed-up and efficiency per worker count from ``times[workers][seed]``.
 
     The baseline is the smallest worker count ``b``.  For every other count ``n``
@@ -86,7 +87,7 @@ def shares(parts: Mapping[str, float]) -> dict[str, float]:
     """Each part divided by the sum of all parts (so the shares sum to 1)."""
     total = float(sum(parts.values()))
     if total == 0:
-        return {k: math.nan for k in parts}
+        return dict.fromkeys(parts, math.nan)
     return {k: float(v) / total for k, v in parts.items()}
 
 

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -107,7 +107,7 @@ def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.
     if policy is None:
         raise ValueError(f"agent {agent.name!r} has no batched policy")
     width = N
-    if callable(getattr(policy, "load", None)) and N > (slots or SLOTS):
+    if callable(getattr(policy, "load", None)) and (slots or SLOTS) < N:
         width = slots or SLOTS
         policy.keep(np.arange(width))
     discrete = agent.space.discrete
@@ -248,7 +248,7 @@ class BatchedSpec:
 
     spec: EvolveSpec
 
-    def build(self) -> "BatchedEvaluator":
+    def build(self) -> BatchedEvaluator:
         return BatchedEvaluator(self.spec)
 
 

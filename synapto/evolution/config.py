@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from synapto.errors import UsageError
 
@@ -87,7 +88,7 @@ class EvolveConfig:
              f"--seed must be a non-negative integer, got {self.seed!r}")
         need(integer(self.test_episodes) and self.test_episodes >= 0,
              f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
-        need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
+        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
         need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
         need(integer(self.validate_top) and 0 <= self.validate_top <= self.population,
              f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
@@ -96,7 +97,7 @@ class EvolveConfig:
         need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
         need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
-        self.envs  # bad env_options are refused here, in one line
+        _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
@@ -147,7 +148,7 @@ class EvolveConfig:
         return strategy_class(self.strategy).check_options(self.strategy_options)
 
     @classmethod
-    def from_toml(cls, path, **overrides) -> "EvolveConfig":
+    def from_toml(cls, path, **overrides) -> EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
         as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
         file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
@@ -156,14 +157,14 @@ class EvolveConfig:
         return evolve_config(path, overrides)
 
     @classmethod
-    def from_json(cls, text: str) -> "EvolveConfig":
+    def from_json(cls, text: str) -> EvolveConfig:
         data = json.loads(text)
         if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
             data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def differences(self, other: "EvolveConfig", names=None) -> list[str]:
+    def differences(self, other: EvolveConfig, names=None) -> list[str]:
         """``name: ours -> theirs`` for every identity field that differs."""
         out = []
         for name in names or self.IDENTITY:

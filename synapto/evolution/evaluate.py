@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from synapto.lineage import Lineage
+    from synapto.noise import Samples
+    from synapto.shaping import Shaping
 
 
 @dataclass(frozen=True)
@@ -179,10 +186,11 @@ def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult
     not merged (the phases that split episodes ask for neither)."""
     n = len(parts)
     returns, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
-    if any(p is None for p in parts):
+    done = [p for p in parts if p is not None]
+    if len(done) < n:
         return EvalResult(-math.inf, np.full(n, np.nan), steps, None, False, 0.0, 0.0)
     nonfinite, ran = False, n
-    for e, p in enumerate(parts):
+    for e, p in enumerate(done):
         returns[e], steps[e] = p.returns[0], p.steps[0]
         if p.nonfinite:
             nonfinite, ran = True, e + 1
@@ -192,8 +200,8 @@ def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult
         fitness = float(np.mean(returns)) - penalty
         if not math.isfinite(fitness):
             nonfinite, fitness = True, -math.inf
-    return EvalResult(fitness, returns, steps, None, nonfinite, sum(p.env_seconds for p in parts[:ran]),
-                      sum(p.agent_seconds for p in parts[:ran]))
+    return EvalResult(fitness, returns, steps, None, nonfinite, sum(p.env_seconds for p in done[:ran]),
+                      sum(p.agent_seconds for p in done[:ran]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,7 +212,7 @@ class SampleContext:
     ``(i, e)`` (sample ``i`` -- the centre for ``i = -1`` -- on episode ``e`` of the
     episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
 
-    samples: object  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
+    samples: Samples | Lineage  #: a centre strategy's samples, or a GA's lineage
     seeds: np.ndarray  #: (P, E): each sample's own episodes; or (V,): episodes shared by all
     want_stats: bool = True
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None
@@ -213,7 +221,8 @@ class SampleContext:
     max_steps: int = 0  #: their step cap (:attr:`EvalTask.max_steps`)
 
     def genome(self, i: int) -> np.ndarray:
-        return self.samples.centre if i < 0 else self.samples.genome(i)
+        # i = -1, the centre, is asked of a centre strategy's Samples only
+        return self.samples.centre if i < 0 else self.samples.genome(i)  # type: ignore[union-attr]
 
     def shape(self, payload) -> tuple[int, bool]:
         """``(episodes, want_stats)`` of a payload's task, without building its genome."""
@@ -268,11 +277,11 @@ class EvolveSpec:
     hidden: tuple
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
-    shaping: object = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
+    shaping: Shaping | None = None  #: the run's shaping of training episodes (None: none)
     #: the simulator of training episodes ("gymnasium" or "envpool": :mod:`synapto.evolution.fast_box2d`)
     train_backend: str = "gymnasium"
 
-    def build(self) -> "Evaluator":
+    def build(self) -> Evaluator:
         return Evaluator(self)
 
 
@@ -298,7 +307,7 @@ class Evaluator:
             from synapto.evolution.fast_box2d import evaluate_tasks
 
             return evaluate_tasks(self.agent, self.env_id, [task], self.shaping)[0]
-        make = self.make_env
+        make: Callable[[], Any] = self.make_env
         if task.shaped and self.shaping is not None:
             shaping, cap = self.shaping, task.max_steps
 

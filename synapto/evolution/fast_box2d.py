@@ -160,7 +160,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
         t0 = clock()
         live = st.live
         ok = np.isfinite(x).all(axis=1)
-        if count:
+        if count and st.osum is not None and st.osumsq is not None:  # (both kept when counting)
             seen = live & ok  # NormalisedActor records what the policy is given
             x64 = x.astype(np.float64)
             np.add(st.osum, x64, out=st.osum, where=seen[:, None])
@@ -208,7 +208,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     t0 = clock()
     stats = policy.trace_stats() if tasks[0].want_stats else None
     results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
-    if count:
+    if count and osum is not None and osumsq is not None:  # (both kept when counting)
         _fold_obs(results, tasks, ocount.reshape(K, E), osum.reshape(K, E, d), osumsq.reshape(K, E, d))
     share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
     t_agent += clock() - t0
@@ -246,7 +246,7 @@ def _end(st: _Rows, pos: np.ndarray, t: int, ret, steps, osum, osumsq, policy) -
     rows = st.rows[pos]
     ret[rows] = st.ret[pos]
     steps[rows] = t
-    if st.count:
+    if st.count and st.osum is not None and st.osumsq is not None:  # (both kept when counting)
         osum[rows] = st.osum[pos]
         osumsq[rows] = st.osumsq[pos]
     st.live[pos] = False
@@ -275,7 +275,7 @@ class FastSpec:
 
     spec: EvolveSpec
 
-    def build(self) -> "FastEvaluator":
+    def build(self) -> FastEvaluator:
         return FastEvaluator(self.spec)
 
 

@@ -9,8 +9,9 @@ generation; everything random comes from the strategy's Generator and the seeds 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,10 @@ from synapto.evolution.config import EvolveConfig
 from synapto.evolution.evaluate import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.parallel.farm import Failure, MapStats, Results, TaskFailed
+
+if TYPE_CHECKING:
+    from synapto.lineage import Lineage
+    from synapto.noise import Samples
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class EvaluationFailed(Exception):
 class Evaluations:
     """How this run maps evaluations on its farm (schedule, stop callback, errors, wire)."""
 
-    farm: object
+    farm: Any  #: a SerialFarm, or the coordinator's farm over MPI: what map() runs on
     schedule: str = "dynamic"
     on_error: str = "abort"  #: "abort" or "skip"
     stop: Callable[[], bool] | None = None
@@ -152,7 +157,7 @@ class Generation:
     #: the strategy's arrays of this generation (``record_arrays`` before it was told)
     strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
     #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
-    samples: object = None
+    samples: Samples | Lineage | None = None
 
 
 def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
@@ -274,7 +279,7 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
     }
 
 
-def rows(gen: Generation, stats: dict[str, float], compact: bool = False, norm=None) -> dict[str, np.ndarray]:
+def rows(gen: Generation, stats: dict[str, float], compact: bool = False, norm=None) -> dict[str, Any]:
     """Every per-generation dataset of the run file but ``/stats`` and ``/timing`` (whose
     names the store fixes), by name: the evaluations, the genomes (``compact``: as their
     samples, ``/samples``; else ``/population``), the validation, the observation
@@ -283,11 +288,12 @@ def rows(gen: Generation, stats: dict[str, float], compact: bool = False, norm=N
     from synapto.store import STATS
 
     v = gen.validation
-    if compact and gen.samples is None:
+    samples = gen.samples
+    if compact and samples is None:
         raise RuntimeError(f"generation {gen.index} has no noise keys for a run file that stores samples")
-    genomes = ({f"samples/{k}": a for k, a in gen.samples.arrays().items()} if compact
+    genomes = ({f"samples/{k}": a for k, a in samples.arrays().items()} if compact and samples is not None
                else {"population": gen.genomes})
-    out = {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
+    out: dict[str, Any] = {"fitness": gen.fitness, "returns": gen.returns, "steps": gen.steps, "seeds": gen.seeds,
            **genomes, "connections": gen.connections, "nonfinite": gen.nonfinite,
            "failed": gen.failed, "validation/individual": v.candidates.individual,
            "validation/fitness": v.fitness, "validation/returns": v.returns, "validation/steps": v.steps,

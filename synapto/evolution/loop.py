@@ -21,28 +21,45 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from synapto import seeding
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig
 from synapto.evolution import champion as final
-from synapto.evolution.evaluate import EvolveSpec
-from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
-                                          rows, run_generation, statistics)
 from synapto.evolution.callbacks import GenerationReport, close_all
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.evaluate import EvolveSpec
+from synapto.evolution.generation import (
+    EvaluationFailed,
+    EvaluationFailure,
+    Evaluations,
+    Generation,
+    num,
+    rows,
+    run_generation,
+    statistics,
+)
 from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.parallel.farm import FarmInterrupted
 from synapto.shell import synapto_command
-from synapto.store import (STATS, Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
-                           write_checkpoint)
+from synapto.store import (
+    STATS,
+    Checkpoint,
+    EvolveRunWriter,
+    Extras,
+    RunLock,
+    grow,
+    read_checkpoint,
+    rebuild_prefix,
+    write_checkpoint,
+)
 
 
 @dataclass
@@ -110,7 +127,8 @@ class EvolutionRun:
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         self.shaping = cfg.envs.shaping
         self.prev_steps: np.ndarray | None = None  #: the last generation's ``/steps`` (the training cap's basis)
-        self.writer = None
+        self._writer: EvolveRunWriter | None = None
+        self.saved: int | None = None  #: the generation of the last checkpoint (None: none yet)
         # One writer per run file, for the run's whole life: taken before anything is read,
         # created or rewritten; a second run on the same file stops here (exit code 2).
         self.lock = RunLock(out).acquire()
@@ -235,7 +253,7 @@ class EvolutionRun:
             self.log(f"testing the champion (generation {champion.generation}, {fitness}) "
                      f"on {cfg.test_episodes} test episodes")
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
-        if test.returns.size:
+        if test.mean is not None and test.std is not None:  # test episodes ran
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
             self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
@@ -243,9 +261,20 @@ class EvolutionRun:
                                    test.returns, test.steps, norm=self.norm_of(champion.generation))
         return test
 
+    @property
+    def writer(self) -> EvolveRunWriter:
+        """The run file, open from :meth:`_open` on."""
+        if self._writer is None:
+            raise RuntimeError(f"{self.out} is not open")
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: EvolveRunWriter) -> None:
+        self._writer = writer
+
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.lock.release()
 
 

@@ -47,9 +47,10 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from synapto.parallel import farm as _farm
 from synapto.parallel.deadline import grace
@@ -274,6 +275,7 @@ class MPIFarm:
         now = time.perf_counter()
         silent = [w for w in self.pool if w.tasks and not w.retired and now > w.since + hard]
         timeout = self.task_timeout
+        assert timeout is not None  # called only under a task timeout (hard = timeout + grace)
         for w in silent:
             i, *held = w.tasks
             w.tasks.clear()

@@ -31,8 +31,9 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from synapto.parallel.deadline import Deadline, run_task
 

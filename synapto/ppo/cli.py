@@ -11,9 +11,10 @@ spellings accepted too (synapto's main() reads ``--a_b`` as ``--a-b``), so an or
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -41,7 +42,7 @@ def _agree(comm, rank: int, check) -> None:
         raise UsageError(error)
 
 
-def _outputs(out: Optional[Path], configs) -> list[Path]:
+def _outputs(out: Path | None, configs) -> list[Path]:
     from synapto.ppo.config import safe_name
 
     if out is None:
@@ -75,7 +76,7 @@ def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     from synapto.resources import check_memory, ppo_memory
 
     def count(sizes):
-        return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+        return sum((a + 1) * b for a, b in itertools.pairwise(sizes))
 
     hid = [int(h) for h in cfg.hid]
     n_params = count([space.obs_dim, *hid, space.act_dim]) + count([space.obs_dim, *hid, 1])
@@ -86,7 +87,8 @@ def _check_memory(cfg, space, size: int, under_mpi: bool) -> None:
                        f"hidden sizes {hid}")
 
 
-_P = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+_P: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+_HID = [str(h) for h in _P["hid"]]  #: --hid's default, as typer shows it
 #: ppo's help in panels: one table of 80 columns per panel stays readable
 PANELS = {"run": "The run", "ppo": "PPO", "norm": "Normalisation and initialisation", "exec": "Execution",
           "track": "Tracking"}
@@ -98,7 +100,7 @@ def ppo(
     hid: Annotated[list[str], typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\".")] = \
-        [str(h) for h in _P["hid"]],  # noqa: B006
+        _HID,
     gamma: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="Discount factor.")] = _P["gamma"],
     lam: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="GAE lambda.")] = _P["lam"],
     epochs: Annotated[int, typer.Option(rich_help_panel=PANELS["run"],
@@ -112,7 +114,8 @@ def ppo(
         [_P["seed"]],  # noqa: B006
     cpu: Annotated[int, typer.Option(
         rich_help_panel=PANELS["exec"],
-                help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).")] = 1,
+                help="MPI processes: relaunch under `mpiexec -n N` "
+                     "(when started by mpirun/mpiexec, N must match).")] = 1,
     pi_lr: Annotated[float, typer.Option("--pi-lr", rich_help_panel=PANELS["ppo"],
             help="Policy learning rate (Adam).")] = _P["pi_lr"],
     vf_lr: Annotated[float, typer.Option("--vf-lr", rich_help_panel=PANELS["ppo"],
@@ -127,7 +130,7 @@ def ppo(
     target_kl: Annotated[float, typer.Option(
         "--target-kl", rich_help_panel=PANELS["ppo"],
                 help="Stop policy steps when the KL exceeds 1.5 x this.")] = _P["target_kl"],
-    max_ep_len: Annotated[Optional[int], typer.Option(
+    max_ep_len: Annotated[int | None, typer.Option(
         "--max-ep-len",
         rich_help_panel=PANELS["ppo"],
                 help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
@@ -135,7 +138,7 @@ def ppo(
     save_freq: Annotated[int, typer.Option(
         "--save-freq", rich_help_panel=PANELS["exec"],
                 help="Keep the parameters after epochs 0, N, 2N, ...")] = _P["save_freq"],
-    exp_name: Annotated[Optional[str], typer.Option(
+    exp_name: Annotated[str | None, typer.Option(
         "--exp-name", rich_help_panel=PANELS["run"],
                 help="Experiment name in config.json (Spinning Up's plots group by it).",
         show_default="ppo_<env>")] = None,
@@ -182,16 +185,16 @@ def ppo(
         "--test-episodes", rich_help_panel=PANELS["run"],
                 help="Test the final policy on this many episodes into the run file.")]
         = _P["test_episodes"],
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5.",
         show_default="runs/ppo_<env>_s<seed>.h5")] = None,
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
         show_default=False)] = None,
-    resume: Annotated[Optional[Path], typer.Option(
+    resume: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Continue a stopped PPO run file bit-identically (same number of processes; "
              "only --epochs and --cpu may be given).", show_default=False)] = None,
@@ -201,23 +204,22 @@ def ppo(
         "--check", rich_help_panel=PANELS["exec"],
                 help="Check the options, the config and the output paths, print what would run, and exit "
                         "without running or writing anything.")] = False,
-    tensorboard: Annotated[Optional[Path], typer.Option(
+    tensorboard: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["track"], help="Write every epoch's statistics as TensorBoard scalars into this "
                                               "folder (needs the tensorboard extra).", show_default="off")] = None,
-    live_log: Annotated[Optional[Path], typer.Option(
+    live_log: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["track"], help="Append every epoch's statistics to this file as it runs: .csv or "
                                               ".jsonl (column generation: the epoch).", show_default="off")] = None,
 ):
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
+    from synapto.cli import given_on_command_line
     from synapto.envs import space_info
     from synapto.parallel.launch import relaunch, under_mpi, world
     from synapto.ppo.config import PPOConfig, build_config, load_ppo_toml, parse_hid
     from synapto.ppo.train import train
     from synapto.store import PPORun
 
-    from synapto.cli import given_on_command_line
-
-    params = dict(env=env, hid=hid, gamma=gamma, lam=lam, epochs=epochs,
+    params: dict[str, Any] = dict(env=env, hid=hid, gamma=gamma, lam=lam, epochs=epochs,
                   steps_per_epoch=steps_per_epoch, seed=seed, pi_lr=pi_lr, vf_lr=vf_lr,
                   train_pi_iters=train_pi_iters, train_v_iters=train_v_iters, clip_ratio=clip_ratio,
                   target_kl=target_kl, max_ep_len=max_ep_len, save_freq=save_freq, exp_name=exp_name,
@@ -228,9 +230,9 @@ def ppo(
     given = {k: params[k] for k in given_on_command_line(ctx, params)}
     if "hid" in given:
         given["hid"] = parse_hid(given["hid"])
-    cpu = cpu if "cpu" in given_on_command_line(ctx, ["cpu"]) else None
-    if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
-        raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
+    cpu_given = cpu if "cpu" in given_on_command_line(ctx, ["cpu"]) else None
+    if cpu_given is not None and (isinstance(cpu_given, bool) or cpu_given < 1):
+        raise UsageError(f"--cpu must be an integer >= 1, got {cpu_given!r}")
     from synapto.ppo.threads import update_threads
 
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
@@ -242,7 +244,8 @@ def ppo(
         extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
         if extra:
             raise UsageError(f"--resume continues the run as it was configured; drop "
-                             f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
+                             f"{', '.join('--' + k.replace('_', '-') for k in extra)} "
+                             f"(only --epochs and --cpu may change)")
         with PPORun(resume) as run:
             run.verify()  # damaged data is refused here, before anything is rewritten
             stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
@@ -251,8 +254,8 @@ def ppo(
         if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
             raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
                              f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate")
-        if cpu is not None and cpu != ranks:
-            raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
+        if cpu_given is not None and cpu_given != ranks:
+            raise UsageError(f"--cpu {cpu_given}: {str(resume)!r} was run with {ranks} process(es); "
                              f"resume it with --cpu {ranks} to continue it bit-identically")
         if completed >= cfg.epochs and not untested:
             raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
@@ -268,7 +271,7 @@ def ppo(
         if len(set(seeds)) != len(seeds):
             raise UsageError(f"--seed has repeated values {seeds}")
         toml_cpu = values.pop("cpu", None)
-        n_procs = cpu if cpu is not None else toml_cpu
+        n_procs = cpu_given if cpu_given is not None else toml_cpu
         if n_procs is not None and (not isinstance(n_procs, int) or isinstance(n_procs, bool) or n_procs < 1):
             raise UsageError(f"cpu must be an integer >= 1, got {n_procs!r}")
         out_path = values.pop("out", None)
@@ -317,7 +320,7 @@ def ppo_eval(
     params: Annotated[str, typer.Option(
         help="Which parameters: latest (final, else the last checkpoint), final, or an epoch number "
              "kept by --save-freq.")] = "latest",
-    max_ep_len: Annotated[Optional[int], typer.Option(
+    max_ep_len: Annotated[int | None, typer.Option(
         "--max-ep-len", help="Episode cap.", show_default="the run's")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""

@@ -61,10 +61,7 @@ def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
     t_start = clock()
     buf.clear()
     rng = generator(cfg.seed, Stream.PPO, 2, rank, epoch)
-    if info.discrete:
-        noise = rng.random(buf.n)
-    else:
-        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
+    noise = rng.random(buf.n) if info.discrete else rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
     noise = pi.scale_noise(noise)
     norm, scaler = trainer.obs_norm, trainer.reward_scale
     if scaler is not None:
@@ -72,7 +69,9 @@ def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
     handles = [open_env(cfg)[0] for _ in range(N)]
     steps = [h.step for h in handles]
     limit = handles[0].limit
-    flat = len(handles[0].env.observation_space.shape) == 1
+    shape = handles[0].env.observation_space.shape
+    assert shape is not None  # a PPO env has a Box or Discrete observation space
+    flat = len(shape) == 1
     episode = [0] * N
     t = clock()
     raw = np.zeros((N, info.obs_dim))

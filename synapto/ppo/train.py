@@ -32,24 +32,28 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from synapto import faults
+from synapto.blas import limit_blas_threads
 from synapto.envs import SpaceInfo, make_env
 from synapto.errors import DiskFullError, UsageError
+from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
-from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
 from synapto.ppo.policy import Policy, ValueFunction
-from synapto.blas import limit_blas_threads
 from synapto.ppo.threads import update_threads
-from synapto.seeding import Stream, generator, int_seed
+from synapto.seeding import Stream, generator
+
+if TYPE_CHECKING:
+    import gymnasium
 
 clock = time.perf_counter
 
@@ -61,7 +65,7 @@ _TRANSPARENT_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker"}
 # ------------------------------------------------------------------------- environment
 @dataclass
 class EnvHandle:
-    env: object  # what gym.make returned (closed after the epoch)
+    env: gymnasium.Env  # what gym.make returned (closed after the epoch)
     step: Callable  # the step function the rollout calls
     reset: Callable
     limit: int  # steps after which an episode is truncated
@@ -82,8 +86,8 @@ def open_env(cfg: PPOConfig) -> tuple[EnvHandle, SpaceInfo]:
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return {k: 0.0 for k in ("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
-                             "comm", "stats")}
+    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"),
+                         0.0)
 
 
 def local_envs(n_envs: int, ranks: int) -> int:
@@ -306,14 +310,15 @@ class Trainer:
 def _broadcast_error(comm, error: Exception | None) -> None:
     """Rank 0's verdict, shared: every rank raises the same UsageError or DiskFullError
     (printed once by main)."""
+    verdict = None
     if comm is not None:
-        error = comm.bcast(None if error is None else (type(error).__name__, str(error),
-                                                       getattr(error, "path", ""), getattr(error, "resume", None)),
-                           root=0)
+        verdict = comm.bcast(None if error is None else (type(error).__name__, str(error),
+                                                         getattr(error, "path", ""), getattr(error, "resume", None)),
+                             root=0)
     elif error is not None:
         raise error
-    if error is not None:
-        kind, message, path, resume = error
+    if verdict is not None:
+        kind, message, path, resume = verdict
         if kind == "DiskFullError":
             exc = DiskFullError(path)
             exc.args, exc.resume = (message,), resume
@@ -375,9 +380,11 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
             if isinstance(exc, DiskFullError) and resume:
                 exc.resume = _resume_command(out, size)
             error = exc
-            for opened in (writer, progress, lock):
+            for opened in (writer, progress):
                 if opened is not None:
-                    (opened.release if opened is lock else opened.close)()
+                    opened.close()
+            if lock is not None:
+                lock.release()
             writer = progress = lock = None
     _broadcast_error(comm, error)
     if comm is not None:
@@ -394,6 +401,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
                 faults.point("epoch", k)
             stats, timing = trainer.epoch(k)
             if rank == 0:
+                assert writer is not None and progress is not None  # rank 0 opened both (or raised)
                 t = clock()
                 timing["setup"] = setup if k == start else 0.0
                 timing["Time"] = time_offset + time.time() - t_start

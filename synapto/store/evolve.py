@@ -65,15 +65,27 @@ of the optional datasets in a :class:`Extras`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from synapto.errors import DiskFullError, RunFileError, UsageError
-from synapto.store.files import (close_quietly, estimate_size, fixed_dataset, new_file, open_append, open_run,
-                                 put_row, replace_file, reserve_space, rewrite, rows_dataset, writing)
+from synapto.store.files import (
+    close_quietly,
+    estimate_size,
+    fixed_dataset,
+    new_file,
+    open_append,
+    open_run,
+    put_row,
+    replace_file,
+    reserve_space,
+    rewrite,
+    rows_dataset,
+    writing,
+)
 
 STATS = (
     "generation", "env_steps", "best_fitness", "best_ever_fitness",
@@ -143,7 +155,7 @@ class EvolveRunWriter:
         genomes = ([(f"samples/{name}", tuple(shape), SAMPLE_DTYPES.get(name, "f8"))
                     for name, shape in extras.sample_shapes.items()] if extras.samples else
                    [("population", (P, n_params), "f8")])
-        rows = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),
+        per_row = [("fitness", (P,), "f8"), ("returns", (P, E), "f8"), ("steps", (P,), "i8"), ("seeds", (P, E), "i8"),
                 *genomes, ("connections", (P,), "i8"), ("nonfinite", (P,), "?"),
                 ("failed", (P,), "?"), ("validation/individual", (K,), "i8"), ("validation/fitness", (K,), "f8"),
                 ("validation/returns", (K, V), "f8"), ("validation/steps", (K,), "i8"),
@@ -151,9 +163,8 @@ class EvolveRunWriter:
                 *((f"stats/{name}", (), "f8") for name in STATS), *((f"timing/{name}", (), "f8") for name in TIMING),
                 *((f"strategy/{name}", tuple(shape), "f8") for name, shape in extras.strategy.items())]
         if config.obs_norm:
-            rows += [("obs_norm/mean", (extras.obs_dim,), "f8"), ("obs_norm/std", (extras.obs_dim,), "f8")]
-        rows = [(name, G, tail, dtype) for name, tail, dtype in rows]
-        fixed = []
+            per_row += [("obs_norm/mean", (extras.obs_dim,), "f8"), ("obs_norm/std", (extras.obs_dim,), "f8")]
+        fixed: list[tuple[str, np.ndarray, bool]] = []
         if S:
             fixed += [("selection/seeds", np.zeros(S, dtype=np.int64), True),
                       ("selection/chosen", np.full(1, -1, dtype=np.int64), False)]
@@ -168,13 +179,13 @@ class EvolveRunWriter:
         if config.obs_norm:
             fixed += [("champion/obs_mean", np.zeros(extras.obs_dim), True),
                       ("champion/obs_std", np.ones(extras.obs_dim), True)]
-        return rows, fixed
+        return [(name, G, tail, dtype) for name, tail, dtype in per_row], fixed
 
     @classmethod
     def estimated_size(cls, config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> int:
         """An upper estimate of the run file's size in bytes (its metadata never changes after creation)."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
-        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
+        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in datasets],
                              [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
 
     @classmethod
@@ -183,13 +194,13 @@ class EvolveRunWriter:
         """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
         attrs = {"n_params": n_params, "agent_name": agent_name, **extras.attrs,
                  **({"samples": extras.samples} if extras.samples else {})}
         f = new_file(path, "evolve", config.to_json(), attrs,
-                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
+                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, datasets[0][1]))
         try:
-            for name, n, tail, dtype in rows:
+            for name, n, tail, dtype in datasets:
                 rows_dataset(f, name, n, tail, dtype)
             if config.select_episodes:
                 _selection(f, 0, n_params, config.select_episodes)
@@ -203,7 +214,7 @@ class EvolveRunWriter:
 
     @classmethod
     def create(cls, path: Path, config, n_params: int, agent_name: str,
-               extras: Extras = Extras(), overwrite: bool = True) -> "EvolveRunWriter":
+               extras: Extras = Extras(), overwrite: bool = True) -> EvolveRunWriter:
         """Create the run file ``path`` (built beside it, fsync-ed, renamed into place: whole or
         not at all) and open it for appending.  An existing file is refused unless
         ``overwrite``; the checkpoint of a run it replaces is removed first."""
@@ -374,8 +385,8 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
-    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the old one and
-    ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
+    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the
+    old one and ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
     leaves the old file in place.  It keeps the run's id and creation time; a file of a
     format before ids takes ``run_id`` (its checkpoint's), or stays without one.
     """

@@ -23,7 +23,9 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     of the one-row path.  Supports refilling (:meth:`load`).
     """
 
-    def __init__(self, agent: "PrunedMLP", genomes: np.ndarray, episodes: int = 1):
+    agent: PrunedMLP
+
+    def __init__(self, agent: PrunedMLP, genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes
@@ -31,10 +33,11 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         self.discrete = agent.space.discrete
         self.dtype = np.float32 if self.discrete else np.float64
         self.ids = np.arange(k * episodes)
-        self._mats = self._w64 = None
+        self._mats = None
+        self._w64: list[np.ndarray] | None = None
         if self.discrete:
-            layers = [(i, [(l, genomes[:, s].reshape(k, i, o))])
-                      for l, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
+            layers = [(i, [(layer, genomes[:, s].reshape(k, i, o))])
+                      for layer, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
             self._a_all, self._b_all, self._a64, self._b64 = (
                 np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
             self.exact = ExactRows(agent, genomes, episodes)
@@ -43,8 +46,8 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         n, dt = len(self.ids), self.dtype
         if self._mats is None:
             self._mats = self._weights(self.ids)
-        self._x0 = np.zeros((self.agent._shapes[0][0], n), dt)
-        self._bufs = [np.zeros((w.shape[1], n), dt) for w in self._mats]
+        self._x0: np.ndarray = np.zeros((self.agent._shapes[0][0], n), dt)
+        self._bufs: list[np.ndarray] = [np.zeros((w.shape[1], n), dt) for w in self._mats]
         if self.discrete:
             self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
             self._abs = np.zeros_like(self._x0)
@@ -56,6 +59,7 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     def act(self, obs):
         if self._mats is None:
             self._build()
+        assert self._mats is not None  # _build made them
         x = self._x0
         np.copyto(x, obs.T, casting="unsafe")
         last = len(self._mats) - 1

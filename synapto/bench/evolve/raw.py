@@ -9,21 +9,23 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from synapto.bench.evolve.runs import child_env
 from synapto.errors import UsageError
 
+
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
     from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
+    from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 
     with RunData(run_path, kind="evolve") as run:
@@ -85,7 +87,7 @@ def raw_process(sample_path: str, out_path: str) -> None:
     env_id = sample["env"]
     evaluator = EvolveSpec(env_id, sample["agent"], tuple(sample["hidden"]), dict(sample["agent_options"])).build()
     clock, cpu = time.perf_counter, time.thread_time
-    acc = {m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
+    acc: dict[str, Any] = {m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
            for m in ("fresh", "reuse", "synapto")}
     reuse_env = make_env(env_id)
 
@@ -154,8 +156,8 @@ def raw_process(sample_path: str, out_path: str) -> None:
             clock()
         best = min(best, (clock() - t) / n)
     acc["clock_s"] = best
-    with open(out_path, "w") as fh:
-        json.dump(acc, fh)
+    with open(out_path, "w") as out:
+        json.dump(acc, out)
 
 
 def measure_raw(sample_path: Path, concurrency: int, tag: str) -> dict:
@@ -167,7 +169,7 @@ def measure_raw(sample_path: Path, concurrency: int, tag: str) -> dict:
     if any(rcs):
         raise UsageError(f"raw-environment measurement failed (exit codes {rcs})")
     results = [json.loads(o.read_text()) for o in outs]
-    total = {m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]}
+    total: dict[str, Any] = {m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]}
              for m in ("fresh", "reuse", "synapto")}
     total["clock_s"] = float(np.mean([r["clock_s"] for r in results]))
     total["processes"] = concurrency

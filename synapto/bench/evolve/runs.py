@@ -112,6 +112,7 @@ def run_logged(cmd: list[str], log_path: Path) -> Logged:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=child_env(), bufsize=1)
         try:
+            assert proc.stdout is not None  # stdout=PIPE
             for line in proc.stdout:
                 t = time.perf_counter() - t0
                 lines.append((t, line.rstrip("\n")))
@@ -135,7 +136,8 @@ def loop_times(lines) -> tuple[float | None, list[float]]:
     """``(start, [end of generation 1, 2, ...])`` from time-stamped evolve output:
     the header line (printed just before the first generation) and each
     generation's line (printed after its rows and checkpoint are written)."""
-    start, ends = None, []
+    start: float | None = None
+    ends: list[float] = []
     for t, line in lines:
         if line.startswith("synapto evolve:"):
             start, ends = t, []

@@ -37,15 +37,25 @@ everything that is not the search distribution itself:
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from synapto import noise as noise_keys
 from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import (Candidates, Champion, Feedback, Option, Strategy, check_told, distinct,
-                                               keep_best, rank_order)
+from synapto.evolution.strategies.base import (
+    Candidates,
+    Champion,
+    Feedback,
+    Option,
+    Strategy,
+    check_told,
+    distinct,
+    keep_best,
+    rank_order,
+)
 
 #: validated genomes kept for the final re-evaluation (besides the centre)
 HALL_OF_FAME = 4
@@ -130,7 +140,7 @@ class CentreStrategy(Strategy):
     :attr:`_scalar_names`.
     """
 
-    COMMON_OPTIONS: dict[str, Option] = {
+    COMMON_OPTIONS: ClassVar[dict[str, Option]] = {
         "init_std": Option(0.1, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
                                 "(the agent's zeros kept); 0: the agent's initial genome as it is"),
         "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
@@ -288,6 +298,7 @@ class CentreStrategy(Strategy):
             pick = rank_order(self.hof_fitness)
             self.hof_fitness, self.hof_generation, self.hof_genomes = (
                 self.hof_fitness[pick], self.hof_generation[pick], self.hof_genomes[pick])
+        assert self.schedule is not None  # called only under a connection budget
         keep = self.schedule.budget(self.generation + 1)
         if np.count_nonzero(self.centre) <= keep:
             return
@@ -359,6 +370,7 @@ class MirroredStrategy(CentreStrategy):
     (openai-es, pgpe).  The population must be even."""
 
     SAMPLING = "mirrored sampling"  #: named in the error for an odd population
+    sigma: float | np.ndarray  #: the step size: a number (openai-es) or one per weight (pgpe)
 
     @classmethod
     def check_population(cls, population, options):

@@ -34,16 +34,25 @@ members over this generation's budget are forgotten.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
 from synapto import lineage as lin
-from synapto.lineage import Lineage, perturb
+from synapto.errors import UsageError
 from synapto.evolution.strategies import prune as target
-from synapto.evolution.strategies.base import (Champion, Feedback, Option, Strategy, check_told, distinct, keep_best,
-                                               rank_order)
+from synapto.evolution.strategies.base import (
+    Champion,
+    Feedback,
+    Option,
+    Strategy,
+    check_told,
+    distinct,
+    keep_best,
+    rank_order,
+)
 from synapto.evolution.strategies.es import need_int
+from synapto.lineage import Lineage, perturb
 from synapto.noise import KEY_WIDTH, key_of
 
 
@@ -69,14 +78,14 @@ class EvolutionState:
     lineage: Lineage | None = None
 
     @classmethod
-    def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> "EvolutionState":
+    def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> EvolutionState:
         keys = np.zeros((population, KEY_WIDTH), dtype=np.uint64)
-        genomes = []
+        rows = []
         for i in range(population):
             key = key_of(rng)
             keys[i] = key if key is not None else 0
-            genomes.append(agent.init_genome(rng))
-        genomes = np.stack(genomes)
+            rows.append(agent.init_genome(rng))
+        genomes = np.stack(rows)
         n = agent.n_params
         bounds = lin.segments(agent.groups(), n)
         lineage = None
@@ -124,7 +133,9 @@ def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: in
             for arr, at in ((children, s), (child_stats, s), (origin, None)):
                 if arr is None:
                     continue
-                at = lin.segment_range(bounds, s) if at is None else at
+                if at is None:  # origin: the columns of segment s
+                    assert bounds is not None  # origin comes with its bounds
+                    at = lin.segment_range(bounds, s)
                 tmp = arr[a, at].copy()
                 arr[a, at] = arr[b, at]
                 arr[b, at] = tmp
@@ -206,18 +217,18 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
         keep = schedule.budget(state.generation + 1)
         for i in range(P):
             child = target.prune_to(children[i], keep, prune_by, child_stats[i], rng, layout)
-            if record:
+            if record and pruned is not None:
                 pruned[i] = lin.changed(children[i], child)
             children[i] = child
     for i in range(k, P):
         if prune and schedule is None:
             child = agent.mutate(children[i], child_stats[i], state.rate, rng)
-            if record:
+            if record and pruned is not None:
                 pruned[i] = lin.changed(children[i], child)
             children[i] = child
         if mutation_std > 0:
             key = key_of(rng) if record else None
-            if key is None:
+            if key is None or keys is None:
                 record = False
             else:
                 keys[i] = key
@@ -230,14 +241,19 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
 
 def _lineage(state: EvolutionState, genomes, order, origin, pruned, keys, std, assign) -> Lineage:
     """The children's :class:`Lineage`: the pool slots they use, as distinct parents."""
+    assert state.lineage is not None  # called only while the lineage is recorded
     k = len(state.hof_fitness)
     refs = np.full((2 * k + 1, 2), -1, np.int64)
-    used, parents, index = [], [], {}
+    used: list[tuple[int, int]] = []
+    parents: list[np.ndarray] = []
+    index: dict[tuple[int, int], int] = {}
     remap = np.empty(2 * k + 1, np.int64)
     for slot in np.unique(origin):
         if slot < k:
+            assert state.hof_generation is not None and state.hof_row is not None  # kept with the lineage
             g, r, genome = state.hof_generation[slot], state.hof_row[slot], state.hof_genomes[slot]
         elif slot == k:
+            assert state.best_ref is not None  # kept with the lineage
             (g, r), genome = state.best_ref, state.best_genome
         else:
             g, r = state.generation, order[slot - k - 1]
@@ -277,7 +293,7 @@ class GA(Strategy):
     ``k = ceil(P / 8)`` elites, hall-of-fame places and recombination swaps."""
 
     name = "ga"
-    OPTIONS = {
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
                                     "weights, after pruning; 0 keeps pure pruning (the reference)"),
         "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
@@ -314,44 +330,52 @@ class GA(Strategy):
         out["prune_every"] = need_int("prune_every", out["prune_every"])
         return target.check_options(out)
 
+    @property
+    def current(self) -> EvolutionState:
+        """The state the next generation reads (made by :meth:`start` or :meth:`restore`)."""
+        if self.evo is None:
+            raise RuntimeError("strategy 'ga' has no state yet: start() or restore() first")
+        return self.evo
+
     def start(self):
         self.evo = EvolutionState.initial(self.agent, self.population, self.elite, self.rng)
 
     def ask(self):
-        return self.evo.genomes
+        return self.current.genomes
 
     def tell(self, feedback: Feedback):
-        check_told(feedback, self.evo.generation)
-        next_generation(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
+        check_told(feedback, self.current.generation)
+        next_generation(self.current, feedback.fitness, feedback.stats, self.agent, self.elite,
                         feedback.connections, select_fitness=feedback.select_fitness(),
                         mutation_std=float(self.options["mutation_std"]), prune=bool(self.options["prune"]),
                         schedule=self.schedule, prune_by=self.options["prune_by"], layout=self.layout)
 
     @property
     def champion(self):
-        s = self.evo
+        s = self.current
         return Champion(s.best_genome, float(s.best_fitness), int(s.best_generation))
 
     def final_candidates(self):
         """The best-ever agent, then the hall of fame (places never filled, and members
         equal to an earlier candidate, left out)."""
-        s = self.evo
+        s = self.current
+        assert s.hof_generation is not None  # made by initial() and restore()
         return distinct([self.champion, *(Champion(g, float(f), int(n)) for f, g, n in
                                           zip(s.hof_fitness, s.hof_genomes, s.hof_generation) if np.isfinite(f))])
 
     def record(self):
         if self.schedule is None:
-            return {"prune_rate": float(self.evo.rate)}
-        return {"prune_rate": float(self.evo.rate),
-                "connection_budget": float(self.schedule.budget(self.evo.generation - 1))}  # the generation told
+            return {"prune_rate": float(self.current.rate)}
+        return {"prune_rate": float(self.current.rate),
+                "connection_budget": float(self.schedule.budget(self.current.generation - 1))}  # the generation told
 
     def samples(self):
         """The population as its :class:`~synapto.lineage.Lineage` (parents, segments,
         pruned bits, noise keys), None where it was not recorded."""
-        return self.evo.lineage
+        return self.current.lineage
 
     def state(self):
-        e = self.evo
+        e = self.current
         arrays = {name: getattr(e, name) for name in self.ARRAYS}
         arrays.update({name: getattr(e, name) for name in self.REFS if getattr(e, name) is not None})
         if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
@@ -369,6 +393,7 @@ class GA(Strategy):
         part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
         lineage = Lineage.from_arrays(part["bounds"], part) if part else None
         if "genomes" not in arrays:
+            assert lineage is not None  # a checkpoint without genomes stores their lineage
             arrays["genomes"] = lineage.genomes()
         self.evo = EvolutionState(
             generation=int(scalars["generation"]), rate=float(scalars["rate"]),

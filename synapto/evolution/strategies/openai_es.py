@@ -18,20 +18,28 @@ Adam moments.  Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
-                                             need_nonnegative, need_positive)
+from synapto.evolution.strategies.es import (
+    CentreStrategy,
+    MirroredStrategy,
+    centred_ranks,
+    need_fraction,
+    need_nonnegative,
+    need_positive,
+)
 
 
 class OpenAIES(MirroredStrategy):
     """The strategy ``openai-es`` (see the module docstring)."""
 
     name = "openai-es"
-    OPTIONS = {
+    sigma: float
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "standard deviation of the perturbations (first generation)"),
         "sigma_decay": Option(1.0, "sigma is multiplied by this after every generation (1: fixed)"),
         "sigma_min": Option(0.01, "sigma never decays below this"),

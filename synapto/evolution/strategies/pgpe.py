@@ -24,12 +24,19 @@ Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from synapto.evolution.strategies.base import Option
-from synapto.evolution.strategies.es import (CentreStrategy, MirroredStrategy, centred_ranks, need_fraction,
-                                             need_nonnegative, need_positive)
+from synapto.evolution.strategies.es import (
+    CentreStrategy,
+    MirroredStrategy,
+    centred_ranks,
+    need_fraction,
+    need_nonnegative,
+    need_positive,
+)
 
 
 class PGPE(MirroredStrategy):
@@ -37,7 +44,8 @@ class PGPE(MirroredStrategy):
 
     name = "pgpe"
     SAMPLING = "symmetric sampling"
-    OPTIONS = {
+    sigma: np.ndarray
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial standard deviation of every surviving weight"),
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
         "sigma_max_change": Option(0.2, "largest relative change of a standard deviation in one generation"),

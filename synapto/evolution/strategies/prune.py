@@ -103,7 +103,7 @@ class Schedule:
     every: int = 1  #: generations between two steps of the budget
 
     @classmethod
-    def of(cls, agent, options: dict[str, Any]) -> "Schedule | None":
+    def of(cls, agent, options: dict[str, Any]) -> Schedule | None:
         """The schedule of ``options`` (None without a target)."""
         if options["prune_to"] <= 0:
             return None
