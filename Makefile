@@ -10,7 +10,7 @@ WORKERS ?= 2
 CONFIG  ?= quickstart
 FORCE   ?= --force
 
-.PHONY: install test test-fast evolve clean wheel
+.PHONY: install test test-fast lint evolve clean wheel
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,13 @@ test-long: install
 
 test-fast: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"
+
+# ruff (lint, then formatting: --check only) and mypy ([tool.ruff], [tool.mypy] in pyproject.toml)
+LINT_PATHS := synapto tests scripts
+lint: install
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy synapto scripts
 
 # Checks past one machine (root needed; not part of `make test`; README "More than one
 # machine"): three hosts as network namespaces under mpiexec over TCP, and

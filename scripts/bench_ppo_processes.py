@@ -38,7 +38,8 @@ def one(config: str, epochs: int, steps: str, procs: int, tmp: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"], help="CONFIG=EPOCHS[:STEPS_PER_EPOCH]")
+    ap.add_argument("--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"],
+                    help="CONFIG=EPOCHS[:STEPS_PER_EPOCH]")
     ap.add_argument("--procs", nargs="+", type=int, default=[1, 2])
     args = ap.parse_args()
     rows = []

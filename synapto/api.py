@@ -18,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.loop import RunSummary, run_evolution
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult

@@ -17,12 +17,14 @@ give ``x``; the centre strategies start at ``x0`` (``init_std`` 0 unless given) 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from synapto import seeding
 from synapto.agents.base import Agent, Policy
+from synapto.envs import SpaceInfo
 from synapto.errors import UsageError
 from synapto.evolution.strategies import strategy_class
 from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Strategy
@@ -35,7 +37,7 @@ class VectorGenome(Agent):
 
     def __init__(self, start: np.ndarray):
         self.start = np.array(start, dtype=np.float64).ravel()
-        self.space = None
+        self.space = SpaceInfo(0, 0, False, None, None, None)  # no environment: nothing reads it
         self.hidden = ()
         self.options = {}
 
@@ -76,16 +78,16 @@ class AskTell:
 
     @classmethod
     def vector(cls, x0: Sequence[float], strategy: str = "openai-es", population: int = 64, seed: int = 0,
-               **options: Any) -> "AskTell":
+               **options: Any) -> AskTell:
         """Ask/tell over a plain vector starting at ``x0`` (see the module docstring)."""
-        x0 = np.array(x0, dtype=np.float64).ravel()
-        if x0.size == 0 or not np.all(np.isfinite(x0)):
-            raise UsageError(f"x0 must be a non-empty vector of finite numbers, got {x0!r}")
+        start = np.array(x0, dtype=np.float64).ravel()
+        if start.size == 0 or not np.all(np.isfinite(start)):
+            raise UsageError(f"x0 must be a non-empty vector of finite numbers, got {start!r}")
         self = cls.__new__(cls)
         cls_ = strategy_class(strategy)
         options = {**_vector_defaults(cls_), **options}
-        self._setup(VectorGenome(np.ones_like(x0)), strategy, population, options,
-                    seeding.generator(seed, seeding.Stream.EVOLVE), offset=x0 - 1.0)
+        self._setup(VectorGenome(np.ones_like(start)), strategy, population, options,
+                    seeding.generator(seed, seeding.Stream.EVOLVE), offset=start - 1.0)
         self.strategy.start()
         return self
 
@@ -111,18 +113,18 @@ class AskTell:
         """The fitness of each asked genome (higher is better; -inf for a failed one) and,
         optionally, per-connection trace statistics (hebbian-dag's pruning uses them)."""
         genomes = self.strategy.ask()
-        fitness = np.asarray(fitness, dtype=np.float64)
-        if fitness.shape != (genomes.shape[0],):
+        scores = np.asarray(fitness, dtype=np.float64)
+        if scores.shape != (genomes.shape[0],):
             raise UsageError(f"tell needs one fitness per asked genome ({genomes.shape[0]}), "
-                             f"got shape {fitness.shape}")
-        fitness = np.where(np.isnan(fitness), -np.inf, fitness)
-        stats = np.zeros_like(genomes) if stats is None else np.asarray(stats, dtype=np.float64)
+                             f"got shape {scores.shape}")
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        traces = np.zeros_like(genomes) if stats is None else np.asarray(stats, dtype=np.float64)
         connections = np.array([self.agent.connections(g) for g in genomes], dtype=np.int64)
-        i = int(np.argmax(fitness))  # the first of the best
-        if fitness[i] > self.best.fitness:
-            self.best = Champion(np.array(self._out(genomes[i])), float(fitness[i]), self.generation)
+        i = int(np.argmax(scores))  # the first of the best
+        if scores[i] > self.best.fitness:
+            self.best = Champion(np.array(self._out(genomes[i])), float(scores[i]), self.generation)
         none = Candidates(np.zeros(0, np.int64), np.zeros((0, genomes.shape[1])))
-        self.strategy.tell(Feedback(self.generation, fitness, stats, connections, none, np.zeros(0)))
+        self.strategy.tell(Feedback(self.generation, scores, traces, connections, none, np.zeros(0)))
         self.generation += 1
 
     @property
@@ -143,7 +145,7 @@ class AskTell:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], agent=None, strategy: str | None = None,
-                   population: int | None = None, **options: Any) -> "AskTell":
+                   population: int | None = None, **options: Any) -> AskTell:
         """The search of :meth:`state`, continued.  ``strategy``, ``population`` and
         ``options`` default to the stored ones (a state of an older synapto lacks them:
         then they must be given); ``agent`` is needed for an agent's genome only."""

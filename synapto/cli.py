@@ -93,18 +93,18 @@ def _register_optional() -> None:
     tune, replay, slurm-script, and the pictures (plot, render, draw, export; need the plot extra only when run)."""
     from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
-    from synapto.bench.farm import register as farm_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
+    from synapto.bench.farm import register as farm_register
     from synapto.bench.learn import register as learn_register
     from synapto.bench.nn import register as nn_register
+    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
     from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
     from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
-    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
-    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
-    from synapto.viz.cli import register as viz_register
-    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
     from synapto.commands import register as commands_register
     from synapto.evolution.cli import register as evolve_register
+    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
+    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
+    from synapto.viz.cli import register as viz_register
 
     evolve_register(app)
     envs_register(bench_app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,11 +15,11 @@ from synapto.logs import say as _log
 # --------------------------------------------------------------------------- replay
 def replay(
     run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the evaluation to replay (with "
+    generation: Annotated[int | None, typer.Option(help="Generation of the evaluation to replay (with "
                                                            "--individual).", show_default="none: --sample")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to replay.",
+    individual: Annotated[int | None, typer.Option(help="Individual (index) to replay.",
                                                       show_default="none: --sample")] = None,
-    sample: Annotated[Optional[int], typer.Option(
+    sample: Annotated[int | None, typer.Option(
         help="Replay K evaluations drawn at random across generations and individuals.",
         show_default="the one of --generation and --individual")] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
@@ -29,8 +29,8 @@ def replay(
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
-    from synapto.parallel.launch import start_ranks
     from synapto.evolution.replay import plan_replay, run_replay
+    from synapto.parallel.launch import start_ranks
 
     plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
     start_ranks(workers + 1)
@@ -47,7 +47,7 @@ def replay(
 
 
 def slurm_script(
-    python: Annotated[Optional[str], typer.Option(help="The Python the job runs synapto with (PY).",
+    python: Annotated[str | None, typer.Option(help="The Python the job runs synapto with (PY).",
                                                   show_default="this Python")] = None,
 ):
     """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5

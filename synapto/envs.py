@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class EnvOptions:
     #: the simulator of training episodes: "gymnasium" or "envpool" (:mod:`synapto.evolution.worker.fast_box2d`)
     train_backend: str = "gymnasium"
 
-    HELP = {
+    HELP: ClassVar[dict[str, str]] = {
         "max_episode_steps": "cap on the steps of every episode (0: the env's own time limit)",
         "reward_shift": "subtracted from every step's reward in the fitness the strategy learns from "
                         "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
@@ -52,7 +53,7 @@ class EnvOptions:
     }
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any] | None) -> "EnvOptions":
+    def parse(cls, options: Mapping[str, Any] | None) -> EnvOptions:
         """The options of a mapping (config file table, ``--env-option``); one-line errors
         for synapto's own (the env's constructor refuses what it does not take when made)."""
         make = dict(options or {})
@@ -119,7 +120,8 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
             raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
         raise
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
-        extra = " (the mujoco extra: pip install 'synapto-evo[mujoco]'; in a checkout: make install)" if _is_mujoco(gym, env_id) else ""
+        extra = (" (the mujoco extra: pip install 'synapto-evo[mujoco]'; in a checkout: make install)"
+                 if _is_mujoco(gym, env_id) else "")
         raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
@@ -206,7 +208,7 @@ class SpaceInfo:
     obs_shape: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, env) -> "SpaceInfo":
+    def of(cls, env) -> SpaceInfo:
         gym = _gym()
         obs, act = env.observation_space, env.action_space
         if not isinstance(obs, gym.spaces.Box):

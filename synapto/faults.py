@@ -37,7 +37,7 @@ def during(name: str, generation: int, progress):
     if os.environ.get("SYNAPTO_FAULT") != f"{name}:{generation}":
         return progress
 
-    fired = []
+    fired: list[int] = []
 
     def wrapped(done: int, total: int) -> None:
         if not fired:

@@ -26,12 +26,15 @@ file does not hold.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from synapto.errors import RunFileError
 from synapto.noise import KEY_WIDTH, generator_at
+
 
 def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
     """Gaussian perturbation of the surviving weights; pruned ones stay exactly 0."""
@@ -118,21 +121,20 @@ class Lineage:
     def genomes(self) -> np.ndarray:
         return np.stack([self.genome(i) for i in range(self.population)])
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> dict[str, np.ndarray | np.float64]:
         """What the run file stores of a generation (``/samples/<name>``)."""
         return {"refs": self.refs, "origin": self.origin, "pruned": self.pruned, "keys": self.keys,
                 "std": np.float64(self.std), "assign": np.float64(self.assign)}
 
-    def state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray | np.float64]:
         """Everything, for the checkpoint (``lineage_<name>``)."""
         out = {**self.arrays(), "bounds": self.bounds}
         out.update({k: v for k, v in (("parents", self.parents), ("initial", self.initial)) if v is not None})
         return out
 
     @classmethod
-    def from_arrays(cls, bounds, arrays) -> "Lineage":
-        get = arrays.get if hasattr(arrays, "get") else (lambda k, d=None: arrays[k] if k in arrays else d)
-        opt = [None if get(k) is None else np.asarray(get(k), np.float64) for k in ("parents", "initial")]
+    def from_arrays(cls, bounds, arrays: Mapping[str, Any]) -> Lineage:
+        opt = [None if arrays.get(k) is None else np.asarray(arrays[k], np.float64) for k in ("parents", "initial")]
         return cls(np.asarray(bounds, np.int64), np.asarray(arrays["refs"], np.int64),
                    np.asarray(arrays["origin"], np.int64), np.asarray(arrays["pruned"], np.uint8),
                    np.asarray(arrays["keys"], np.uint64), float(arrays["std"]), bool(arrays["assign"]), *opt)

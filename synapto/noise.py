@@ -119,10 +119,16 @@ class Samples:
             out[0::2] = self.centre + step
             out[1::2] = self.centre - step
             return out
-        alive = self.alive
+        alive, scale = self.alive, self.scaled()
         out = np.repeat(self.centre[None], z.shape[0], axis=0)
-        out[:, alive] += self.sigma * (z[:, alive] * self.scale[alive])
+        out[:, alive] += self.sigma * (z[:, alive] * scale[alive])
         return out
+
+    def scaled(self) -> np.ndarray:
+        """The per-weight scale of "scaled" samples (the kind the other is "mirrored")."""
+        if self.scale is None:
+            raise ValueError(f"{self.kind!r} samples have no scale")
+        return self.scale
 
     def genome(self, i: int) -> np.ndarray:
         """Genome ``i`` of the population, from its key alone."""
@@ -133,9 +139,9 @@ class Samples:
         if self.kind == "mirrored":
             step = self.sigma * z
             return self.centre + step if i % 2 == 0 else self.centre - step
-        alive = self.alive
+        alive, scale = self.alive, self.scaled()
         out = self.centre.copy()
-        out[alive] += self.sigma * (z[alive] * self.scale[alive])
+        out[alive] += self.sigma * (z[alive] * scale[alive])
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -146,7 +152,7 @@ class Samples:
         return out
 
     @classmethod
-    def from_arrays(cls, kind: str, centre: np.ndarray, arrays) -> "Samples":
+    def from_arrays(cls, kind: str, centre: np.ndarray, arrays) -> Samples:
         sigma = np.asarray(arrays["sigma"], dtype=np.float64)
         return cls(kind, np.asarray(centre, dtype=np.float64), float(sigma) if sigma.ndim == 0 else sigma,
                    np.asarray(arrays["keys"], dtype=np.uint64),

@@ -34,6 +34,8 @@ from synapto.errors import UsageError
 class _Exportable:
     """``to_onnx`` and ``to_npz`` from :meth:`network`."""
 
+    config: Any  #: the run's configuration (each subclass's own)
+
     def network(self):
         raise NotImplementedError
 
@@ -124,7 +126,8 @@ class LoadedPolicy(_Exportable):
         head = "argmax" if space.discrete else "tanh" if bounds is None else "tanh-scaled"
         return Network(space.obs_dim, space.act_dim, tuple(layers), head, "float64", self.obs_norm, CLIP,
                        1 if layout.modulation_unit else 0,
-                       None if bounds is None else tuple(np.asarray(b, np.float64) for b in bounds))
+                       None if bounds is None
+                       else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)))
 
 
 @dataclass
@@ -164,8 +167,8 @@ class PPOPolicy(_Exportable):
         return self._policy.mode(np.asarray(x).astype(self._dtype))
 
     def network(self):
-        from synapto.ppo.normalise import CLIP
         from synapto.policy_export import Layer, Network
+        from synapto.ppo.normalise import CLIP
 
         mlp = self._policy.mlp
         n = len(mlp.W)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,12 +69,12 @@ class Network:
         return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "dtype": self.dtype,
                 "obs_norm": self.obs_norm is not None, "obs_clip": self.obs_clip,
                 "output_start": self.output_start, "head": self.head,
-                "layers": [{"input": l.input, "activation": l.activation, "shape": list(l.weight.shape),
-                            "bias": l.bias is not None} for l in self.layers]}
+                "layers": [{"input": layer.input, "activation": layer.activation, "shape": list(layer.weight.shape),
+                            "bias": layer.bias is not None} for layer in self.layers]}
 
 
 def write_npz(net: Network, path: str | Path) -> None:
-    arrays = {"layout": np.array(json.dumps(net.layout()))}
+    arrays: dict[str, Any] = {"layout": np.array(json.dumps(net.layout()))}
     for i, layer in enumerate(net.layers):
         arrays[f"layer{i}_weight"] = layer.weight
         if layer.bias is not None:
@@ -141,6 +142,8 @@ def onnx_model(net: Network):
         if net.head in ("tanh", "tanh-scaled"):
             out = node("Tanh", [out], "action_tanh")
         if net.head == "tanh-scaled":
+            if net.bounds is None:
+                raise ValueError("a tanh-scaled head needs the action bounds")
             lo, hi = net.bounds
             out = node("Add", [out, const("one", 1.0, net.dtype)], "action_plus1")
             out = node("Mul", [out, const("half", 0.5, net.dtype)], "action_half")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,8 +57,9 @@ class Shaping:
     cap_factor: float = 0.0
 
     KEYS = ("fall_reward", "finish_bonus", "reward_floor", "stall_steps", "cap_factor")
-    HELP = {
-        "fall_reward": "training episodes only: the reward of a fall (a terminating step of reward -100) instead of -100",
+    HELP: ClassVar[dict[str, str]] = {
+        "fall_reward": "training episodes only: the reward of a fall (a terminating step of reward -100) "
+                       "instead of -100",
         "finish_bonus": "training episodes only: added to a terminating step that is not a fall",
         "reward_floor": "training episodes only: every step's reward clipped from below at this value",
         "stall_steps": "training episodes only: stop after this many consecutive steps of negative reward (0: never)",
@@ -67,7 +68,7 @@ class Shaping:
     }
 
     @classmethod
-    def pop(cls, options: dict[str, Any]) -> "Shaping":
+    def pop(cls, options: dict[str, Any]) -> Shaping:
         """The shaping options of ``options`` (removed from it); one-line errors for bad values."""
         values: dict[str, Any] = {}
         for key in ("fall_reward", "finish_bonus", "reward_floor"):

@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import MPIEXEC, ROOT, _env
 
 DRIVER = r"""

@@ -234,7 +234,8 @@ def test_agents_work_in_a_real_env_and_return_traces():
 def test_episode_result_does_not_depend_on_history():
     # Box2D keeps state across reset(): a fresh env per episode makes each episode's
     # return a pure function of (genome, seed), whatever ran before it.
-    factory = lambda: make_env("BipedalWalker-v3")
+    def factory():
+        return make_env("BipedalWalker-v3")
     agent = HebbianDAG(SpaceInfo.of(factory()), (4,))
     g = agent.init_genome(rng())
     alone = evaluate(agent, factory, g, [5])

@@ -4,11 +4,11 @@ with a non-finite side left out; a linear policy and a hidden layer both learn."
 
 import numpy as np
 import pytest
+from test_strategies import Vector, generation, make, sphere
 
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
 from synapto.evolution.strategies.base import Feedback, strategy_class
-from test_strategies import Vector, generation, make, sphere
 
 
 def tell(s, g, f):

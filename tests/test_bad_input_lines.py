@@ -69,7 +69,7 @@ def test_check_makes_no_folder(tmp_path, capsys, command):
                                             ("frame_skip=0", "ZeroDivisionError")])
 def test_mujoco_constructor_errors_are_one_line(tmp_path, capsys, option, needle):
     pytest.importorskip("mujoco")
-    code, err = call(capsys, "evolve", *SMALL, "--env", "Ant-v5", "--env-option", option, "--out", tmp_path / "s" / "r.h5",
-                     "--check")
+    code, err = call(capsys, "evolve", *SMALL, "--env", "Ant-v5", "--env-option", option,
+                     "--out", tmp_path / "s" / "r.h5", "--check")
     assert code == 2 and err.startswith("error: --env 'Ant-v5' with --env-option") and needle in err, err
     assert os.listdir(tmp_path) == []

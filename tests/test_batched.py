@@ -3,11 +3,12 @@ bit-identical run files across rank counts."""
 
 from __future__ import annotations
 
+import itertools
 
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, datasets, run_cli
+
 from synapto import seeding
 from synapto.evolution.worker import batched, vector_env
 from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, BatchTask, batch_unsupported, chunks_of
@@ -124,20 +125,20 @@ def test_tanh32_error_bound():
 def test_decision_bound_covers_float32_error():
     """The per-row bound on |float32 margin - float64 margin| holds on random networks
     and inputs (it is a worst case: observed errors are far below it)."""
-    from synapto.agents.batched.certify import U32, U64, TANH32_ERR, TANH64_ERR, decision_bound
+    from synapto.agents.batched.certify import TANH32_ERR, TANH64_ERR, U32, U64, decision_bound
     from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(1)
     n, sizes = 2000, [4, 8, 8, 2]
-    ws = [rng.standard_normal((n, a, b)) * (rng.random((n, a, b)) > 0.3) for a, b in zip(sizes, sizes[1:])]
-    a, b = decision_bound([(w.shape[1], [(l, w)]) for l, w in enumerate(ws)], out_tanh=False)
+    ws = [rng.standard_normal((n, a, b)) * (rng.random((n, a, b)) > 0.3) for a, b in itertools.pairwise(sizes)]
+    a, b = decision_bound([(w.shape[1], [(i, w)]) for i, w in enumerate(ws)], out_tanh=False)
     for _ in range(5):
         x0 = (rng.standard_normal((n, 4)) * 3).astype(np.float32)
         x32, x64 = x0, x0.astype(np.float64)
-        for l, w in enumerate(ws):
+        for i, w in enumerate(ws):
             x32 = np.einsum("ri,rio->ro", x32, w.astype(np.float32))
             x64 = np.einsum("ri,rio->ro", x64, w)
-            if l < len(ws) - 1:
+            if i < len(ws) - 1:
                 x32, x64 = tanh_(x32), np.tanh(x64)
         err = np.abs((x32[:, 1] - x32[:, 0]) - (x64[:, 1] - x64[:, 0]))
         bound = a * np.abs(x0).max(axis=1) + b

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import kill_group, run_cli, start_cli, wait_for_line
+
 from synapto.bench.compare import Curve, Point, spread, summarise
 from synapto.cli import main
 from synapto.store import PPORun, RunData

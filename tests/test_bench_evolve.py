@@ -18,10 +18,10 @@ import sys
 import h5py
 import numpy as np
 import pytest
-
 from conftest import _env, assert_same_run
+
 from synapto.bench.common import amdahl, fit_amdahl, md_table, mean_std, shares, speedups
-from synapto.bench.evolve import (PARTS, breakdown, ceiling, loop_times, productive_share, simulate_farm)
+from synapto.bench.evolve import PARTS, breakdown, ceiling, loop_times, productive_share, simulate_farm
 
 
 # ----------------------------------------------------------------------------- arithmetic

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from synapto.bench.farm import SIZES, saturation, speedup_rows
 
 

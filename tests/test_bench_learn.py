@@ -6,7 +6,6 @@ import json
 import h5py
 import numpy as np
 import pytest
-
 from conftest import run_cli
 
 

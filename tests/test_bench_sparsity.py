@@ -8,8 +8,8 @@ import time
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, assert_same_run, kill_group, run_cli, start_cli
+
 from synapto.bench.sparsity import identity, pareto, resumable
 
 
@@ -117,4 +117,5 @@ def test_a_killed_benchmark_resumes_its_run_and_ends_as_if_never_stopped(tmp_pat
     again = run_cli(*args, "--keep-finished", "--out-dir", tmp_path / "cut", timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("resuming") == 1 and "reusing" not in again.stdout, again.stdout
-    assert_same_run(tmp_path / "whole" / "sparsity_runs" / f"{name}.h5", tmp_path / "cut" / "sparsity_runs" / f"{name}.h5")
+    assert_same_run(tmp_path / "whole" / "sparsity_runs" / f"{name}.h5",
+                    tmp_path / "cut" / "sparsity_runs" / f"{name}.h5")

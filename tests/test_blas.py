@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, _env, datasets
 
 THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS")

@@ -9,8 +9,8 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
+
 from synapto.cli import main
 
 SMALL = ["--env", "CartPole-v1", "--population", "4", "--generations", "1", "--episodes", "1",
@@ -213,12 +213,11 @@ def test_every_shipped_config_is_accepted():
     """Each experiments/*.toml loads into the configurations its command runs (every seed),
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
-    from synapto.evolution.command import check_task_timeout
-    from synapto.evolution.config import EVOLVE_KEYS
-    from synapto.options import strategy_options
     from synapto.config import load_toml
-    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.command import check_task_timeout
+    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
     from synapto.evolution.strategies import make_strategy
+    from synapto.options import strategy_options
     from synapto.ppo.config import build_config, load_ppo_toml
 
     assert len(EXPERIMENTS) >= 5 and ROOT / "experiments" / "quickstart.toml" in EXPERIMENTS
@@ -244,6 +243,7 @@ def test_config_file_with_command_line_overrides(tmp_path):
     """quickstart.toml through the command line, shrunk by overrides: the file gives what
     the command line does not."""
     import json
+
     import tomllib
 
     path = ROOT / "experiments" / "quickstart.toml"

@@ -9,9 +9,10 @@ import csv
 import re
 import subprocess
 import sys
-import pytest
 
+import pytest
 from conftest import ROOT, _env, run_cli
+
 from synapto.cli import main
 
 
@@ -54,21 +55,21 @@ def test_spinning_up_underscore_spellings_are_still_read(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_ppo_tensorboard_and_live_log_hold_every_epoch(tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     import h5py
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "p.h5"
     proc = run_cli("ppo", "--env", "CartPole-v1", "--epochs", "2", "--steps-per-epoch", "100", "--hid", "4",
                    "--out", out, "--tensorboard", tmp_path / "tb", "--live-log", tmp_path / "live.csv",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = list(csv.DictReader(open(tmp_path / "live.csv")))
+    with open(tmp_path / "live.csv") as fh:
+        rows = list(csv.DictReader(fh))
     with h5py.File(out, "r") as f:
         returns = f["stats/AverageEpRet"][()]
     assert [int(r["generation"]) for r in rows] == [0, 1]
     assert [float(r["AverageEpRet"]) for r in rows] == list(returns)
-    (events,) = list((tmp_path / "tb").iterdir())
+    (_events,) = list((tmp_path / "tb").iterdir())
     acc = EventAccumulator(str(tmp_path / "tb")).Reload()
     assert [e.step for e in acc.Scalars("stats/AverageEpRet")] == [0, 1]
 
@@ -100,7 +101,7 @@ def test_evolution_curves_of_one_group_have_distinct_hues():
     from synapto.viz.plot import _line_styles
 
     curves = ["best", "elite-mean", "pop-mean", "validation"]
-    run = SimpleNamespace(curves={n: None for n in curves})
+    run = SimpleNamespace(curves=dict.fromkeys(curves))
     groups = [SimpleNamespace(key=k, kind="evolve", runs=[run], label=k) for k in ("a", "b", "c")]
     styles = _line_styles(groups, curves)
     for g in groups:

@@ -7,13 +7,12 @@ import json
 
 import h5py
 import pytest
+from conftest import run_cli
 
 import synapto
 from synapto.config import shipped_configs
 from synapto.errors import UsageError
 from synapto.ppo.config import PPOConfig
-
-from conftest import run_cli
 
 EVOLVE_TOML = """
 env = "CartPole-v1"

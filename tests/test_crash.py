@@ -7,9 +7,9 @@ import time
 import h5py
 import numpy as np
 import pytest
+from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
 from synapto.shell import synapto_command
-from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
 RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "10", "--generations", "6",
        "--episodes", "2", "--hidden", "4", "--seed", "8", "--test-episodes", "4"]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import MPIEXEC, _env, assert_same_run, run_cli
 
 DATA = Path(__file__).parent / "data"

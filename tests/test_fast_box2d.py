@@ -12,8 +12,8 @@ import sys
 import h5py
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+
 from synapto.errors import UsageError
 from synapto.store import RunData
 
@@ -22,12 +22,12 @@ if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the envpool extra i
 else:
     pytest.importorskip("envpool")
 
-from synapto.agents import build_agent  # noqa: E402
-from synapto.agents.batched.rows import rows_product  # noqa: E402
-from synapto.evolution.config import EvolveConfig  # noqa: E402
-from synapto.evolution.worker.tasks import EvalTask  # noqa: E402
-from synapto.evolution.worker.fast_box2d import _shape, _Rows, evaluate_tasks, require  # noqa: E402
-from synapto.shaping import Shaping, ShapedEnv  # noqa: E402
+from synapto.agents import build_agent
+from synapto.agents.batched.rows import rows_product
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.worker.fast_box2d import _Rows, _shape, evaluate_tasks, require
+from synapto.evolution.worker.tasks import EvalTask
+from synapto.shaping import ShapedEnv, Shaping
 
 
 def same(a, b) -> bool:

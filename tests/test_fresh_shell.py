@@ -12,7 +12,6 @@ from pathlib import Path
 
 import h5py
 import pytest
-
 from conftest import ROOT, _env
 
 RUN = ["--env", "CartPole-v1", "--env-option", "max_episode_steps=20", "--agent", "pruned-mlp", "--hidden", "3",
@@ -68,7 +67,7 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_a_shipped_config_outside_the_ch
         names = whl.namelist()
         meta = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "synapto/experiments/quickstart.toml" in names  # the shipped configs travel with the package
-    assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
+    assert any(n.endswith(("licenses/LICENSE", "/LICENSE")) for n in names)
     for line in ("Name: synapto-evo", "License: MIT", "Requires-Python: >=3.10", "Provides-Extra: mpich",
                  "Classifier: Programming Language :: Python :: 3.10", "Provides-Extra: tensorboard",
                  "Classifier: Programming Language :: Python :: 3.13", "Project-URL: "):

@@ -18,7 +18,6 @@ import time
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, _env, assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
 CARTPOLE = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "8", "--episodes", "2",
@@ -79,7 +78,7 @@ def test_a_second_run_on_a_file_in_use_is_refused_and_touches_nothing(tmp_path):
             assert snapshot(tmp_path) == before, cmd
     finally:
         os.killpg(first.pid, signal.SIGCONT)
-    stdout, stderr = first.communicate(timeout=300)
+    _stdout, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, stderr
     reference = tmp_path / "reference.h5"
     assert run_cli("evolve", *evolve_args(1, generations=8), "--out", reference).returncode == 0
@@ -99,7 +98,7 @@ def test_two_runs_started_together_on_one_out(tmp_path):
         procs = {seed: start_cli("evolve", *evolve_args(seed, 4), "--out", out) for seed in (1, 2)}
         codes = {}
         for seed, proc in procs.items():
-            stdout, stderr = proc.communicate(timeout=300)
+            _stdout, stderr = proc.communicate(timeout=300)
             codes[seed] = (proc.returncode, stderr)
         assert sorted(c for c, _ in codes.values()) == [0, 2], codes
         winner = next(seed for seed, (c, _) in codes.items() if c == 0)
@@ -122,7 +121,7 @@ def test_a_second_ppo_run_on_a_file_in_use_is_refused(tmp_path):
             assert snapshot(tmp_path) == before, cmd
     finally:
         os.killpg(first.pid, signal.SIGCONT)
-    stdout, stderr = first.communicate(timeout=300)
+    _stdout, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, stderr
     reference = tmp_path / "reference.h5"
     assert run_cli("ppo", *PPO, "--epochs", "6", "--out", reference).returncode == 0

@@ -45,7 +45,8 @@ def test_no_private_agent_attributes_outside_agents(path):
 
 
 @pytest.mark.parametrize("low, high", [("synapto.store", "synapto.evolution"), ("synapto.ppo", "synapto.bench"),
-                                       ("synapto.agents", "synapto.evolution"), ("synapto.parallel", "synapto.evolution"),
+                                       ("synapto.agents", "synapto.evolution"),
+                                       ("synapto.parallel", "synapto.evolution"),
                                        ("synapto.store", "synapto.parallel"), ("synapto.agents", "synapto.store")])
 def test_no_arrow_back_up(low, high):
     for path in PKG.joinpath(*low.split(".")[1:]).rglob("*.py"):

@@ -3,11 +3,11 @@
 import h5py
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+
 from synapto import seeding
-from synapto.store import RunData
 from synapto.evolution.strategies.ga import perturb
+from synapto.store import RunData
 
 RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "12", "--generations", "4",
        "--episodes", "2", "--hidden", "4", "--seed", "21", "--test-episodes", "3",

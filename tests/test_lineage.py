@@ -13,7 +13,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
 DATA = Path(__file__).parent / "data"

@@ -1,7 +1,6 @@
 """The same command under 1, 2, 4 (and 64) MPI ranks writes bit-identical run files."""
 
 import pytest
-
 from conftest import assert_same_run, run_cli
 
 

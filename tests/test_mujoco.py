@@ -8,7 +8,6 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, run_cli
 
 if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the mujoco extra is installed, its absence an error
@@ -16,10 +15,10 @@ if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the mujoco extra is
 else:
     pytest.importorskip("mujoco")
 
-from synapto.evolution.config import EvolveConfig  # noqa: E402
-from synapto.evolution.loop import run_evolution  # noqa: E402
-from synapto.parallel.farm import SerialFarm  # noqa: E402
-from synapto.store import RunData  # noqa: E402
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.loop import run_evolution
+from synapto.parallel.farm import SerialFarm
+from synapto.store import RunData
 
 CAP = 10
 #: ARS V2-t on a linear policy, Hopper-v5 capped at 10 steps, with the survival bonus shifted out

@@ -8,9 +8,9 @@ import pytest
 
 from synapto.agents.base import Agent, Policy
 from synapto.envs import SpaceInfo, make_env
+from synapto.evolution.obs_norm import CLIP, MIN_VAR, ObsStats
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
-from synapto.evolution.obs_norm import CLIP, MIN_VAR, ObsStats
 
 LUNAR = "LunarLander-v3"
 

@@ -8,7 +8,6 @@ import os
 import stat
 
 import pytest
-
 from conftest import run_cli
 from private_fs import on_tmpfs
 

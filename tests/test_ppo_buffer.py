@@ -4,9 +4,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from synapto.parallel.collectives import Collectives
 from synapto.ppo.buffer import EpochBuffer, discount_cumsum, gae_path
 from synapto.ppo.config import PPOConfig
-from synapto.parallel.collectives import Collectives
 from synapto.ppo.env import open_env
 from synapto.ppo.train import Trainer
 
@@ -93,7 +93,7 @@ def test_rollout_marks_terminations_and_truncations(max_ep_len, ends, logged):
     handle, info = open_env(cfg)
     assert handle.limit == (7 if max_ep_len is None else 6)
     trainer = Trainer(cfg, Collectives(None), 0, info)
-    timing = {k: 0.0 for k in ("rollout", "env", "act")}
+    timing = dict.fromkeys(("rollout", "env", "act"), 0.0)
     returns, lengths = trainer.rollout(0, timing)
     buf = trainer.buf
     assert buf.path_ends == ends
@@ -117,7 +117,7 @@ def test_rollout_is_a_function_of_seed_rank_and_epoch():
     runs = []
     for rank, epoch in ((0, 0), (0, 0), (1, 0), (0, 1)):
         trainer = Trainer(cfg, Collectives(None), rank, info)
-        trainer.rollout(epoch, {k: 0.0 for k in ("rollout", "env", "act")})
+        trainer.rollout(epoch, dict.fromkeys(("rollout", "env", "act"), 0.0))
         runs.append((trainer.buf.obs.copy(), trainer.buf.act.copy()))
     assert runs[0][0].tobytes() == runs[1][0].tobytes() and runs[0][1].tobytes() == runs[1][1].tobytes()
     assert runs[0][0].tobytes() != runs[2][0].tobytes()

@@ -3,11 +3,11 @@
 import h5py
 import numpy as np
 import pytest
-
 from conftest import run_cli
+
 from synapto.cli import main
-from synapto.ppo.config import PPOConfig, parse_hid
 from synapto.errors import UsageError
+from synapto.ppo.config import PPOConfig, parse_hid
 
 SMALL = ["--env", "Pendulum-v1", "--hid", "4", "--epochs", "1", "--steps-per-epoch", "50",
          "--train-pi-iters", "1", "--train-v-iters", "1"]

@@ -9,7 +9,6 @@ check is documented in docs/ppo.md, not run here.
 import h5py
 import numpy as np
 import pytest
-
 from conftest import run_cli
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]

@@ -7,9 +7,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import MPIEXEC, _env, assert_same_run, run_cli
-
 
 # Pendulum: Gaussian policy, a 200-step time limit (truncation) and epoch-end cuts.
 TINY = ["--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "500", "--train-pi-iters", "5",
@@ -18,9 +16,9 @@ TINY = ["--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "500", "
 
 def _pooled_gradients(out: str) -> None:
     """Run under mpiexec: each rank takes its share of one batch; rank 0 also does the pooled batch."""
+    from synapto.parallel.collectives import Collectives, average_gradient
     from synapto.parallel.launch import world
     from synapto.ppo.policy import Policy, ValueFunction
-    from synapto.parallel.collectives import Collectives, average_gradient
 
     comm, rank, size = world()
     coll = Collectives(comm)

@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+
 from synapto.cli import main
 from synapto.ppo.normalise import PRIOR, Moments, ObsNormaliser, RewardScaler
 from synapto.store import PPORun

@@ -4,8 +4,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from conftest import assert_same_run
+
 from synapto.errors import UsageError
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.threads import update_threads

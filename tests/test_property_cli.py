@@ -24,8 +24,8 @@ import synapto  # noqa: E402
 from synapto.cli import main  # noqa: E402
 from synapto.errors import UsageError  # noqa: E402
 
-SETTINGS = settings(max_examples=int(os.environ.get("SYNAPTO_PROPERTY_EXAMPLES", "30")), deadline=None, database=None, derandomize=False,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=int(os.environ.get("SYNAPTO_PROPERTY_EXAMPLES", "30")), deadline=None, database=None,
+                    derandomize=False, suppress_health_check=list(HealthCheck))
 
 #: a module that raises on import, for ``--env raising_on_import:Foo-v0``
 RAISING = "raise RuntimeError('this module cannot be imported')\n"
@@ -77,7 +77,7 @@ toml_values = st.one_of(st.integers(-2, 4), st.booleans(), st.sampled_from(['"Ca
 def toml_literal(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, str) and v.startswith(("[", '"')) or isinstance(v, int):
+    if (isinstance(v, str) and v.startswith(("[", '"'))) or isinstance(v, int):
         return str(v)
     if isinstance(v, float):
         return repr(v) if v == v and abs(v) != float("inf") else ("nan" if v != v else "inf")
@@ -168,7 +168,7 @@ def test_evolve_command_line_is_a_run_or_one_line(case):
             argv += ["--config", d / "c.toml"]
         code, err = run_main([*argv, "--check"])
         event(f"--check: exit {code}")
-        assert_outcome(code, err, argv + ["--check"])
+        assert_outcome(code, err, [*argv, "--check"])
         assert files_under(d) <= inputs, f"--check wrote {files_under(d) - inputs} for {argv}"
         if code == 0 and check:
             code, err = run_main(argv)

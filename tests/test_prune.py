@@ -4,8 +4,8 @@ schedule without ever exceeding it, and bad options refused in one line."""
 
 import numpy as np
 import pytest
-
 from conftest import run_cli
+
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-
 from conftest import _env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,6 @@
 
 import h5py
 import pytest
-
 from conftest import run_cli
 
 

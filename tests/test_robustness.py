@@ -13,8 +13,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, run_cli
+
 from synapto.cli import main
 
 SMALL = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "3", "--population", "8", "--generations",
@@ -191,7 +191,6 @@ def test_unbounded_action_space_is_said_in_the_run_file(tmp_path, user_unbounded
 
 @pytest.fixture
 def user_unbounded_env(tmp_path):
-    import sys
 
     (tmp_path / "unbounded_env.py").write_text(
         "import numpy as np, gymnasium as gym\n"

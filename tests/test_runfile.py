@@ -77,7 +77,7 @@ def test_a_generations_row_is_built_from_the_row_table():
 
     values = {name: np.zeros(1) for name in PER_GENERATION
               if not name.startswith(("stats/", "timing/", "obs_norm/", "population"))}
-    stats = {**{name: 1.0 for name in STATS}, "sigma_mean": 0.5}
+    stats = {**dict.fromkeys(STATS, 1.0), "sigma_mean": 0.5}
     row = record(values, stats, {"wall": 2.0}, samples={"keys": np.zeros((2, 6))},
                  arrays={"centre": np.ones(3)}, norm=(np.zeros(2), np.ones(2)))
     order = [r.name for r in ROWS]

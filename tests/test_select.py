@@ -5,8 +5,14 @@ import numpy as np
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
-from synapto.evolution.strategies.ga import (EvolutionState, merge_hall_of_fame, next_generation, rank_order,
-                                      rank_weights, recombine)
+from synapto.evolution.strategies.ga import (
+    EvolutionState,
+    merge_hall_of_fame,
+    next_generation,
+    rank_order,
+    rank_weights,
+    recombine,
+)
 
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
 
@@ -47,7 +53,7 @@ def test_elites_best_ever_and_size():
 
 
 def test_hall_of_fame_keeps_the_best_seen():
-    f, g, s = merge_hall_of_fame(np.array([9.0, 5.0]), np.array([[9.0], [5.0]]), np.zeros((2, 1)),
+    f, g, _s = merge_hall_of_fame(np.array([9.0, 5.0]), np.array([[9.0], [5.0]]), np.zeros((2, 1)),
                                  np.array([1.0, 7.0, 3.0]), np.array([[1.0], [7.0], [3.0]]),
                                  np.zeros((3, 1)), rank_order(np.array([1.0, 7.0, 3.0])), 2)
     assert f.tolist() == [9.0, 7.0] and g[:, 0].tolist() == [9.0, 7.0]

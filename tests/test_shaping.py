@@ -8,10 +8,10 @@ import json
 import h5py
 import numpy as np
 import pytest
+from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
-from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 from synapto.errors import UsageError
-from synapto.shaping import Shaping, ShapedEnv
+from synapto.shaping import ShapedEnv, Shaping
 from synapto.store import RunData
 
 

@@ -5,13 +5,11 @@ tests/cluster/test_slurm.py does it under sbatch)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, _env, assert_same_run, finish, kill_group, run_cli, wait_for_line
 
 CONFIG = """\
@@ -41,8 +39,8 @@ def test_the_script_asks_for_sigterm_ahead_and_requeues(capsys):
     assert "#SBATCH --signal=B:TERM@120" in lines and "#SBATCH --requeue" in lines
     assert "#SBATCH --open-mode=append" in lines
     assert f"PY=${{PY:-{sys.executable}}}" in lines  # the Python that printed it, not a checkout's .venv
-    resume = [l for l in lines if "--resume" in l and not l.startswith("#")]
-    assert resume and all("--config" not in l and '"$@"' not in l for l in resume)  # --resume refuses both
+    resume = [line for line in lines if "--resume" in line and not line.startswith("#")]
+    assert resume and all("--config" not in line and '"$@"' not in line for line in resume)  # --resume refuses both
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 

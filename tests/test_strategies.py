@@ -9,9 +9,9 @@ from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo, make_env
 from synapto.errors import UsageError
-from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.strategies.base import Feedback, check_never_revived, strategy_class
 from synapto.evolution.strategies.es import centred_ranks
+from synapto.evolution.worker.evaluate import evaluate
 from synapto.store import read_checkpoint, write_checkpoint
 
 ES = ("openai-es", "pgpe", "cmaes")  #: the strategies that shape fitness by ranks

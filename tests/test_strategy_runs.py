@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
+
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm
@@ -97,7 +97,7 @@ def test_replay_is_exact_with_obs_norm_and_the_centre(reference):
 def test_final_selection_and_test_are_stored(reference):
     """The champion is the best of the final candidates on the selection episodes, and its
     stored test returns come from the test stream with its generation's normalisation."""
-    strategy, ref = reference
+    _strategy, ref = reference
     with RunData(ref) as run:
         sel, champ = run.selection(), run.champion()
         assert sel is not None and 0 <= sel.chosen < len(sel.fitness)

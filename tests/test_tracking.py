@@ -10,7 +10,6 @@ import json
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
 
 RUN = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "4", "--population", "8", "--generations",

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_cli, start_cli
 
 if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the tune extra is installed, its absence an error
@@ -18,7 +17,7 @@ if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the tune extra is i
 else:
     optuna = pytest.importorskip("optuna")
 
-from synapto.cli import main  # noqa: E402
+from synapto.cli import main
 
 #: the shipped CartPole base, cut down to seconds: 8,000 env steps a run
 BASE = (ROOT / "experiments" / "cartpole.toml").read_text().replace("20_000", "8_000")
@@ -69,7 +68,7 @@ BAD_SPACES = {
 @pytest.mark.parametrize("line", sorted(BAD_SPACES))
 def test_a_bad_space_file_is_one_line_and_exit_2(capsys, tmp_path, base, line):
     space = write(tmp_path, f"[params]\n{line}\n")
-    code, out, err = tune(capsys, "--config", base, "--space", space, "--seeds", 1000, "--study", tmp_path / "s.db")
+    code, _out, err = tune(capsys, "--config", base, "--space", space, "--seeds", 1000, "--study", tmp_path / "s.db")
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
     assert BAD_SPACES[line] in err, err
     assert not (tmp_path / "s.db").exists()  # nothing written

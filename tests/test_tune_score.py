@@ -7,7 +7,6 @@ from pathlib import Path
 
 import h5py
 import pytest
-
 from conftest import run_cli
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_score.py"

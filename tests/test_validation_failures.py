@@ -7,7 +7,6 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-
 from conftest import run_cli
 
 #: seed 3: generation 0's training episodes pass, its validation episodes (shared seeds) raise

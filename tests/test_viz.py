@@ -12,21 +12,20 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT, _env, run_cli
 
 if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the plot extra is installed, its absence an error
     import imageio  # noqa: F401
-    import matplotlib  # noqa: F401
+    import matplotlib
     from PIL import Image
 else:
     pytest.importorskip("matplotlib")
     pytest.importorskip("imageio")
     Image = pytest.importorskip("PIL.Image")
 
-import matplotlib  # noqa: E402
+import matplotlib
 
-from synapto.errors import UsageError  # noqa: E402
+from synapto.errors import UsageError
 
 TINY = ["--env", "CartPole-v1", "--population", "6", "--episodes", "1", "--test-episodes", "2", "--hidden", "3"]
 
@@ -124,7 +123,7 @@ def test_plot_of_two_envs_gives_each_its_own_y_axis(runs, tmp_path):
     fig, _ = curves_figure([read_run(runs["dag1"]), other], ["generation"], connections=False)
     titles = sorted(ax.get_title() for ax in fig.axes)
     assert titles == ["Acrobot-v1", "CartPole-v1"]
-    a, b = fig.axes
+    a, _b = fig.axes
     assert a.get_shared_y_axes().get_siblings(a) == [a]  # y axes not shared
 
 
@@ -362,13 +361,15 @@ def test_export_csv(runs, tmp_path):
     files = export_runs([runs["dag1"], runs["ppo"]], tmp_path / "csv", log=quiet)
     names = sorted(p.name for p in files)
     assert names == ["dag_s1.csv", "dag_s1_champion.csv", "ppo.csv"]
-    rows = list(csv.DictReader(open(tmp_path / "csv" / "dag_s1.csv")))
+    with open(tmp_path / "csv" / "dag_s1.csv") as fh:
+        rows = list(csv.DictReader(fh))
     with h5py.File(runs["dag1"], "r") as f:
         assert len(rows) == int(f["completed"][0]) == 3
         assert [float(r["best_fitness"]) for r in rows] == list(f["stats/best_fitness"][:3])
         assert [r["generation"] for r in rows] == ["0", "1", "2"]
         np.testing.assert_allclose([float(r["wall_time"]) for r in rows], np.cumsum(f["timing/wall"][:3]))
-    ppo = list(csv.DictReader(open(tmp_path / "csv" / "ppo.csv")))
+    with open(tmp_path / "csv" / "ppo.csv") as fh:
+        ppo = list(csv.DictReader(fh))
     assert len(ppo) == 2 and list(ppo[0])[:5] == ["Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet"]
     assert [r["TotalEnvInteracts"] for r in ppo] == ["200", "400"] and "Time" in ppo[0]
 

@@ -23,13 +23,15 @@ touches global random state.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from synapto.envs import SpaceInfo
 from synapto.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Block:
@@ -193,7 +195,7 @@ class Agent(ABC):
             a = lo + (a + 1.0) * 0.5 * (hi - lo)
         return a
 
-    def action_map(self) -> "ActionMap":
+    def action_map(self) -> ActionMap:
         """A callable doing :meth:`output_to_action` with preallocated scratch buffers
         (for a policy's per-step path; one per policy)."""
         return ActionMap(self)
@@ -210,7 +212,7 @@ class Agent(ABC):
             return cached
         lo, hi = self.space.low, self.space.high
         bounds = None
-        if lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) \
+        if lo is not None and hi is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) \
                 and not (np.all(lo == -1.0) and np.all(hi == 1.0)):
             bounds = (lo, hi)
         self.__dict__["_bounds_cache"] = bounds
@@ -226,7 +228,7 @@ class ActionMap:
     as :meth:`Agent.output_to_action`.
     """
 
-    __slots__ = ("discrete", "_lo", "_span", "_tmp", "fn")
+    __slots__ = ("_lo", "_span", "_tmp", "discrete", "fn")
 
     def __init__(self, agent: Agent):
         self.discrete = agent.space.discrete

@@ -38,6 +38,8 @@ runs over surviving connections only: in the reference, already-pruned connectio
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy
@@ -58,7 +60,7 @@ class DAGPolicy(Policy):
 
     RING = 64
 
-    def __init__(self, agent: "HebbianDAG", genome: np.ndarray):
+    def __init__(self, agent: HebbianDAG, genome: np.ndarray):
         self.agent = agent
         self.genome = genome
         self.mats = [genome[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
@@ -88,9 +90,9 @@ class DAGPolicy(Policy):
             self._mod = 0.0
             self._keep = 1.0 - float(agent.options["trace_decay"])
             self._masks = None if agent.options["plastic_pruned"] else [m != 0 for m in self.mats]
-            self.act = self._act_modulated_step
+            self.act = self._act_modulated_step  # type: ignore[method-assign]  # the per-instance fast path
         else:
-            self.act = self._make_act()
+            self.act = self._make_act()  # type: ignore[method-assign]
 
     def reset(self) -> None:
         self._t = 0
@@ -183,7 +185,7 @@ class DAGPolicy(Policy):
 class HebbianDAG(Agent):
     name = "hebbian-dag"
     traces = True
-    OPTIONS = {
+    OPTIONS: ClassVar[dict[str, Any]] = {
         "init_prune": 0.025,  # fraction pruned at random in generation 0
         "prune_rate": 0.01,  # mean probability of Hebbian pruning per generation
         "random_prune": 0.01,  # extra uniform pruning, applied with probability 1/2
@@ -219,7 +221,7 @@ class HebbianDAG(Agent):
         return self._n
 
     @property
-    def initial_rate(self) -> float:
+    def initial_rate(self) -> float:  # type: ignore[override]  # Agent's is a plain attribute: subclasses may set it
         return float(self.options["prune_rate"])
 
     def init_genome(self, rng):

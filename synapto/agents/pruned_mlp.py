@@ -12,6 +12,8 @@ penalty, the mean over layers of the mean absolute weight.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, layer_shapes
@@ -23,7 +25,7 @@ class MLPPolicy(Policy):
     action is the only new array (bit for bit ``tanh(x @ W)`` chained).  ``act`` is a
     closure over those buffers, made once per policy: no attribute lookups per step."""
 
-    def __init__(self, agent: "PrunedMLP", genome: np.ndarray):
+    def __init__(self, agent: PrunedMLP, genome: np.ndarray):
         self._mats = [genome[s].reshape(shape) for s, shape in zip(agent._slices, agent._shapes)]
         self._map = agent.action_map()
         self._discrete = agent.space.discrete
@@ -33,7 +35,7 @@ class MLPPolicy(Policy):
         self._layers = tuple(zip(ins[:-1], self._mats[:-1], bufs[:-1]))  # (input, W, output) of hidden layers
         self._last = (ins[-1], self._mats[-1])
         self._z = bufs[-1]
-        self.act = self._make_act()
+        self.act = self._make_act()  # type: ignore[method-assign]  # the per-instance fast path
 
     def _make_act(self):
         copyto, tanh, x0, layers, z, to_action = np.copyto, np.tanh, self._x0, self._layers, self._z, self._map.fn
@@ -57,7 +59,7 @@ class MLPPolicy(Policy):
 
 class PrunedMLP(Agent):
     name = "pruned-mlp"
-    OPTIONS = {
+    OPTIONS: ClassVar[dict[str, Any]] = {
         "init_prune": 0.25,  # fraction pruned at random in generation 0
         "min_rate": 0.001,  # bounds of the adaptive pruning rate
         "max_rate": 0.0125,
@@ -79,7 +81,7 @@ class PrunedMLP(Agent):
         return self._n
 
     @property
-    def initial_rate(self) -> float:
+    def initial_rate(self) -> float:  # type: ignore[override]  # Agent's is a plain attribute: subclasses may set it
         return float(self.options["max_rate"])
 
     def init_genome(self, rng):

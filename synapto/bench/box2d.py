@@ -29,7 +29,7 @@ def genomes(n: int, seed: int = 0):
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
 
-    agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=list(HIDDEN)))
+    agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=tuple(HIDDEN)))
     rng = np.random.default_rng(seed)
     g = np.stack([agent.init_genome(rng) for _ in range(n)])
     g = g * SCALE * (1.0 + 0.5 * rng.standard_normal(g.shape))
@@ -43,8 +43,8 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
     ``2 * seconds`` of CPU time together."""
     from synapto import seeding
     from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
-    from synapto.evolution.worker.tasks import EvalTask
     from synapto.evolution.worker.fast_box2d import evaluate_tasks
+    from synapto.evolution.worker.tasks import EvalTask
 
     agent, gen = genomes(rows)
     serial = Evaluator(EvolveSpec(ENV, "pruned-mlp", HIDDEN, {}))
@@ -74,8 +74,8 @@ def table(data: dict) -> str:
     from synapto.bench.common import md_table
 
     p = data["paths"]
-    rows = [["gymnasium, one env at a time", f"{p['gymnasium']['per_core']:,.0f}", f"{p['gymnasium']['mean_episode']:.0f}",
-             "1.00"],
+    rows = [["gymnasium, one env at a time", f"{p['gymnasium']['per_core']:,.0f}",
+             f"{p['gymnasium']['mean_episode']:.0f}", "1.00"],
             [f"envpool, {data['rows']} envs in lockstep", f"{p['envpool']['per_core']:,.0f}",
              f"{p['envpool']['mean_episode']:.0f}", f"{data['ratio']:.2f}"]]
     return md_table(["BipedalWalker-v3, pruned-mlp 24-40-40-4", "steps/s per core (CPU time)", "mean episode",

@@ -20,9 +20,9 @@ import os
 import shlex
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -90,7 +90,7 @@ def shares(parts: Mapping[str, float]) -> dict[str, float]:
     """Each part divided by the sum of all parts (so the shares sum to 1)."""
     total = float(sum(parts.values()))
     if total == 0:
-        return {k: math.nan for k in parts}
+        return dict.fromkeys(parts, math.nan)
     return {k: float(v) / total for k, v in parts.items()}
 
 

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -119,8 +120,8 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
     from functools import partial
 
     from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
+    from synapto.evolution.config import EvolveConfig
     from synapto.evolution.worker.evaluate import evaluate
     from synapto.seeding import test_seeds
     from synapto.store import RunData
@@ -344,7 +345,7 @@ def register(bench_app: typer.Typer) -> None:
         points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final one.")]
             = 10,
         episodes: Annotated[int, typer.Option(help="Test episodes per policy.")] = 100,
-        threshold: Annotated[Optional[list[str]], typer.Option(
+        threshold: Annotated[list[str] | None, typer.Option(
             help="ENV=X: a task's threshold (repeatable).", show_default="each task's, docs/compare.md")] = None,
         out_dir: Annotated[Path, typer.Option(help="Folder of the outputs and the test cache.")] = Path("bench"),
         name: Annotated[str, typer.Option(help="Output name: NAME.md, NAME.json, NAME.png.")] = "compare",

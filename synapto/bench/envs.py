@@ -26,7 +26,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -53,7 +53,7 @@ def _policy(n: int, seed: int = 0):
     from synapto.agents import build_agent
     from synapto.evolution.config import EvolveConfig
 
-    agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=[8, 8]))
+    agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=(8, 8)))
     rng = np.random.default_rng(seed)
     genomes = np.stack([agent.init_genome(rng) for _ in range(n)])
     genomes = genomes * (1.0 + 0.5 * rng.standard_normal(genomes.shape))
@@ -263,7 +263,7 @@ def register(bench_app: typer.Typer) -> None:
         max_async: Annotated[int, typer.Option(help="Largest AsyncVectorEnv (one process per env).")] = 16,
         max_serial: Annotated[int, typer.Option(help="Largest SyncVectorEnv / MPI farm (envs stepped one by one).")]
             = 1024,
-        backend: Annotated[Optional[list[str]], typer.Option(
+        backend: Annotated[list[str] | None, typer.Option(
             help="Backends to run: sync async vector mpi.", show_default="all")] = None,
         out_dir: Annotated[Path, typer.Option(help="Where envs.md, envs.json and envs.png go.")] = Path("bench"),
         bipedal_rows: Annotated[int, typer.Option(help="bipedal: envs stepped in lockstep on envpool.")] = 64,
@@ -272,9 +272,8 @@ def register(bench_app: typer.Typer) -> None:
     ):
         """CartPole-v1 steps/s against the number of environments, per backend; and BipedalWalker-v3 training
         steps per CPU second, gymnasium one env at a time against envpool in lockstep (backend bipedal)."""
-        from synapto.errors import UsageError
-
         from synapto.bench import box2d
+        from synapto.errors import UsageError
 
         backends = list(backend) if backend else ["sync", "async", "vector", "mpi", "bipedal"]
         unknown = sorted(set(backends) - {"sync", "async", "vector", "mpi", "bipedal"})

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -220,7 +220,7 @@ def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("farm")
     def bench_farm(
-        workers_list: Annotated[Optional[list[int]], typer.Option(
+        workers_list: Annotated[list[int] | None, typer.Option(
             help="Worker ranks of the zero-cost probes (each one mpiexec job).",
             show_default="1 2 8 32 64")] = None,
         tasks_per_worker: Annotated[int, typer.Option(help="Zero-cost tasks per worker in a probe map.")] = 50,

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -156,7 +156,7 @@ def plot(path: Path, runs: dict, meta: dict) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(runs), 3.5))
-    for x, (mode, items) in enumerate(runs.items()):
+    for x, items in enumerate(runs.values()):
         tm = [r["test_mean"] for r in items]
         ax.bar(x, np.mean(tm), color="#9ecae1", width=0.6)
         ax.scatter([x] * len(tm), tm, color="#08519c", zorder=3)
@@ -185,12 +185,12 @@ def register(bench_app: typer.Typer) -> None:
     def bench_learn(
         long: Annotated[bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget "
                                                           "(hours per seed).")] = False,
-        mode: Annotated[Optional[list[str]], typer.Option(
+        mode: Annotated[list[str] | None, typer.Option(
             help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes")] = None,
-        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        env: Annotated[Optional[str], typer.Option(help="Override the budget's environment.",
+        seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
+        env: Annotated[str | None, typer.Option(help="Override the budget's environment.",
                                                    show_default="the budget's")] = None,
-        max_env_steps: Annotated[Optional[int], typer.Option(
+        max_env_steps: Annotated[int | None, typer.Option(
             help="Override the budget's training + validation env steps per run.", show_default="the budget's")] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
@@ -223,7 +223,7 @@ def register(bench_app: typer.Typer) -> None:
         for m in modes:  # every mode's options checked before the first run
             check_command(cmd_of(m, seeds[0])[0])
         run_dir.mkdir(parents=True, exist_ok=True)
-        meta = {"env": env_name, "max_env_steps": max_env_steps or budget.max_env_steps, "seeds": seeds,
+        meta: dict[str, Any] = {"env": env_name, "max_env_steps": max_env_steps or budget.max_env_steps, "seeds": seeds,
                 "workers": workers, "test_episodes": test_episodes, "threshold": SOLVED.get(env_name),
                 "extra": extra, "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes}}
         runs: dict[str, list[dict]] = {m: [] for m in modes}

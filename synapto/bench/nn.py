@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -123,16 +125,16 @@ def run_nn(repeats: int = 5, scale: float = 1.0, torch: str = "auto") -> dict:
     rows = []
     for lib, net, make in impls:
         forward, train = make()
-        row = {"library": lib, "network": net}
+        row: dict[str, Any] = {"library": lib, "network": net}
         for b in FORWARD_BATCHES:
             x = rng.standard_normal((b, OBS))
-            row[f"forward_{b}"] = time_call(lambda: forward(x), max(1, int(2000 * scale / b ** 0.5)), repeats)
+            row[f"forward_{b}"] = time_call(partial(forward, x), max(1, int(2000 * scale / b ** 0.5)), repeats)
         for b in TRAIN_BATCHES:
             if train is None:
                 row[f"train_{b}"] = None
                 continue
             x, t = rng.standard_normal((b, OBS)), rng.standard_normal((b, ACT))
-            row[f"train_{b}"] = time_call(lambda: train(x, t), max(1, int(20000 * scale / b)), repeats)
+            row[f"train_{b}"] = time_call(partial(train, x, t), max(1, int(20000 * scale / b)), repeats)
         rows.append(row)
     return {"torch": have_torch, "repeats": repeats, "scale": scale, "rows": rows,
             "units": "microseconds per call (median)"}

@@ -24,8 +24,9 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -47,8 +48,8 @@ def summarise(run_path: Path) -> dict:
 
     with PPORun(run_path) as run:
         n = run.completed
-        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu")
-                  + tuple(k for k, _ in SPLIT + LOOPS)}
+        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu",
+                                                      *(k for k, _ in SPLIT + LOOPS))}
         steps = int(run.stats("TotalEnvInteracts")[-1])
         ret = run.stats("AverageEpRet")
         stop = run.stats("StopIter")
@@ -119,7 +120,7 @@ def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: 
     runs_dir.mkdir(parents=True, exist_ok=True)
     from synapto.ppo.config import safe_name
 
-    result = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
+    result: dict[str, Any] = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
                            "epochs": epochs, "steps": steps, "procs": procs, "seeds": seeds,
                            "machine": f"{platform.machine()}, {cpu_count()} cores, Python {platform.python_version()}",
                            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cpu_count(),
@@ -157,14 +158,15 @@ MULTI_VALUE_OPTIONS = ("--procs",)
 def bench_ppo(
     epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
     steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
-    procs: Annotated[Optional[list[int]], typer.Option(help="Process counts to run.", show_default="1 2")] = None,
-    seed: Annotated[Optional[list[int]], typer.Option(help="Seeds, run one after another.",
+    procs: Annotated[list[int] | None, typer.Option(help="Process counts to run.", show_default="1 2")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Seeds, run one after another.",
                                                       show_default="13 42 1337")] = None,
     env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
-    hid: Annotated[Optional[list[str]], typer.Option(help="Hidden sizes.", show_default="32 32")] = None,
+    hid: Annotated[list[str] | None, typer.Option(help="Hidden sizes.", show_default="32 32")] = None,
     gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
     max_ep_len: Annotated[int, typer.Option(
-        "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
+        "--max-ep-len", "--max_ep_len",
+        help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
     out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
 ):
     """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""

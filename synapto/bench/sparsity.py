@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -221,12 +221,12 @@ def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
         ax.set_xlabel("champion's connections (log scale)")
         ax.set_ylabel("champion's test mean return")
         ax.set_title(env)
-    labels = {}  # one legend for all panels, below them: it never covers a point
+    labels: dict[str, Any] = {}  # one legend for all panels, below them: it never covers a point
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             labels.setdefault(label, handle)
     fig.tight_layout()
-    fig.legend(labels.values(), labels.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
+    fig.legend(list(labels.values()), list(labels.keys()), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
                fontsize="small", frameon=False)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -236,21 +236,21 @@ def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("sparsity")
     def bench_sparsity(
-        envs: Annotated[Optional[list[str]], typer.Option(
+        envs: Annotated[list[str] | None, typer.Option(
             help="Environments.", show_default="LunarLander-v3 BipedalWalker-v3")] = None,
-        agents: Annotated[Optional[list[str]], typer.Option(
+        agents: Annotated[list[str] | None, typer.Option(
             help="Agents.", show_default="pruned-mlp hebbian-dag")] = None,
-        levels: Annotated[Optional[list[str]], typer.Option(
+        levels: Annotated[list[str] | None, typer.Option(
             help="Pruning levels: off, 50, 25, 10 (% of the dense connections).", show_default="all")] = None,
         reference: Annotated[bool, typer.Option("--reference/--no-reference",
                                                 help="Add the reference algorithm's row.")] = True,
-        seed: Annotated[Optional[list[int]], typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        bipedal_seeds: Annotated[Optional[list[int]], typer.Option(
+        seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
+        bipedal_seeds: Annotated[list[int] | None, typer.Option(
             help="Seeds of the BipedalWalker-v3 runs (10 M env steps each).", show_default="1")] = None,
-        max_env_steps: Annotated[Optional[int], typer.Option(
+        max_env_steps: Annotated[int | None, typer.Option(
             help="Override the LunarLander-v3 budget (training + validation env steps per run).",
             show_default="each config's")] = None,
-        bipedal_steps: Annotated[Optional[int], typer.Option(
+        bipedal_steps: Annotated[int | None, typer.Option(
             help="Override the BipedalWalker-v3 budget.", show_default="10000000")] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,

@@ -24,9 +24,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 from synapto.errors import TrackingError, UsageError
 
@@ -83,7 +83,7 @@ class TensorBoardWriter:
         self.out = None  #: the run file the open writer belongs to
 
     @classmethod
-    def checked(cls, logdir: str | Path, per_run: bool = False) -> "TensorBoardWriter":
+    def checked(cls, logdir: str | Path, per_run: bool = False) -> TensorBoardWriter:
         """One whose package is there and whose folder can be written (one-line errors)."""
         from synapto.folders import check_out_dir
 
@@ -146,7 +146,7 @@ class LiveLog:
         self.columns: list[str] | None = None
 
     @classmethod
-    def checked(cls, path: str | Path) -> "LiveLog":
+    def checked(cls, path: str | Path) -> LiveLog:
         from synapto.folders import check_out_dir
 
         log = cls(path)

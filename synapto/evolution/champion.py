@@ -11,16 +11,16 @@ observation normalisation of the generation it was judged in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from synapto import seeding
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.tasks import EvalTask
 from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order
+from synapto.evolution.worker.tasks import EvalTask
 
 
 @dataclass
@@ -84,6 +84,6 @@ def summary_line(champion: Champion, validated: bool, selection: Selection | Non
     if selection is not None:
         parts.append(f"selection {num(selection.fitness[selection.chosen], 0)} "
                      f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})")
-    if t.returns.size:
+    if t.mean is not None and t.std is not None:  # test episodes ran
         parts.append(f"test {num(t.mean, 0)} +/- {num(t.std, 0)} ({t.returns.size} episodes)")
     return ", ".join(parts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -41,12 +41,12 @@ def evolve(
     ctx: typer.Context,
     env: Annotated[str, typer.Option(help="Gymnasium environment id; module:Env-v0 imports module first.",
                                      rich_help_panel=HELP_SECTIONS["run"])] = _E["env"],
-    env_option: Annotated[Optional[list[str]], typer.Option(
+    env_option: Annotated[list[str] | None, typer.Option(
         help="A keyword argument of the env's constructor, KEY=VALUE (repeatable), e.g. continuous=true.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag, or package.module:Class.",
                                        rich_help_panel=HELP_SECTIONS["run"])] = _E["agent"],
-    agent_option: Annotated[Optional[list[str]], typer.Option(
+    agent_option: Annotated[list[str] | None, typer.Option(
         help="An agent option, KEY=VALUE (repeatable), e.g. neuromodulate=true (hebbian-dag).",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     hidden: Annotated[list[int], typer.Option(
@@ -63,35 +63,35 @@ def evolve(
                                           rich_help_panel=HELP_SECTIONS["run"])] = _E["episodes"],
     seed: Annotated[list[int], typer.Option(help="Run seed(s); several run one after another.",
                                             rich_help_panel=HELP_SECTIONS["run"])] = [_E["seed"]],  # noqa: B006
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         help="TOML file of options, or the name of a shipped one (quickstart, lunarlander_learn, bipedal_solve, "
              "bipedal_hebbian_dag, bipedal_learn); command-line options override it.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         help="Run file (.h5); with several seeds _s<seed> is inserted before .h5.",
         show_default="runs/<env>_<agent>_s<seed>.h5", rich_help_panel=HELP_SECTIONS["run"])] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing run file.",
                                         rich_help_panel=HELP_SECTIONS["run"])] = False,
-    resume: Annotated[Optional[Path], typer.Option(
+    resume: Annotated[Path | None, typer.Option(
         help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
              "the run are refused; --generations and --max-env-steps may be raised to extend a finished run.",
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     strategy: Annotated[str, typer.Option(
         help="How the next generation is made: ga, openai-es, pgpe, cmaes or ars (docs/strategies.md).",
         rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
-    sigma: Annotated[Optional[float], typer.Option(
+    sigma: Annotated[float | None, typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
         show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    lr: Annotated[Optional[float], typer.Option(
+    lr: Annotated[float | None, typer.Option(
         help="openai-es: Adam's step size on the centre; ars: the step size.", show_default="0.03 (openai-es)",
         rich_help_panel=HELP_SECTIONS["search"])] = None,
-    prune: Annotated[Optional[str], typer.Option(
+    prune: Annotated[str | None, typer.Option(
         help="on: the agent prunes connections between generations (synaptolysis); off: dense.",
         show_default="on", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    mutation_std: Annotated[Optional[float], typer.Option(
+    mutation_std: Annotated[float | None, typer.Option(
         help="ga: std of the Gaussian perturbation of surviving weights; 0 keeps pure pruning.",
         show_default="0.5", rich_help_panel=HELP_SECTIONS["search"])] = None,
-    strategy_option: Annotated[Optional[list[str]], typer.Option(
+    strategy_option: Annotated[list[str] | None, typer.Option(
         help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
         rich_help_panel=HELP_SECTIONS["search"], show_default=False)] = None,
     obs_norm: Annotated[bool, typer.Option(
@@ -137,7 +137,7 @@ def evolve(
         help="keys: for openai-es, pgpe and separable cmaes, workers get each generation's centre once and "
              "a task carries only its sample's noise key; genomes: every task carries its genome. Results "
              "are identical.", rich_help_panel=HELP_SECTIONS["exec"])] = "keys",
-    task_timeout: Annotated[Optional[float], typer.Option(
+    task_timeout: Annotated[float | None, typer.Option(
         help="Seconds an evaluation task may take (one individual, or a chunk of them under --batch); "
              "one that overruns fails as if it raised (see --on-error). A worker rank that stops "
              "answering gets no more tasks; the MPI job then ends with MPI_Abort.", show_default="off",
@@ -145,10 +145,10 @@ def evolve(
     check: Annotated[bool, typer.Option(
         "--check", help="Check the options, the config and the output path, print what would run, and exit "
                         "without running or writing anything.", rich_help_panel=HELP_SECTIONS["exec"])] = False,
-    tensorboard: Annotated[Optional[Path], typer.Option(
+    tensorboard: Annotated[Path | None, typer.Option(
         help="Write every generation's statistics as TensorBoard scalars into this folder "
              "(needs the tensorboard extra).", show_default="off", rich_help_panel=HELP_SECTIONS["track"])] = None,
-    live_log: Annotated[Optional[Path], typer.Option(
+    live_log: Annotated[Path | None, typer.Option(
         help="Append every generation's statistics to this file as it runs: .csv (a header, one row per "
              "generation) or .jsonl (one JSON object per generation).", show_default="off",
         rich_help_panel=HELP_SECTIONS["track"])] = None,

@@ -97,8 +97,8 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.parallel.farm import make_farm
-    from synapto.store import check_output_path
     from synapto.parallel.stopping import StopSignals
+    from synapto.store import check_output_path
 
     farm, coordinator = make_farm(task_timeout)
     if not coordinator:
@@ -203,7 +203,7 @@ def resume_state(path, values: dict):
     completed, finished = run_status(path)
     checkpoint = read_checkpoint(path)
     if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {str(path)}.ckpt is missing")
+        raise UsageError(f"--resume {str(path)!r}: its checkpoint {path!s}.ckpt is missing")
     wanted = resumed_config(stored, values, path)
     done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:

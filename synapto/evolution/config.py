@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from synapto.errors import UsageError
 from synapto.options import STRATEGY_SHORTHANDS
@@ -150,7 +151,7 @@ class EvolveConfig:
         return strategy_class(self.strategy).check_options(self.strategy_options)
 
     @classmethod
-    def from_toml(cls, path, **overrides) -> "EvolveConfig":
+    def from_toml(cls, path, **overrides) -> EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
         as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
         file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
@@ -177,14 +178,14 @@ class EvolveConfig:
             raise UsageError(f"bad option value: {exc}") from None
 
     @classmethod
-    def from_json(cls, text: str) -> "EvolveConfig":
+    def from_json(cls, text: str) -> EvolveConfig:
         data = json.loads(text)
         if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
             data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def differences(self, other: "EvolveConfig", names=None) -> list[str]:
+    def differences(self, other: EvolveConfig, names=None) -> list[str]:
         """``name: ours -> theirs`` for every identity field that differs."""
         out = []
         for name in names or self.IDENTITY:

@@ -9,15 +9,15 @@ generation; everything random comes from the strategy's Generator and the seeds 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from synapto import faults, seeding
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
+from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
 
 

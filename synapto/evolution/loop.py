@@ -21,28 +21,43 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from synapto import seeding
 from synapto.agents import build_agent
-from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution import champion as final
-from synapto.evolution.worker.evaluate import EvolveSpec
-from synapto.evolution.generation import (EvaluationFailed, EvaluationFailure, Evaluations, Generation, num,
-                                          run_generation, statistics)
 from synapto.evolution.callbacks import GenerationReport, close_all
+from synapto.evolution.config import EvolveConfig, RunOptions
+from synapto.evolution.generation import (
+    EvaluationFailed,
+    EvaluationFailure,
+    Evaluations,
+    Generation,
+    num,
+    run_generation,
+    statistics,
+)
 from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
+from synapto.evolution.worker.evaluate import EvolveSpec
 from synapto.parallel.results import FarmInterrupted
 from synapto.shell import synapto_command
-from synapto.store import (Checkpoint, EvolveRunWriter, Extras, RunLock, grow, read_checkpoint, rebuild_prefix,
-                           write_checkpoint)
+from synapto.store import (
+    Checkpoint,
+    EvolveRunWriter,
+    Extras,
+    RunLock,
+    grow,
+    read_checkpoint,
+    rebuild_prefix,
+    write_checkpoint,
+)
 from synapto.store.evolve import record, strategy_figures
 
 
@@ -136,7 +151,7 @@ class EvolutionRun:
         """The shapes of the run file's optional datasets: the strategy's own figures
         (those of :meth:`Strategy.record` beyond the common statistics) and arrays, and
         the observation size."""
-        figures = {k: () for k in strategy_figures(self.strategy.record())}
+        figures = dict.fromkeys(strategy_figures(self.strategy.record()), ())
         arrays = {k: np.shape(v) for k, v in self.strategy.record_arrays().items()}
         attrs = {"action_range": action_range(self.agent)}
         samples = self.strategy.samples()

@@ -68,8 +68,14 @@ class RunProgress:
         self.progress = None
         if self.enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[unit]}"), TimeElapsedColumn(),
@@ -78,7 +84,7 @@ class RunProgress:
             self.run_task = self.progress.add_task("run", total=budget.total, unit=budget.unit)
             self.gen_task = self.progress.add_task("generation", total=1, unit="evaluations", visible=False)
 
-    def start(self, generations: int, env_steps: int) -> "RunProgress":
+    def start(self, generations: int, env_steps: int) -> RunProgress:
         if self.progress is not None:
             self.progress.start()
             self.progress.update(self.run_task, completed=self.budget.done(generations, env_steps))

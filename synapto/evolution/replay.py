@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from synapto import seeding
-from synapto.evolution.config import EvolveConfig
 from synapto.errors import RunFileError, UsageError
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.tasks import EvalTask
 from synapto.store import RunData
 

@@ -8,6 +8,7 @@ logging and file writing happen on rank 0 only and contain no collectives.
 from __future__ import annotations
 
 import time
+from typing import overload
 
 import numpy as np
 
@@ -63,6 +64,11 @@ class Collectives:
         return float(mean), float(np.sqrt(sq[0] / s[1])), float(ext[0]), float(-ext[1])
 
 
+@overload
+def average_gradient(coll: Collectives, grad: np.ndarray, extra: float, buf: np.ndarray | None = None) -> float: ...
+@overload
+def average_gradient(coll: Collectives, grad: np.ndarray, extra: None = None,
+                     buf: np.ndarray | None = None) -> None: ...
 def average_gradient(coll: Collectives, grad: np.ndarray, extra: float | None = None,
                      buf: np.ndarray | None = None) -> float | None:
     """Replace ``grad`` by its mean over ranks -- one flat float64 Allreduce, with ``extra``

@@ -49,9 +49,10 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from synapto.parallel.deadline import grace
 from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed
@@ -283,6 +284,7 @@ class MPIFarm:
         now = time.perf_counter()
         silent = [w for w in self.pool if w.state in (State.BUSY, State.PREFETCHED) and now > w.since + hard]
         timeout = self.task_timeout
+        assert timeout is not None  # called only under a task timeout (hard = timeout + grace)
         for w in silent:
             i, *held = w.tasks
             w.tasks.clear()

@@ -35,7 +35,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from synapto.parallel.deadline import Deadline, run_task
 from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed

@@ -141,7 +141,7 @@ def announce() -> None:
     try:
         from synapto.parallel.supervise import fault_path
 
-        _fault_file = open(fault_path(status, env_rank()), "w")
+        _fault_file = open(fault_path(status, env_rank()), "w")  # noqa: SIM115 (faulthandler writes to it until the process exits)
         _fault_file.write(f"{env_rank()} {socket.gethostname()} {os.getpid()}\n")
         _fault_file.flush()
         faulthandler.enable(file=_fault_file, all_threads=False)

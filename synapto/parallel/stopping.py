@@ -25,7 +25,7 @@ class StopSignals:
     def __init__(self):
         self.signum: int | None = None
 
-    def install(self) -> "StopSignals":
+    def install(self) -> StopSignals:
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
         return self

@@ -108,7 +108,9 @@ def read_run(path: str) -> str | None:
 
 def read_status(path: str) -> tuple[dict[int, int], list[int], int | None]:
     """``({rank: pid} on this host, [signals rank 0 recorded], rank 0's exit code or None)``."""
-    pids, signals, code = {}, [], None
+    pids: dict[int, int] = {}
+    signals: list[int] = []
+    code: int | None = None
     host = socket.gethostname()
     try:
         with open(path) as f:

@@ -60,7 +60,7 @@ class Tag(IntEnum):
 class Backoff:
     """Sleeps between polls: 10 µs doubling to ``max_sleep``; :meth:`reset` after an event."""
 
-    __slots__ = ("max_sleep", "delay")
+    __slots__ = ("delay", "max_sleep")
 
     def __init__(self, max_sleep: float = 1e-3):
         self.max_sleep = max_sleep
@@ -80,7 +80,7 @@ class Frame:
     sent from their own memory -- so a 1 MB genome costs the sender no copy of its own,
     and a context sent to every worker is pickled once."""
 
-    __slots__ = ("head", "buffers")
+    __slots__ = ("buffers", "head")
 
     def __init__(self, obj):
         buffers: list = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -66,7 +66,7 @@ def ppo(
     target_kl: Annotated[float, typer.Option(
         "--target-kl", rich_help_panel=PANELS["ppo"],
                 help="Stop policy steps when the KL exceeds 1.5 x this.")] = _P["target_kl"],
-    max_ep_len: Annotated[Optional[int], typer.Option(
+    max_ep_len: Annotated[int | None, typer.Option(
         "--max-ep-len",
         rich_help_panel=PANELS["ppo"],
                 help="Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
@@ -74,7 +74,7 @@ def ppo(
     save_freq: Annotated[int, typer.Option(
         "--save-freq", rich_help_panel=PANELS["exec"],
                 help="Keep the parameters after epochs 0, N, 2N, ...")] = _P["save_freq"],
-    exp_name: Annotated[Optional[str], typer.Option(
+    exp_name: Annotated[str | None, typer.Option(
         "--exp-name", rich_help_panel=PANELS["run"],
                 help="Experiment name in config.json (Spinning Up's plots group by it).",
         show_default="ppo_<env>")] = None,
@@ -121,16 +121,16 @@ def ppo(
         "--test-episodes", rich_help_panel=PANELS["run"],
                 help="Test the final policy on this many episodes into the run file.")]
         = _P["test_episodes"],
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
              "With several seeds _s<seed> is inserted before .h5.",
         show_default="runs/ppo_<env>_s<seed>.h5")] = None,
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
         show_default=False)] = None,
-    resume: Annotated[Optional[Path], typer.Option(
+    resume: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Continue a stopped PPO run file bit-identically (same number of processes; "
              "only --epochs and --cpu may be given).", show_default=False)] = None,
@@ -140,10 +140,10 @@ def ppo(
         "--check", rich_help_panel=PANELS["exec"],
                 help="Check the options, the config and the output paths, print what would run, and exit "
                         "without running or writing anything.")] = False,
-    tensorboard: Annotated[Optional[Path], typer.Option(
+    tensorboard: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["track"], help="Write every epoch's statistics as TensorBoard scalars into this "
                                               "folder (needs the tensorboard extra).", show_default="off")] = None,
-    live_log: Annotated[Optional[Path], typer.Option(
+    live_log: Annotated[Path | None, typer.Option(
         rich_help_panel=PANELS["track"], help="Append every epoch's statistics to this file as it runs: .csv or "
                                               ".jsonl (column generation: the epoch).", show_default="off")] = None,
 ):
@@ -159,7 +159,7 @@ def ppo_eval(
     params: Annotated[str, typer.Option(
         help="Which parameters: latest (final, else the last checkpoint), final, or an epoch number "
              "kept by --save-freq.")] = "latest",
-    max_ep_len: Annotated[Optional[int], typer.Option(
+    max_ep_len: Annotated[int | None, typer.Option(
         "--max-ep-len", help="Episode cap.", show_default="the run's")] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""

@@ -188,8 +188,7 @@ def check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     cannot fit this machine's memory (every rank of a local relaunch counts)."""
     import numpy as np
 
-    from synapto.resources import check_memory as check_need
-    from synapto.resources import ppo_memory
+    from synapto.resources import check_memory as check_need, ppo_memory
 
     def count(sizes):
         return sum((a + 1) * b for a, b in pairwise(sizes))

@@ -12,9 +12,10 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, overload
 
 from synapto.errors import UsageError
 
@@ -139,7 +140,7 @@ class PPOConfig:
         return 1.0 if self.lr_schedule == "constant" else 1.0 - epoch / self.epochs
 
     @classmethod
-    def from_toml(cls, path, **overrides) -> "PPOConfig":
+    def from_toml(cls, path, **overrides) -> PPOConfig:
         """The config of a TOML file, or of a shipped config by name (``"ppo_bipedal"``), read as
         ``ppo --config`` reads it; ``overrides`` win.  ``cpu`` and ``out`` are not part of a config."""
         from synapto.config import one_seed
@@ -152,11 +153,11 @@ class PPOConfig:
         return build_config({**values, **overrides})
 
     @classmethod
-    def from_json(cls, text: str) -> "PPOConfig":
+    def from_json(cls, text: str) -> PPOConfig:
         data = json.loads(text)
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
-    def changed(self, other: "PPOConfig") -> list[str]:
+    def changed(self, other: PPOConfig) -> list[str]:
         """Names of the fields that differ (``RESUMABLE`` ones excepted)."""
         return [f.name for f in dataclasses.fields(self)
                 if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)]
@@ -171,6 +172,10 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
+@overload
+def parse_hid(values: None) -> None: ...
+@overload
+def parse_hid(values: list[str] | tuple) -> tuple[int, ...]: ...
 def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
     """``--hid 32 32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``."""
     if values is None:

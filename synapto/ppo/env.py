@@ -9,8 +9,8 @@ none of them imports another for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from synapto.envs import SpaceInfo, make_env
 from synapto.ppo.config import PPOConfig

@@ -42,7 +42,8 @@ def minibatch_update(trainer, epoch: int) -> dict[str, float]:
     logp_old = pi.logp(obs, act)
     n_pi, n_v = pi.params.size, vf.params.size
     comm = np.empty(n_pi + n_v + 1, np.float64)
-    first = last = None
+    first: tuple[float, float] | None = None
+    last: tuple[float, float] | None = None
     entropy, clip_frac, kl, steps, stopped = [], [], 0.0, 0, False
     for p in range(cfg.update_epochs):
         order = generator(cfg.seed, Stream.PPO, 3, trainer.rank, epoch, p).permutation(n)
@@ -83,6 +84,7 @@ def minibatch_update(trainer, epoch: int) -> dict[str, float]:
         if stopped:
             break
     seconds = clock() - t
+    assert first is not None and last is not None  # update_epochs >= 1 and n >= 1: one minibatch at least
     return {"LossPi": first[0], "DeltaLossPi": last[0] - first[0], "Entropy": float(np.mean(entropy)),
             "KL": kl, "ClipFrac": float(np.mean(clip_frac)), "StopIter": float(steps),
             "LossV": first[1], "DeltaLossV": last[1] - first[1], "seconds": seconds}

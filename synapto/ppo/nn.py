@@ -21,11 +21,13 @@ once per batch size, so a training step allocates (almost) nothing.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 
 def layer_shapes(sizes) -> list[tuple[int, int]]:
-    return [(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:])]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(sizes)]
 
 
 def n_params(sizes) -> int:
@@ -48,8 +50,8 @@ def orthogonal_params(sizes, rng: np.random.Generator, output_gain: float, dtype
     a standard normal matrix, its columns' signs fixed by R's diagonal."""
     parts = []
     shapes = layer_shapes(sizes)
-    for l, (fan_in, fan_out) in enumerate(shapes):
-        gain = output_gain if l == len(shapes) - 1 else np.sqrt(2.0)
+    for i, (fan_in, fan_out) in enumerate(shapes):
+        gain = output_gain if i == len(shapes) - 1 else np.sqrt(2.0)
         a = rng.standard_normal((max(fan_in, fan_out), min(fan_in, fan_out)))
         q, r = np.linalg.qr(a)
         q *= np.sign(np.diag(r))
@@ -150,10 +152,10 @@ class MLP:
         h = rows[0][:-1]
         np.dot(x, self.W[0], out=h)
         h += self.b[0]
-        for l in range(1, len(rows)):
+        for k in range(1, len(rows)):
             np.tanh(h, out=h)
-            h = rows[l][:-1]
-            np.dot(rows[l - 1], self._Wb[l], out=h)
+            h = rows[k][:-1]
+            np.dot(rows[k - 1], self._Wb[k], out=h)
         return h
 
     def backward(self, ws: Workspace, d_out: np.ndarray) -> np.ndarray:
@@ -162,12 +164,12 @@ class MLP:
         With ``z = 1 + h`` kept from the forward pass, ``tanh' = 1 - h^2 = (2 - z) z``.
         """
         d = d_out
-        for l in range(len(self.W) - 1, -1, -1):
-            a_prev = ws.ha[l - 1] if l > 0 else ws.xa
-            np.dot(a_prev.T, d, out=self._gWb[l])  # [dL/dW_l; dL/db_l]
-            if l > 0:
-                d_prev, slope, z = ws.d[l - 1], ws.tmp[l - 1], ws.z[l - 1]
-                np.dot(d, self.W[l].T, out=d_prev)
+        for k in range(len(self.W) - 1, -1, -1):
+            a_prev = ws.ha[k - 1] if k > 0 else ws.xa
+            np.dot(a_prev.T, d, out=self._gWb[k])  # [dL/dW_k; dL/db_k]
+            if k > 0:
+                d_prev, slope, z = ws.d[k - 1], ws.tmp[k - 1], ws.z[k - 1]
+                np.dot(d, self.W[k].T, out=d_prev)
                 np.subtract(2.0, z, out=slope)
                 slope *= z
                 d_prev *= slope

@@ -190,13 +190,13 @@ class Policy:
         if self.head.discrete:
             n = self.head.act_dim
 
-            def act(obs, u, out=None):
+            def act(obs, noise, out=None):  # noise: u in [0, 1); out unused
                 logits = forward1(obs)
                 cum = np.cumsum(np.exp(logits - logits.max()))
-                return min(int(np.searchsorted(cum, u * cum[-1], side="right")), n - 1)
+                return min(int(np.searchsorted(cum, noise * cum[-1], side="right")), n - 1)
         else:
-            def act(obs, scaled_noise, out):
-                return np.add(forward1(obs), scaled_noise, out=out)
+            def act(obs, noise, out=None):  # noise: the scaled noise row
+                return np.add(forward1(obs), noise, out=out)
         return act
 
     def sample_batch(self, obs: np.ndarray, noise: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ run file (:mod:`synapto.store.ppo`), whose ``/stats`` hold the same columns.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -53,10 +54,10 @@ def _cell(name: str, value) -> str:
 class ProgressWriter:
     """Spinning Up's ``progress.txt`` (tab-separated, header + one row per epoch) and ``config.json``."""
 
-    def __init__(self, folder: Path, cfg: PPOConfig, ranks: int, rows: list[dict] = ()):
+    def __init__(self, folder: Path, cfg: PPOConfig, ranks: int, rows: Sequence[dict] = ()):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(spinup_config(cfg, ranks), indent=4, sort_keys=True) + "\n")
-        self.file = open(folder / "progress.txt", "w")
+        self.file = open(folder / "progress.txt", "w")  # noqa: SIM115 (one line per epoch until close())
         self.file.write("\t".join(PROGRESS_COLUMNS) + "\n")
         for row in rows:
             self.write(row)

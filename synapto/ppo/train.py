@@ -32,32 +32,31 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from synapto import faults
+from synapto.blas import limit_blas_threads
 from synapto.envs import SpaceInfo
 from synapto.errors import DiskFullError, UsageError
+from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
-from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
 from synapto.ppo.policy import Policy, ValueFunction
-from synapto.blas import limit_blas_threads
 from synapto.ppo.threads import update_threads
-from synapto.seeding import Stream, generator, int_seed
+from synapto.seeding import Stream, generator
 
 clock = time.perf_counter
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return {k: 0.0 for k in ("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
-                             "comm", "stats")}
+    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"), 0.0)
 
 
 def local_envs(n_envs: int, ranks: int) -> int:

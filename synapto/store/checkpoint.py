@@ -14,15 +14,23 @@ rather than resumed from.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
 from synapto.errors import RunFileError
-from synapto.store.files import (FORMAT, FORMAT_VERSION, READABLE_VERSIONS, check_metadata, fixed_dataset, h5py,
-                                 replace_file, write_image)
+from synapto.store.files import (
+    FORMAT,
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    check_metadata,
+    fixed_dataset,
+    h5py,
+    replace_file,
+    write_image,
+)
 
 #: attributes of a checkpoint that are not the caller's scalars
 RESERVED = {"format", "format_version", "config", "rng_state", "bit_generator", "run_id"}
@@ -69,12 +77,12 @@ def write_checkpoint(run_path: Path, arrays: Mapping[str, np.ndarray], scalars: 
         f.attrs["run_id"] = run_id
         for name, value in scalars.items():
             f.attrs[name] = value
-        for name, value in arrays.items():
-            value = np.asarray(value)
-            if value.ndim == 0:  # a 0-d array cannot be chunked (nor checksummed): kept as (1,)
-                fixed_dataset(f, name, value.reshape(1)).attrs["scalar"] = 1
+        for name, data in arrays.items():
+            array = np.asarray(data)
+            if array.ndim == 0:  # a 0-d array cannot be chunked (nor checksummed): kept as (1,)
+                fixed_dataset(f, name, array.reshape(1)).attrs["scalar"] = 1
             else:
-                fixed_dataset(f, name, value)
+                fixed_dataset(f, name, array)
 
     def build(tmp: Path) -> None:
         write_image(tmp, fill)  # built in memory, written with plain writes

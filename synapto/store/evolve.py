@@ -71,15 +71,28 @@ of the optional datasets in a :class:`Extras`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from synapto.errors import DiskFullError, RunFileError, UsageError
-from synapto.store.files import (close_quietly, estimate_size, fixed_dataset, new_file, open_append, open_run,
-                                 put_row, replace_file, reserve_space, rewrite, rows_dataset, writing)
+from synapto.store.files import (
+    close_quietly,
+    estimate_size,
+    fixed_dataset,
+    new_file,
+    open_append,
+    open_run,
+    put_row,
+    replace_file,
+    reserve_space,
+    rewrite,
+    rows_dataset,
+    writing,
+)
 
 STATS = (
     "generation", "env_steps", "best_fitness", "best_ever_fitness",
@@ -261,7 +274,7 @@ class EvolveRunWriter:
 
     @classmethod
     def create(cls, path: Path, config, n_params: int, agent_name: str,
-               extras: Extras = Extras(), overwrite: bool = True) -> "EvolveRunWriter":
+               extras: Extras = Extras(), overwrite: bool = True) -> EvolveRunWriter:
         """Create the run file ``path`` (built beside it, fsync-ed, renamed into place: whole or
         not at all) and open it for appending.  An existing file is refused unless
         ``overwrite``; the checkpoint of a run it replaces is removed first."""

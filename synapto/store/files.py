@@ -36,11 +36,12 @@ import json
 import os
 import platform
 import re
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from synapto.errors import DiskFullError, RunFileError, UsageError
 
@@ -182,12 +183,12 @@ def check_metadata(f, what: str) -> None:
     is refused here, in one line, rather than half-way through a command."""
     h5 = h5py()
     try:
-        names = []
+        names: list[str] = []
         f.visit(names.append)
         for name in names:
             obj = f[name]
             if isinstance(obj, h5.Dataset):
-                obj.shape, obj.dtype
+                _ = obj.shape, obj.dtype  # reading them reads (and checks) the header
             list(obj.attrs.keys())
         list(f.attrs.keys())
     except Exception as exc:
@@ -302,8 +303,8 @@ def _btree_node(rank: int) -> int:
     return 24 + 64 * 8 + 65 * (8 + 8 * (rank + 1))
 
 
-def estimate_size(rows: list[tuple[int, tuple[int, ...], object]], fixed: list[tuple[tuple[int, ...], object]]) \
-        -> int:
+def estimate_size(rows: list[tuple[int, tuple[int, ...], DTypeLike]],
+                  fixed: list[tuple[tuple[int, ...], DTypeLike]]) -> int:
     """The bytes of a file in this layout holding the per-row datasets ``rows`` (``(rows, tail,
     dtype)``, see :func:`rows_dataset`) and the ``fixed`` ones (``(shape, dtype)``): raw data, a
     checksum and alignment per chunk, each dataset's chunk B-tree (one node up to 64 chunks,

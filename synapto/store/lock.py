@@ -82,7 +82,7 @@ class RunLock:
         self.path = lock_path(self.run_path)
         self.fd: int | None = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -134,7 +134,7 @@ class RunLock:
         os.close(self.fd)
         self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -25,9 +25,9 @@ every dataset at its final size -- one row (chunk) per epoch, parameters not yet
 hold NaN --, so writing an epoch only overwrites raw data in place and a writer killed
 at any instant leaves a file every HDF5 reader opens (see :mod:`synapto.store.files`).
 After an epoch its rows, parameters and checkpoint are written and flushed, and only
-then ``/completed`` is advanced: readers trust ``/completed``.  The checkpoint of ``completed = c`` lives in ``slot{c % 2}``; a slot
-is marked invalid (``completed = -1``) while it is rewritten, so the other slot
-always holds the previous epoch intact.
+then ``/completed`` is advanced: readers trust ``/completed``.  The checkpoint of
+``completed = c`` lives in ``slot{c % 2}``; a slot is marked invalid (``completed = -1``)
+while it is rewritten, so the other slot always holds the previous epoch intact.
 
 ``--resume`` copies the first ``completed`` epochs (not the test: it runs again at the end)
 into a fresh file, which then
@@ -47,8 +47,19 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import RunFileError, UsageError
-from synapto.store.files import (close_quietly, estimate_size, fixed_dataset, new_file, open_append, open_run,
-                                 put_row, replace_file, rewrite, rows_dataset, writing)
+from synapto.store.files import (
+    close_quietly,
+    estimate_size,
+    fixed_dataset,
+    new_file,
+    open_append,
+    open_run,
+    put_row,
+    replace_file,
+    rewrite,
+    rows_dataset,
+    writing,
+)
 
 #: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
 PROGRESS_COLUMNS = (
@@ -92,12 +103,13 @@ def _param_groups(cfg) -> list[str]:
 
 def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
     """``(name, rows, tail, dtype)`` per-epoch datasets and ``(name, data, checksum)`` fixed ones."""
+    rows: list[tuple[str, int, tuple[int, ...], type]]
     rows = [(f"stats/{name}", cfg.epochs, (), np.int64 if name in INT_STATS else np.float64) for name in STATS]
     rows += [(f"timing/{name}", cfg.epochs, (), np.float64) for name in TIMING]
     if getattr(cfg, "obs_norm", False):
         rows += [("obs_norm/mean", cfg.epochs, (obs_dim,), np.float64),
                  ("obs_norm/std", cfg.epochs, (obs_dim,), np.float64)]
-    fixed = []
+    fixed: list[tuple[str, np.ndarray, bool]] = []
     for group in _param_groups(cfg):
         fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
     for slot in ("slot0", "slot1"):
@@ -144,7 +156,7 @@ class PPORunWriter:
 
     @classmethod
     def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int,
-               overwrite: bool = True) -> "PPORunWriter":
+               overwrite: bool = True) -> PPORunWriter:
         """Create the run file ``path`` whole (built beside it, renamed into place) and open
         it for appending; an existing file is refused unless ``overwrite``."""
         path = Path(path)

@@ -353,8 +353,8 @@ class RunData:
         if "selection/chosen" not in self._f:
             return None
         g = self._f["selection"]
-        return SelectionData(*(g[k][()] for k in ("genomes", "generation", "chosen_on", "fitness", "returns",
-                                                  "steps", "seeds")), int(g["chosen"][0]))
+        return SelectionData(**{k: g[k][()] for k in ("genomes", "generation", "chosen_on", "fitness", "returns",
+                                                      "steps", "seeds")}, chosen=int(g["chosen"][0]))
 
     # ------------------------------------------------------------------ PPO runs
     def _attr(self, name: str) -> int:

@@ -11,7 +11,8 @@ the run option itself.  Trials never run the test stream: their ``test_episodes`
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from synapto.errors import UsageError
 
@@ -31,8 +32,8 @@ def tunable_names() -> list[str]:
 def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
-    from synapto.evolution.config import EVOLVE_KEYS
     from synapto.config import load_toml
+    from synapto.evolution.config import EVOLVE_KEYS
     from synapto.options import strategy_options, table
 
     try:

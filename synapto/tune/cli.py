@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,19 +26,19 @@ def _require_optuna() -> None:
 
 
 def tune(
-    config: Annotated[Optional[Path], typer.Option(help="Base evolve config: a TOML file or a shipped config's "
+    config: Annotated[Path | None, typer.Option(help="Base evolve config: a TOML file or a shipped config's "
                                                         "name (cartpole, lunarlander_learn, ...).",
                                                    show_default=False)] = None,
-    space: Annotated[Optional[Path], typer.Option(help="Search space TOML (README: Tuning), or a shipped one's "
+    space: Annotated[Path | None, typer.Option(help="Search space TOML (README: Tuning), or a shipped one's "
                                                        "name (cartpole).", show_default=False)] = None,
-    seeds: Annotated[Optional[list[int]], typer.Option(help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 "
+    seeds: Annotated[list[int] | None, typer.Option(help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 "
                                                             "1002; none of the space's benchmark_seeds.",
                                                        show_default=False)] = None,
     trials: Annotated[int, typer.Option(help="Finished (complete or pruned) trials the study reaches.")] = 20,
-    study: Annotated[Optional[str], typer.Option(help="The study: FILE.db (SQLite) or a database URL Optuna "
+    study: Annotated[str | None, typer.Option(help="The study: FILE.db (SQLite) or a database URL Optuna "
                                                       "accepts; several processes may share it.",
                                                  show_default=False)] = None,
-    study_name: Annotated[Optional[str], typer.Option(help="The study's name in the database.",
+    study_name: Annotated[str | None, typer.Option(help="The study's name in the database.",
                                                       show_default="the study file's stem, or 'synapto'")] = None,
     pruner: Annotated[str, typer.Option(help="median, halving (successive halving), hyperband, or none.")]
         = "median",
@@ -51,7 +51,7 @@ def tune(
     sampler_seed: Annotated[int, typer.Option(help="Seed of the TPE sampler (reseeded per trial from it).")] = 0,
     heartbeat: Annotated[int, typer.Option(help="Seconds between a running trial's heartbeats; a trial silent "
                                                 "for twice as long is rerun by another process.")] = 60,
-    report: Annotated[Optional[str], typer.Option(help="Print the study FILE.db's trials and write its plots, "
+    report: Annotated[str | None, typer.Option(help="Print the study FILE.db's trials and write its plots, "
                                                        "instead of tuning.", show_default=False)] = None,
 ):
     from synapto.logs import say

@@ -80,27 +80,32 @@ def plots(study, stem: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--report's plots need matplotlib: pip install 'synapto-evo[plot]'") from None
-    from optuna.visualization import matplotlib as ovm
-
     import warnings
+
+    from optuna.visualization import matplotlib as ovm
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     out = []
-    ax = ovm.plot_optimization_history(study)
-    path = stem.with_name(stem.name + ".history.png")
-    ax.figure.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(ax.figure)
-    out.append(path)
+    out.append(_save(plt, ovm.plot_optimization_history(study), stem.with_name(stem.name + ".history.png")))
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     if len(complete) >= 2 and complete[0].params:
         from optuna.importance import PedAnovaImportanceEvaluator
 
         ax = ovm.plot_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
-        path = stem.with_name(stem.name + ".importance.png")
-        ax.figure.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(ax.figure)
-        out.append(path)
+        out.append(_save(plt, ax, stem.with_name(stem.name + ".importance.png")))
     return out
+
+
+def _save(plt, ax, path: Path) -> Path:
+    """The figure of ``ax`` written to ``path`` (PNG), then closed."""
+    from matplotlib.figure import Figure
+
+    fig = ax.figure
+    if not isinstance(fig, Figure):  # a subfigure: the figure it lies in
+        fig = fig.figure
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def report(storage, name: str | None, stem: Path, log) -> None:

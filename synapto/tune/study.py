@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -51,10 +52,11 @@ def open_storage(study: str, heartbeat: int = 60):
     stale = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in inspect.signature(
         RDBStorage).parameters else "failed_trial_callback"  # the name before Optuna 4.9
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    callback: dict[str, Any] = {stale: requeue}
     for attempt in range(5):
         try:
             return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
-                              **{stale: requeue})
+                              **callback)
         except Exception as exc:  # a URL Optuna cannot open: a bad scheme, host or file
             if "already exists" in str(exc) and attempt < 4:  # another process is making the same tables
                 time.sleep(0.5 * (attempt + 1))

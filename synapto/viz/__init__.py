@@ -7,9 +7,9 @@
 - :mod:`synapto.viz.cli`     the four commands
 
 This module reads run files (through :class:`synapto.store.RunData`) into
-:class:`RunSeries` (what plotting and export need) and picks genomes to look at.  matplotlib and imageio (the ``plot`` extra) are
-imported only inside the commands that need them, through :func:`require`, so the
-rest of synapto works without them.
+:class:`RunSeries` (what plotting and export need) and picks genomes to look at.
+matplotlib and imageio (the ``plot`` extra) are imported only inside the commands that
+need them, through :func:`require`, so the rest of synapto works without them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,15 @@ import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from synapto.errors import RunFileError, UsageError
+
+if TYPE_CHECKING:
+    from synapto.agents.base import Agent
+    from synapto.evolution.config import EvolveConfig
 
 #: the x axes of ``synapto plot``
 AXES = ("generation", "env-steps", "wall-time")
@@ -207,8 +212,8 @@ def _shape_run(path, kind, config, n, columns, finished) -> RunSeries:
 class Pick:
     """A genome chosen from an evolution run, with the agent that runs it."""
 
-    config: object  #: EvolveConfig
-    agent: object
+    config: EvolveConfig
+    agent: Agent
     genome: np.ndarray
     generation: int
     individual: int | None  #: None for the champion of a finished run
@@ -247,7 +252,7 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
         done = run.completed
         tested = run.tested
         test_returns = np.zeros(0)
-        if generation is not None:
+        if generation is not None and individual is not None:  # both or neither (checked above)
             if not 0 <= generation < done:
                 raise UsageError(f"--generation {generation} is out of range: {str(path)!r} has "
                                  f"{done} completed generation(s) (0..{done - 1})")
@@ -263,7 +268,8 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
             test_returns, norm = champion.test_returns, champion.obs_norm
-            tested_on = f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
+            tested_on = (f", test {test_returns.mean():.1f} over {test_returns.size} episodes"
+                         if test_returns.size else "")
             what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
             label = f"champion of gen {generation}"
         else:

@@ -7,7 +7,7 @@ matplotlib or imageio: the commands do, when they run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,19 +22,19 @@ def plot(
     runs: Annotated[list[Path], typer.Argument(help=RUNS_HELP + " Seeds of one config are grouped.",
                                                show_default=False)],
     out: Annotated[Path, typer.Option(help="Figure file: .png or .svg.")] = Path("plot.png"),
-    x: Annotated[Optional[list[str]], typer.Option(
+    x: Annotated[list[str] | None, typer.Option(
         "--x", help="x axis: generation, env-steps or wall-time; several (--x env-steps,wall-time) "
                     "give one column each.", show_default="generation")] = None,
     band: Annotated[str, typer.Option(help="Band around a group's mean over seeds: minmax, std or none.")]
         = "minmax",
-    curves: Annotated[Optional[list[str]], typer.Option(
+    curves: Annotated[list[str] | None, typer.Option(
         help="Evolution curves, comma-separated: best, elite-mean, pop-mean, validation (best validation "
              "fitness, for runs that validate).", show_default="all")] = None,
     connections: Annotated[bool, typer.Option(
         help="Lower panel with surviving connections (evolution runs).")] = True,
-    title: Annotated[Optional[str], typer.Option(help="Figure title.", show_default="the env ids")] = None,
-    width: Annotated[Optional[int], typer.Option(help="Width in pixels.", show_default="640 per x axis")] = None,
-    height: Annotated[Optional[int], typer.Option(
+    title: Annotated[str | None, typer.Option(help="Figure title.", show_default="the env ids")] = None,
+    width: Annotated[int | None, typer.Option(help="Width in pixels.", show_default="640 per x axis")] = None,
+    height: Annotated[int | None, typer.Option(
         help="Height in pixels.", show_default="480, and 240 more per extra panel (a second env, connections)")] = None,
     dpi: Annotated[int, typer.Option(help="Dots per inch (text size relative to the picture).")] = 100,
 ):
@@ -49,18 +49,18 @@ def render(
     run: Annotated[Path, typer.Argument(help=RUNS_HELP, show_default=False)],
     out: Annotated[Path, typer.Option(help="Animation: .gif, or .mp4 (needs imageio-ffmpeg or av).")]
         = Path("champion.gif"),
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the individual to play "
+    generation: Annotated[int | None, typer.Option(help="Generation of the individual to play "
                                                            "(with --individual).", show_default="the champion")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to play.",
+    individual: Annotated[int | None, typer.Option(help="Individual (index) to play.",
                                                       show_default="the champion")] = None,
     params: Annotated[str, typer.Option(help="PPO runs: latest, final, or an epoch kept by --save-freq.")]
         = "latest",
     episodes: Annotated[int, typer.Option(help="Episodes, on the run's test seeds 0..N-1.")] = 1,
-    max_steps: Annotated[Optional[int], typer.Option(help="Cut every episode after this many steps.",
+    max_steps: Annotated[int | None, typer.Option(help="Cut every episode after this many steps.",
                                                           show_default="the env's time limit")] = None,
     every: Annotated[int, typer.Option(help="Keep every K-th step as a frame.")] = 2,
     scale: Annotated[float, typer.Option(help="Frame size relative to the env's rendering.")] = 0.5,
-    fps: Annotated[Optional[float], typer.Option(
+    fps: Annotated[float | None, typer.Option(
         help="Frames per second.", show_default="real time, the env's render_fps / --every")] = None,
 ):
     """Play the champion (or an individual, or a PPO policy) headless and write an animation."""
@@ -73,13 +73,13 @@ def render(
 def draw(
     run: Annotated[Path, typer.Argument(help="Run file (.h5) of `synapto evolve`.", show_default=False)],
     out: Annotated[Path, typer.Option(help="Figure file: .png or .svg.")] = Path("net.png"),
-    generation: Annotated[Optional[int], typer.Option(help="Generation of the individual to draw "
+    generation: Annotated[int | None, typer.Option(help="Generation of the individual to draw "
                                                            "(with --individual).", show_default="the champion")] = None,
-    individual: Annotated[Optional[int], typer.Option(help="Individual (index) to draw.",
+    individual: Annotated[int | None, typer.Option(help="Individual (index) to draw.",
                                                       show_default="the champion")] = None,
     activity: Annotated[bool, typer.Option(
         help="hebbian-dag: add a panel with edge width by Hebbian activity (plays one test episode).")] = True,
-    width: Annotated[Optional[int], typer.Option(help="Width in pixels.", show_default="720 per panel")] = None,
+    width: Annotated[int | None, typer.Option(help="Width in pixels.", show_default="720 per panel")] = None,
     height: Annotated[int, typer.Option(help="Height in pixels.")] = 600,
     dpi: Annotated[int, typer.Option(help="Dots per inch.")] = 100,
     all_units: Annotated[bool, typer.Option(
@@ -95,13 +95,13 @@ def draw(
 
 def export(
     runs: Annotated[list[Path], typer.Argument(help=RUNS_HELP, show_default=False)],
-    csv: Annotated[Optional[Path], typer.Option(
+    csv: Annotated[Path | None, typer.Option(
         help="Folder for <run name>.csv (created if needed; existing CSV files of the same name are replaced).",
         show_default="csv, unless --onnx or --npz is given")] = None,
-    onnx: Annotated[Optional[Path], typer.Option(
+    onnx: Annotated[Path | None, typer.Option(
         help="Write the run's policy (the champion; PPO: the latest parameters) as an ONNX model: raw "
              "observation in, action out (needs the onnx extra).", show_default="off")] = None,
-    npz: Annotated[Optional[Path], typer.Option(
+    npz: Annotated[Path | None, typer.Option(
         help="Write the run's policy as named weight matrices with their layout (.npz).",
         show_default="off")] = None,
 ):

@@ -50,7 +50,7 @@ def network(agent, genome: np.ndarray) -> Net:
     if layout is None:
         raise UsageError(f"draw needs a layered agent (one whose layout() is not None); "
                          f"{type(agent).__name__} has none")
-    edges = [[], [], [], [], []]  # src layer, src unit, dst layer, dst unit, genome index
+    edges: list[list[np.ndarray]] = [[], [], [], [], []]  # src layer, src unit, dst layer, dst unit, genome index
     for block in layout.blocks:
         n_cols = block.shape[1]
         r, c = np.nonzero(genome[block.index].reshape(block.shape))
@@ -60,7 +60,8 @@ def network(agent, genome: np.ndarray) -> Net:
     sizes = list(layout.sizes)
     cat = [np.concatenate(e).astype(np.int64) if e else np.zeros(0, np.int64) for e in edges]
     labels = [[f"x{k}" for k in range(sizes[0])]] + [[""] * n for n in sizes[1:-1]] + [list(layout.output_labels)]
-    return Net(sizes, labels, *cat, genome[cat[4]], layout.modulation_unit)
+    src_layer, src_unit, dst_layer, dst_unit, index = cat
+    return Net(sizes, labels, src_layer, src_unit, dst_layer, dst_unit, index, genome[index], layout.modulation_unit)
 
 
 def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
@@ -277,6 +278,7 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     pick = pick_genome(path, generation, individual)
     net = network(pick.agent, pick.genome)
     layout = pick.agent.layout()
+    assert layout is not None  # network() refuses agents without one
     v = view(net, pick.config.env, layout.inert_outputs, all_units)
     n_edges, total = len(net.weight), pick.agent.n_params
     panels = [(np.abs(net.weight), "edge width: |weight|   colour: sign (red +, blue -)"

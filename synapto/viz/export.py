@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +120,7 @@ def export_policy(paths: list[Path], onnx: Path | None, npz: Path | None, log=pr
     net = policy.network()  # a policy that cannot be exported is refused here
     written = []
     for out, flag, write in targets:
-        write_output(out, lambda o: write(net, o), flag)
+        write_output(out, partial(write, net), flag)
         written.append(Path(out))
     log(f"export: {paths[0]} ({policy.description}) -> " + ", ".join(map(str, written)))
     return written

@@ -321,7 +321,7 @@ def _line_styles(groups, curves) -> dict:
     for g in groups:
         names = curves if g.kind == "evolve" else ["return"]
         drawn += [(g, n) for n in names if any(n in r.curves for r in g.runs)]
-    palette = [f"C{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]
+    palette: list[str | tuple[float, float, float]] = [f"C{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]
     if len(drawn) > len(palette):
         palette = [colorsys.hsv_to_rgb(i / len(drawn), 0.8, 0.8) for i in range(len(drawn))]
     return {(g.key, n): (palette[i], f"{g.label}: {_curve_label(g, n)}") for i, (g, n) in enumerate(drawn)}
@@ -334,10 +334,10 @@ def _curve_label(group, name: str) -> str:
 def _legend(fig, lines) -> None:
     """One legend below the panels, an entry per line, in as many columns as fit the
     figure's width (the layout makes room for its height): it never leaves the image."""
+    import textwrap
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
-
-    import textwrap
 
     labels = [label for _, label in lines.values()]
     if not labels:

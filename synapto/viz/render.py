@@ -15,9 +15,9 @@ last frame of an episode is held for a second with the final return.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class Player:
     env_id: str
     seeds: list[int]
     reset: Callable[[], None]
-    act: Callable[[np.ndarray], object]
+    act: Callable[[np.ndarray], int | np.ndarray]  #: an int for Discrete spaces
     end: Callable[[], None]
     limit: int | None  #: step cap besides the env's own time limit
     expected: list[float]  #: the run file's returns of these episodes, when it has them

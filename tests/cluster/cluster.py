@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, _env, kill_group
 
 SCRIPTS = ROOT / "scripts" / "cluster"

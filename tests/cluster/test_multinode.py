@@ -13,11 +13,9 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-
 from cluster import SCRIPTS, held_lock, require_root, run, signals_interrupt
 from conftest import assert_same_run, run_cli
 

@@ -9,7 +9,6 @@ import os
 import time
 
 import pytest
-
 from cluster import SCRIPTS, held_lock, require_root, run, signals_interrupt
 from conftest import ROOT, assert_same_run, run_cli
 

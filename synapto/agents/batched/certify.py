@@ -49,23 +49,24 @@ def decision_bound(layers, out_tanh: bool, u: float = U32 + U64,
     output bounds.  ``u`` and ``tanh_err``: the sums for the two computations compared
     (default: float32 against float64).
     """
-    err = {0: None}  # source -> (a, b) per unit (rows, units): error <= a m + b
-    a = b = None
+    # source k >= 1 -> (a, b) per unit (rows, units): error <= a m + b
+    err: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i, (n_in, sources) in enumerate(layers):
         c = (n_in + 3) * u
-        a = b = 0.0
+        sum_a: float | np.ndarray = 0.0
+        sum_b: float | np.ndarray = 0.0
         for j, w in sources:
             aw = np.abs(w)
             col = aw.sum(axis=1)  # (rows, out)
             if j == 0:
-                a = a + c * col
+                sum_a = sum_a + c * col
             else:
                 ea, eb = err[j]
-                a = a + np.einsum("ri,rio->ro", ea, aw)
-                b = b + np.einsum("ri,rio->ro", eb, aw) + c * col
+                sum_a = sum_a + np.einsum("ri,rio->ro", ea, aw)
+                sum_b = sum_b + np.einsum("ri,rio->ro", eb, aw) + c * col
         if i < len(layers) - 1 or out_tanh:
-            b = b + tanh_err
-        err[i + 1] = (np.broadcast_to(a, col.shape), np.broadcast_to(b, col.shape))
+            sum_b = sum_b + tanh_err
+        err[i + 1] = (np.broadcast_to(sum_a, col.shape), np.broadcast_to(sum_b, col.shape))
     a, b = err[len(layers)]
     if a.shape[1] > 1:  # the two largest per row
         a = np.sort(a, axis=1)[:, -2:].sum(axis=1)
@@ -87,7 +88,7 @@ class ExactRows:
     """The one-row policies of rows whose float32 decision is not certified, made on
     first need and dropped when the row's episode ends."""
 
-    def __init__(self, agent: "Agent", genomes: np.ndarray, episodes: int = 1):
+    def __init__(self, agent: Agent, genomes: np.ndarray, episodes: int = 1):
         self.agent = agent
         self.genomes = genomes  # row r runs genome r // episodes
         self.episodes = episodes
@@ -139,10 +140,10 @@ def argmax_margin(out: np.ndarray, action: np.ndarray, margin: np.ndarray, tmp: 
 def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.ndarray, exact: ExactRows,
             ids: np.ndarray, obs: np.ndarray, refine=None) -> None:
     """Keep ``action`` where ``bound < margin < inf``.  Elsewhere, ``refine(rows, obs)``
-    (if given; ``obs`` those rows' observations, float64) recomputes them in float64 and returns ``(action, margin, bound)`` of
-    that pass against the one-row path; rows it cannot certify either (exact ties,
-    non-finite values) take the one-row policy's action (``ids``: the rows' original
-    numbers, ``obs`` (rows, obs_dim))."""
+    (if given; ``obs`` those rows' observations, float64) recomputes them in float64 and
+    returns ``(action, margin, bound)`` of that pass against the one-row path; rows it
+    cannot certify either (exact ties, non-finite values) take the one-row policy's action
+    (``ids``: the rows' original numbers, ``obs`` (rows, obs_dim))."""
     np.greater(margin, bound, out=ok)
     if ok.all() and np.isfinite(np.add.reduce(margin)):
         return

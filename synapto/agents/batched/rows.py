@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from synapto.agents.base import Agent, BatchPolicy
+
+if TYPE_CHECKING:
+    from synapto.agents.batched.certify import ExactRows
+    from synapto.agents.hebbian_dag import HebbianDAG
+    from synapto.agents.pruned_mlp import PrunedMLP
 
 
 class RowsLastBatchPolicy(BatchPolicy):
@@ -16,13 +23,18 @@ class RowsLastBatchPolicy(BatchPolicy):
     in ``__init__`` and implement ``_build`` (buffers for the current width) and ``act``;
     ``_keep_rows``/``_load_rows`` are hooks for per-row state of their own."""
 
-    agent: "Agent"
+    agent: PrunedMLP | HebbianDAG
     genomes: np.ndarray
     episodes: int
     dtype: type
     discrete: bool
     ids: np.ndarray
-    _mats: list | None
+    _mats: list[np.ndarray] | None
+    _a: np.ndarray  #: (Discrete) the current rows' error bound coefficients
+    _b: np.ndarray
+    _a_all: np.ndarray  #: (Discrete) every original row's
+    _b_all: np.ndarray
+    exact: ExactRows  #: (Discrete) the one-row fallback
 
     def _weights(self, rows) -> list[np.ndarray]:
         g = self.genomes[rows // self.episodes]
@@ -82,7 +94,7 @@ def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def batch_actions(agent: "Agent", out: np.ndarray) -> np.ndarray:
+def batch_actions(agent: Agent, out: np.ndarray) -> np.ndarray:
     """:meth:`Agent.output_to_action` for outputs ``out`` (act_dim, rows), rows first in
     the result; the same elementwise operations, so bit for bit the one-row result."""
     if agent.space.discrete:

@@ -49,9 +49,10 @@ import pickle
 import platform
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import numpy as np
 import typer
@@ -60,8 +61,18 @@ from synapto.bench.common import Logged, cpu_count, load_average, run_logged
 from synapto.bench.evolve.projection import PROJECT_RANKS, derive, project, simulate_farm
 from synapto.bench.evolve.raw import build_sample, ceiling, measure_raw, raw_process, raw_summary
 from synapto.bench.evolve.report import markdown, plot
-from synapto.bench.evolve.runs import (PARTS, REFERENCE_MODE, Settings, breakdown, evolve_command, loop_times,
-                                       productive_share, read_run, run_work, summarise_run)
+from synapto.bench.evolve.runs import (
+    PARTS,
+    REFERENCE_MODE,
+    Settings,
+    breakdown,
+    evolve_command,
+    loop_times,
+    productive_share,
+    read_run,
+    run_work,
+    summarise_run,
+)
 from synapto.store import differences
 
 __all__ = ["MULTI_VALUE_OPTIONS", "PARTS", "PROJECT_RANKS", "REFERENCE_MODE", "Logged", "Settings", "breakdown",
@@ -159,14 +170,14 @@ def register(bench_app) -> None:
     def bench_evolve(
         env: Annotated[str, typer.Option(help="Gymnasium environment id.")] = d.env,
         agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag or package.module:Class.")] = d.agent,
-        hidden: Annotated[Optional[list[int]], typer.Option(
+        hidden: Annotated[list[int] | None, typer.Option(
             help="Hidden layer sizes.", show_default="8 8")] = None,
         population: Annotated[int, typer.Option(help="Individuals per generation.")] = d.population,
         generations: Annotated[int, typer.Option(help="Generations per run.")] = d.generations,
         episodes: Annotated[int, typer.Option(help="Episodes per fitness.")] = d.episodes,
-        seed: Annotated[Optional[list[int]], typer.Option(
+        seed: Annotated[list[int] | None, typer.Option(
             help="Run seeds, one run per seed and worker count.", show_default="13 41337")] = None,
-        workers_list: Annotated[Optional[list[int]], typer.Option(
+        workers_list: Annotated[list[int] | None, typer.Option(
             help="Worker counts; 0 runs in one process without MPI.", show_default="1 2")] = None,
         waves: Annotated[bool, typer.Option(
             help="Also run --schedule waves at every worker count above 1.")] = d.waves,

@@ -75,7 +75,7 @@ def derive(result: dict) -> None:
             # load-robust estimate: both factors are ratios measured side by side
             r["ratio_side_by_side"] = raw["summary"]["worker_ratio_wall"] * r["productive_share"]
     keys = sorted({(r["workers"], r["schedule"]) for r in runs}, key=lambda k: (k[0], k[1] != "dynamic"))
-    dyn_loops = {}
+    dyn_loops: dict[int, dict[int, float]] = {}  # workers -> seed -> loop seconds
     for r in runs:
         if r["schedule"] == "dynamic":
             dyn_loops.setdefault(r["workers"], {})[r["seed"]] = r["loop"]

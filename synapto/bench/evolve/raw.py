@@ -9,21 +9,22 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from synapto.bench.common import child_env
 from synapto.errors import UsageError
 
+
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
     from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
     from synapto.envs import make_env
+    from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 
     with RunData(run_path, kind="evolve") as run:

@@ -21,7 +21,7 @@ import json
 import math
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -101,18 +101,18 @@ def _plain(x):
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("race")
     def bench_race(
-        evolve_config: Annotated[Optional[list[str]], typer.Option(
+        evolve_config: Annotated[list[str] | None, typer.Option(
             help="Evolution config of a task (repeatable; a centre strategy: openai-es, pgpe, cmaes, ars).",
             show_default="none, required")] = None,
-        ppo_config: Annotated[Optional[list[str]], typer.Option(
+        ppo_config: Annotated[list[str] | None, typer.Option(
             help="PPO config of the same task (repeatable, paired in order with --evolve-config).",
             show_default="none, required")] = None,
         workers: Annotated[int, typer.Option(help="Evolution's workers W: both methods get W + 1 cores.")] = 1,
-        seeds: Annotated[Optional[list[int]], typer.Option(help="Seeds, each a race of both methods.",
+        seeds: Annotated[list[int] | None, typer.Option(help="Seeds, each a race of both methods.",
                                                            show_default="1")] = None,
         points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final.")] = 10,
         episodes: Annotated[int, typer.Option(help="Test episodes per policy.")] = 100,
-        threshold: Annotated[Optional[list[str]], typer.Option(
+        threshold: Annotated[list[str] | None, typer.Option(
             help="ENV=X: a task's threshold (repeatable).", show_default="bench compare's")] = None,
         out_dir: Annotated[Path, typer.Option(help="Folder of race.md, race.json, race.png, runs/.")]
             = Path("bench/race"),

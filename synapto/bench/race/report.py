@@ -67,7 +67,7 @@ def projection_table(rows: list[dict]) -> list[str]:
 
 def markdown(result: dict) -> str:
     load = result["load"]
-    lines = [f"# bench race: evolution against PPO on the same cores", "", "```", result["command"], "```", "",
+    lines = ["# bench race: evolution against PPO on the same cores", "", "```", result["command"], "```", "",
              f"Machine: {load['cores']} cores ({load['usable_cores']} usable). Other load before the race: "
              f"{load['busy_cores']:.2f} busy cores over {load['interval_s']:g} s (/proc/stat), load average "
              f"{load['loadavg_1min']:.2f}" + (" — **the race ran under other load** (--allow-load): its wall "

@@ -30,6 +30,7 @@ candidates and the champion work as for the other centre strategies (:mod:`.es`)
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -44,15 +45,15 @@ class ARS(MirroredStrategy):
 
     name = "ars"
     SAMPLING = "N directions, each evaluated at +sigma and -sigma"
-    OPTIONS = {
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.03, "nu: standard deviation of the exploration noise along each direction"),
         "lr": Option(0.02, "alpha: step size of the centre"),
         "top": Option(0, "b: directions used in the update, those with the best max(r+, r-) "
                          "(0: all P / 2, the non-t versions)"),
-        **{**CentreStrategy.COMMON_OPTIONS,
+        **CentreStrategy.COMMON_OPTIONS,
            "init_std": Option(0.01, "> 0: the initial centre's surviving weights are drawn from "
                                     "N(0, init_std^2) (ARS starts at 0, which synapto reads as pruned); "
-                                    "0: the agent's initial genome as it is")},
+                                    "0: the agent's initial genome as it is"),
     }
 
     def __init__(self, agent, population, options, rng):

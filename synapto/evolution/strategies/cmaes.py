@@ -35,6 +35,7 @@ Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class CMAES(CentreStrategy):
     """The strategy ``cmaes`` (see the module docstring)."""
 
     name = "cmaes"
-    OPTIONS = {
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial step size (the covariance starts as the identity)"),
         "separable": Option("auto", f'"auto": diagonal covariance for genomes longer than {SEPARABLE_ABOVE} '
                                     'weights; true: always; false: never (full covariance)'),

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -290,7 +290,7 @@ class BatchedSpec:
 
     spec: EvolveSpec
 
-    def build(self) -> "BatchedEvaluator":
+    def build(self) -> BatchedEvaluator:
         return BatchedEvaluator(self.spec)
 
 

@@ -207,7 +207,7 @@ class EvolveSpec:
     #: its training tasks (this one refuses them)
     train_backend: str = "gymnasium"
 
-    def build(self) -> "Evaluator":
+    def build(self) -> Evaluator:
         return Evaluator(self)
 
 

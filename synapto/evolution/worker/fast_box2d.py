@@ -301,7 +301,7 @@ class FastSpec:
 
     spec: EvolveSpec
 
-    def build(self) -> "FastEvaluator":
+    def build(self) -> FastEvaluator:
         return FastEvaluator(self.spec)
 
 

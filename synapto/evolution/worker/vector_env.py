@@ -10,6 +10,9 @@ semantics.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 
@@ -124,10 +127,11 @@ class SeededVectorEnv:
         self.env_id = env_id
         self.single = make_env(env_id)
         self._initial_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.vec = None
-        self.fast = None
+        self.vec: Any = None  # gymnasium's vector env, made by the first _resize
+        self.fast: CartPoleStep | None = None
         self.unit_reward = False
-        self._quick = None  # a faster way to a seed's initial state (checked against real resets)
+        # a faster way to a seed's initial state (checked against real resets)
+        self._quick: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
 
     @staticmethod
     def supported(env_id: str) -> str | None:
