@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
 #: synapto.resources is a leaf beside synapto.errors (limits and folder checks, importing nothing else of
 #: synapto): the store checks an --out folder with it
 STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise",
-                    "synapto.lineage", "synapto.resources"}
+                    "synapto.lineage", "synapto.resources", "synapto.folders"}
 
 
 def imports(path: Path) -> set[str]:
