@@ -9,6 +9,7 @@ import pytest
 from conftest import run_cli
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_bench_learn_tiny_budget(tmp_path):
     proc = run_cli("bench", "learn", "--env", "CartPole-v1", "--mode", "reference", "--mode", "openai-es",

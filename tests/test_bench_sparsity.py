@@ -19,6 +19,7 @@ def test_pareto_front_by_hand():
     assert pareto(points) == [2, 3]
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_bench_sparsity_tiny_budget(tmp_path):
     proc = run_cli("bench", "sparsity", "--envs", "LunarLander-v3", "--agents", "pruned-mlp", "--levels", "10",
@@ -97,6 +98,7 @@ def test_only_a_stopped_run_of_the_same_command_is_resumed(tmp_path):
     assert not resumable(run, cmd)  # a run file the benchmark did not start
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_killed_benchmark_resumes_its_run_and_ends_as_if_never_stopped(tmp_path):
     """kill -9 of the benchmark in its run's generation 1; with --keep-finished it goes on

@@ -6,6 +6,7 @@ import pytest
 from conftest import run_cli
 
 
+@pytest.mark.long
 @pytest.mark.mpi  # its mpi backends
 @pytest.mark.slow
 def test_bench_envs_tiny(tmp_path):

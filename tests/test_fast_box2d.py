@@ -187,6 +187,7 @@ def test_fast_run_identical_on_three_ranks(fast_run, tmp_path):
     assert_same_run(fast_run, out)
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_kill_9_then_resume_of_a_fast_run_is_exact(fast_run, tmp_path):

@@ -21,7 +21,7 @@ BIPEDAL = ["--env", "BipedalWalker-v3", "--agent", "hebbian-dag", "--population"
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [CARTPOLE, BIPEDAL], ids=["cartpole", "bipedal"])
+@pytest.mark.parametrize("args", [CARTPOLE, pytest.param(BIPEDAL, marks=pytest.mark.long)], ids=["cartpole", "bipedal"])
 def test_bit_identical_for_1_2_4_ranks(tmp_path, args):
     serial = tmp_path / "serial.h5"
     evolve(serial, *args)

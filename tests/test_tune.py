@@ -104,6 +104,7 @@ def test_each_shipped_space_is_found_by_name_fits_its_config_and_is_in_sync(path
     assert shipped.read_text() == path.read_text()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_the_search_finds_the_known_best_region_and_its_config_runs(capsys, tmp_path, base):
     db = tmp_path / "lr.db"
@@ -164,6 +165,7 @@ def _states(db) -> set[str]:
     return {state + (" with params" if state == "RUNNING" and n else "") for state, n in rows}
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_kill_9_then_the_same_command_equals_an_uninterrupted_study(capsys, tmp_path, base):
     space = write(tmp_path, LR_SPACE)
