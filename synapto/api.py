@@ -114,7 +114,7 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
                 callback(report)
             continue
         log(line)
-        tail = (tail + [line])[-20:]
+        tail = [*tail, line][-20:]
     return tail
 
 
@@ -167,7 +167,7 @@ def _report_to_parent(report) -> None:
                                     "elapsed": report.elapsed}), flush=True)
 
 
-def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int],
+def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int] | np.ndarray,
             obs_norm: tuple[np.ndarray, np.ndarray] | None = None, env_options=None) -> EvalResult:
     """Episodes of ``genome`` on ``env``, one per seed, each in a fresh environment reset
     with that seed (the evaluation ``synapto evolve`` runs): returns, steps, fitness

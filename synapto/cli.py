@@ -10,7 +10,7 @@ raises :class:`synapto.errors.UsageError`, printed by :func:`main` as one line
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -180,10 +180,11 @@ def _main(argv: list[str] | None = None) -> None:
         # typer may vendor click: find its exception base class by name.
         click_exc = tuple(c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException")
         if click_exc and isinstance(exc, click_exc):
+            click_error: Any = exc  # a ClickException (its class found by name above): it has format_message()
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.stderr.write(exc.format_message() + "\n")
+                sys.stderr.write(click_error.format_message() + "\n")
             elif env_rank() == 0:
-                sys.stderr.write(f"error: {exc.format_message()}\n")
+                sys.stderr.write(f"error: {click_error.format_message()}\n")
             sys.exit(2)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -9,6 +9,7 @@ arrows run one way, from the configs down to here."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def find_config(path: str | Path) -> Path:
     return shipped_configs().get(p.stem if p.suffix == ".toml" else p.name, p)
 
 
-def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
+def load_toml(path: str | Path, allowed: AbstractSet[str]) -> dict[str, Any]:
     """Read a TOML config (a file, or a shipped config's name); keys may use dashes or
     underscores; unknown keys are errors."""
     p = find_config(path)

@@ -19,6 +19,7 @@ one env step of it costs (:data:`CPU_SECONDS_PER_STEP`, measured).
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 #: the default experiment's config (a TOML file like those in ``experiments/``)
@@ -33,7 +34,7 @@ CPU_SECONDS_PER_STEP = 53e-6
 EPISODE_STEPS = 300
 
 
-def values(allowed: set[str]) -> dict:
+def values(allowed: AbstractSet[str]) -> dict:
     """The default experiment's options, as a config file's (keys with underscores)."""
     from synapto.config import load_toml
 

@@ -46,7 +46,7 @@ def test_float64_rows_product_does_not_depend_on_the_batch():
 
 def tasks_for(agent, n, episodes, rng, norm=True, count=True, cap=150):
     out = []
-    for i in range(n):
+    for _ in range(n):
         g = agent.init_genome(rng) * 0.5 * rng.standard_normal(agent.n_params)
         mean, std = rng.standard_normal(agent.space.obs_dim) * 0.1, 0.5 + rng.random(agent.space.obs_dim)
         out.append(EvalTask(g, rng.integers(0, 2 ** 62, episodes), True, (mean, std) if norm else None, count,

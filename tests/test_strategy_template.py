@@ -4,6 +4,8 @@ budget (``prune_to``) and the count of generations."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -23,7 +25,7 @@ class Drift(Strategy):
     """Every genome's surviving weights take a Gaussian step: nothing but the hook."""
 
     name = "drift"
-    OPTIONS = {"step": Option(0.1, "std of each weight's step"), **prune.OPTIONS}
+    OPTIONS: ClassVar[dict[str, Option]] = {"step": Option(0.1, "std of each weight's step"), **prune.OPTIONS}
 
     @classmethod
     def check_options(cls, options):

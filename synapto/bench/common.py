@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def fmt_mean_std(values: Iterable[float], digits: int = 1) -> str:
     return f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def speedups(times: Mapping[int, Mapping[object, float]]) -> dict[int, dict[str, float]]:
+def speedups(times: Mapping[int, Mapping[Any, float]]) -> dict[int, dict[str, float]]:
     """Speed-up and efficiency per worker count from ``times[workers][seed]``.
 
     The baseline is the smallest worker count ``b``.  For every other count ``n``

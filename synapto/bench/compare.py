@@ -148,8 +148,11 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
     for g in picks:
         genome, norm = centres[g]
         log(f"  {path.name}: generation {g} centre on {episodes} test episodes")
-        mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", lambda: evaluate(
-            agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns)
+
+        def centre_returns(genome: np.ndarray = genome, norm=norm) -> np.ndarray:
+            return evaluate(agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns
+
+        mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", centre_returns)
         curve.points.append(Point(int(steps[g - 1]), float(wall[g - 1]), f"generation {g}", mean, std))
     if finished:
         total = int(steps[-1]) + (int(np.sum(selection.steps)) if selection is not None else 0)
@@ -179,7 +182,7 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
         run_id = run.run_id
         steps = run.stats("TotalEnvInteracts")
         wall = run.timing("Time")
-        kept = [k for k in range(0, done - 1, cfg.save_freq)]
+        kept = list(range(0, done - 1, cfg.save_freq))
         picks = spread(kept, points)
         params = {k: (run.params(str(k))[0], run.policy_norm(k)) for k in picks}
         final_params, final_norm, stored = run.params("latest")[0], run.policy_norm(done - 1), run.policy_test()
@@ -187,7 +190,11 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
     for k in picks:
         pi, norm = params[k]
         log(f"  {path.name}: epoch {k} policy on {episodes} test episodes")
-        mean, std = cache.get(f"{run_id}:epoch{k}:{episodes}", lambda: test_policy(cfg, pi, episodes, norm)["returns"])
+
+        def policy_returns(pi: np.ndarray = pi, norm=norm) -> np.ndarray:
+            return test_policy(cfg, pi, episodes, norm)["returns"]
+
+        mean, std = cache.get(f"{run_id}:epoch{k}:{episodes}", policy_returns)
         curve.points.append(Point(int(steps[k]), float(wall[k]), f"epoch {k}", mean, std))
     if stored is not None:
         mean, std = float(stored["returns"].mean()), float(stored["returns"].std())

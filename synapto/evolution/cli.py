@@ -51,7 +51,7 @@ def evolve(
         rich_help_panel=HELP_SECTIONS["run"], show_default=False)] = None,
     hidden: Annotated[list[int], typer.Option(
         help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy).",
-        rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),
+        rich_help_panel=HELP_SECTIONS["run"])] = list(_E["hidden"]),  # noqa: B006
     population: Annotated[int, typer.Option(help="Individuals per generation.",
                                             rich_help_panel=HELP_SECTIONS["run"])] = _E["population"],
     generations: Annotated[int, typer.Option(help="Generations to run (at most, with --max-env-steps).",
@@ -81,7 +81,8 @@ def evolve(
         rich_help_panel=HELP_SECTIONS["search"])] = _E["strategy"],
     sigma: Annotated[float | None, typer.Option(
         help="openai-es, pgpe, cmaes: (initial) std of the search distribution.",
-        show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)", rich_help_panel=HELP_SECTIONS["search"])] = None,
+        show_default="0.1 (the default experiment's cmaes; openai-es, pgpe: 0.1)",
+        rich_help_panel=HELP_SECTIONS["search"])] = None,
     lr: Annotated[float | None, typer.Option(
         help="openai-es: Adam's step size on the centre; ars: the step size.", show_default="0.03 (openai-es)",
         rich_help_panel=HELP_SECTIONS["search"])] = None,

@@ -4,8 +4,8 @@ executed (:class:`RunOptions`).
 
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
 command-line options.  Library code never reads argv; the evolve command
-(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
-option of a field (``--population must be ...``): the command line is where most runs
+(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.
+Errors name the command-line option of a field (``--population must be ...``): the command line is where most runs
 are configured, and a TOML key is that option's name.
 """
 
@@ -91,7 +91,7 @@ class EvolveConfig:
              f"--seed must be a non-negative integer, got {self.seed!r}")
         need(integer(self.test_episodes) and self.test_episodes >= 0,
              f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
-        need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
+        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
         need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
         need(integer(self.validate_top) and 0 <= self.validate_top <= self.population,
              f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
@@ -100,7 +100,7 @@ class EvolveConfig:
         need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
         need(integer(self.select_episodes) and self.select_episodes >= 0,
              f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
-        self.envs  # bad env_options are refused here, in one line
+        _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)

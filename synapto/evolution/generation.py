@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,10 @@ from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
+
+if TYPE_CHECKING:
+    from synapto.lineage import Lineage
+    from synapto.noise import Samples
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class EvaluationFailed(Exception):
 class Evaluations:
     """How this run maps evaluations on its farm (schedule, stop callback, errors, wire)."""
 
-    farm: object
+    farm: Any  #: a SerialFarm, or the coordinator's farm over MPI: what map() runs on
     schedule: str = "dynamic"
     on_error: str = "abort"  #: "abort" or "skip"
     stop: Callable[[], bool] | None = None
@@ -152,9 +157,9 @@ class Generation:
     #: the strategy's arrays of this generation (``record_arrays`` before it was told)
     strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
     #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
-    samples: object = None
+    samples: Samples | Lineage | None = None
 
-    def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
         """The evaluations by their run-file names (:data:`synapto.store.evolve.ROWS`, for
         :func:`synapto.store.evolve.record`), and -- ``compact`` -- the genomes as their samples
         (``/samples``; else they are the ``population`` among the first)."""

@@ -111,7 +111,8 @@ class EvolutionRun:
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         self.shaping = cfg.envs.shaping
         self.prev_steps: np.ndarray | None = None  #: the last generation's ``/steps`` (the training cap's basis)
-        self.writer = None
+        self._writer: EvolveRunWriter | None = None
+        self.saved: int | None = None  #: the generation of the last checkpoint (None: none yet)
         # One writer per run file, for the run's whole life: taken before anything is read,
         # created or rewritten; a second run on the same file stops here (exit code 2).
         self.lock = RunLock(out).acquire()
@@ -238,7 +239,7 @@ class EvolutionRun:
             self.log(f"testing the champion (generation {champion.generation}, {fitness}) "
                      f"on {cfg.test_episodes} test episodes")
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
-        if test.returns.size:
+        if test.mean is not None and test.std is not None:  # test episodes ran
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
             self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
@@ -246,9 +247,20 @@ class EvolutionRun:
                                    test.returns, test.steps, norm=self.norm_of(champion.generation))
         return test
 
+    @property
+    def writer(self) -> EvolveRunWriter:
+        """The run file, open from :meth:`_open` on."""
+        if self._writer is None:
+            raise RuntimeError(f"{self.out} is not open")
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: EvolveRunWriter) -> None:
+        self._writer = writer
+
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.lock.release()
 
 

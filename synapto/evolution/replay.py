@@ -186,8 +186,9 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
             from synapto.agents import build_agent
 
             require(plan.config, build_agent(plan.config))
-        spec = FastSpec(spec)
-    farm.setup(spec)
+        farm.setup(FastSpec(spec))
+    else:
+        farm.setup(spec)
     from synapto.parallel.results import TaskFailed
 
     try:

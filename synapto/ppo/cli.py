@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,7 +25,8 @@ from synapto.ppo.config import PPOConfig
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
 MULTI_VALUE_OPTIONS = ("--hid", "--seed")
 
-_P = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+_P: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+_HID = [str(h) for h in _P["hid"]]  #: --hid's default, as typer shows it
 #: ppo's help in panels: one table of 80 columns per panel stays readable
 PANELS = {"run": "The run", "ppo": "PPO", "norm": "Normalisation and initialisation", "exec": "Execution",
           "track": "Tracking"}
@@ -37,7 +38,7 @@ def ppo(
     hid: Annotated[list[str], typer.Option(
         rich_help_panel=PANELS["run"],
                 help="Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid \"[32,32]\".")] = \
-        [str(h) for h in _P["hid"]],  # noqa: B006
+        _HID,
     gamma: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="Discount factor.")] = _P["gamma"],
     lam: Annotated[float, typer.Option(rich_help_panel=PANELS["ppo"], help="GAE lambda.")] = _P["lam"],
     epochs: Annotated[int, typer.Option(rich_help_panel=PANELS["run"],
@@ -51,7 +52,8 @@ def ppo(
         [_P["seed"]],  # noqa: B006
     cpu: Annotated[int, typer.Option(
         rich_help_panel=PANELS["exec"],
-                help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).")] = 1,
+                help="MPI processes: relaunch under `mpiexec -n N` "
+                     "(when started by mpirun/mpiexec, N must match).")] = 1,
     pi_lr: Annotated[float, typer.Option("--pi-lr", rich_help_panel=PANELS["ppo"],
             help="Policy learning rate (Adam).")] = _P["pi_lr"],
     vf_lr: Annotated[float, typer.Option("--vf-lr", rich_help_panel=PANELS["ppo"],

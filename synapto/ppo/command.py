@@ -50,6 +50,7 @@ def ppo_command(ctx, opts: dict) -> None:
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # evolution's, one report per epoch
     resume, force = opts["resume"], opts["force"]
+    n_procs: int | None  # None: as many processes as the MPI world has
     if resume is not None:
         configs, outs, n_procs = resumed_run(resume, given, opts["config"], cpu)
     else:

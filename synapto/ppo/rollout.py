@@ -100,10 +100,7 @@ def _noise(trainer, epoch: int) -> np.ndarray:
     """The exploration noise of the rank's whole epoch, scaled for the policy."""
     buf, info = trainer.buf, trainer.info
     rng = generator(trainer.cfg.seed, Stream.PPO, 2, trainer.rank, epoch)
-    if info.discrete:
-        noise = rng.random(buf.n)
-    else:
-        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
+    noise = rng.random(buf.n) if info.discrete else rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
     return trainer.pi.scale_noise(noise)
 
 
@@ -117,7 +114,9 @@ class _Envs:
         self.handles = [open_env(cfg)[0] for _ in range(n)]
         self.steps = [h.step for h in self.handles]
         self.limit = self.handles[0].limit
-        self.flat = len(self.handles[0].env.observation_space.shape) == 1
+        shape = self.handles[0].env.observation_space.shape
+        assert shape is not None  # a PPO env has a Box or Discrete observation space
+        self.flat = len(shape) == 1
         self.episode = [0] * n
         t = clock()
         self.raw = np.zeros((n, obs_dim))

@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,11 +53,16 @@ from synapto.ppo.policy import Policy, ValueFunction
 from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator
 
+if TYPE_CHECKING:
+    from synapto.ppo.progress import ProgressWriter
+    from synapto.store import PPORunWriter, RunLock
+
 clock = time.perf_counter
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"), 0.0)
+    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"),
+                         0.0)
 
 
 def local_envs(n_envs: int, ranks: int) -> int:
@@ -279,14 +285,15 @@ class Trainer:
 def _broadcast_error(comm, error: Exception | None) -> None:
     """Rank 0's verdict, shared: every rank raises the same UsageError or DiskFullError
     (printed once by main)."""
+    verdict = None
     if comm is not None:
-        error = comm.bcast(None if error is None else (type(error).__name__, str(error),
-                                                       getattr(error, "path", ""), getattr(error, "resume", None)),
-                           root=0)
+        verdict = comm.bcast(None if error is None else (type(error).__name__, str(error),
+                                                         getattr(error, "path", ""), getattr(error, "resume", None)),
+                             root=0)
     elif error is not None:
         raise error
-    if error is not None:
-        kind, message, path, resume = error
+    if verdict is not None:
+        kind, message, path, resume = verdict
         if kind == "DiskFullError":
             exc = DiskFullError(path)
             exc.args, exc.resume = (message,), resume
@@ -367,10 +374,10 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
 class _Opened:
     """What rank 0 opened for a run (or the error that stopped it): the run file's writer,
     progress.txt, the lock, and where the run starts."""
-    writer: object = None
-    progress: object = None
-    lock: object = None
-    checkpoint: object = None
+    writer: PPORunWriter | None = None
+    progress: ProgressWriter | None = None
+    lock: RunLock | None = None
+    checkpoint: dict | None = None
     start: int = 0
     time_offset: float = 0.0
     error: Exception | None = None
@@ -403,9 +410,11 @@ def _open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: b
     except (UsageError, DiskFullError) as exc:
         if isinstance(exc, DiskFullError) and resume:
             exc.resume = _resume_command(out, size)
-        for opened in (o.writer, o.progress, o.lock):
+        for opened in (o.writer, o.progress):
             if opened is not None:
-                (opened.release if opened is o.lock else opened.close)()
+                opened.close()
+        if o.lock is not None:
+            o.lock.release()
         return _Opened(error=exc)
     return o
 

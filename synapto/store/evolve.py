@@ -223,8 +223,8 @@ class EvolveRunWriter:
         rows; None: :func:`first_rows`) and ``(name, data, checksum)`` fixed ones."""
         G = first_rows(config) if rows is None else rows
         T, S = config.test_episodes, config.select_episodes
-        rows = [(name, G, tail, dtype) for name, tail, dtype in per_generation(config, n_params, extras)]
-        fixed = []
+        datasets = [(name, G, tail, dtype) for name, tail, dtype in per_generation(config, n_params, extras)]
+        fixed: list[tuple[str, np.ndarray, bool]] = []
         if S:
             fixed += [("selection/seeds", np.zeros(S, dtype=np.int64), True),
                       ("selection/chosen", np.full(1, -1, dtype=np.int64), False)]
@@ -239,13 +239,13 @@ class EvolveRunWriter:
         if config.obs_norm:
             fixed += [("champion/obs_mean", np.zeros(extras.obs_dim), True),
                       ("champion/obs_std", np.ones(extras.obs_dim), True)]
-        return rows, fixed
+        return datasets, fixed
 
     @classmethod
     def estimated_size(cls, config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> int:
         """An upper estimate of the run file's size in bytes (its metadata never changes after creation)."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
-        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
+        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in datasets],
                              [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
 
     @classmethod
@@ -254,13 +254,13 @@ class EvolveRunWriter:
         """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
         attrs = {"n_params": n_params, "agent_name": agent_name, **extras.attrs,
                  **({"samples": extras.samples} if extras.samples else {})}
         f = new_file(path, "evolve", config.to_json(), attrs,
-                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
+                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, datasets[0][1]))
         try:
-            for name, n, tail, dtype in rows:
+            for name, n, tail, dtype in datasets:
                 rows_dataset(f, name, n, tail, dtype)
             if config.select_episodes:
                 _selection(f, 0, n_params, config.select_episodes)
@@ -459,8 +459,8 @@ def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_na
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
-    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the old one and
-    ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
+    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the
+    old one and ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
     leaves the old file in place.  It keeps the run's id and creation time; a file of a
     format before ids takes ``run_id`` (its checkpoint's), or stays without one.
     """

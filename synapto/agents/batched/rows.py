@@ -10,8 +10,17 @@ from synapto.agents.base import Agent, BatchPolicy
 
 if TYPE_CHECKING:
     from synapto.agents.batched.certify import ExactRows
-    from synapto.agents.hebbian_dag import HebbianDAG
-    from synapto.agents.pruned_mlp import PrunedMLP
+
+    class LayeredAgent(Agent):
+        """What the built-in batched policies read of their agent (a PrunedMLP or a
+        HebbianDAG) beyond :class:`Agent`: each weight matrix's genome slice and shape, the
+        units per layer and their offsets (HebbianDAG).  Declared for the type checker only:
+        the agents import this package, so it names them by what it reads."""
+
+        sizes: list[int]
+        _slices: list[slice]
+        _shapes: list[tuple[int, int]]
+        _cum: list[int]
 
 
 class RowsLastBatchPolicy(BatchPolicy):
@@ -23,7 +32,7 @@ class RowsLastBatchPolicy(BatchPolicy):
     in ``__init__`` and implement ``_build`` (buffers for the current width) and ``act``;
     ``_keep_rows``/``_load_rows`` are hooks for per-row state of their own."""
 
-    agent: PrunedMLP | HebbianDAG
+    agent: LayeredAgent
     genomes: np.ndarray
     episodes: int
     dtype: type

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -92,7 +92,7 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
     runs_dir.mkdir(parents=True, exist_ok=True)
     workers = sorted(s.workers)
     scheds = lambda n: ["dynamic"] + (["waves"] if s.waves and n > 1 else [])  # noqa: E731
-    result = {
+    result: dict[str, Any] = {
         "settings": {**asdict(s), "hidden": list(s.hidden), "seeds": list(s.seeds), "workers": workers,
                      "evolve_options": list(s.evolve_options)},
         "machine": {"machine": platform.machine(), "cores": cpu_count(), "python": platform.python_version(),

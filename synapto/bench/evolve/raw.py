@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def raw_process(sample_path: str, out_path: str) -> None:
     env_id = sample["env"]
     evaluator = EvolveSpec(env_id, sample["agent"], tuple(sample["hidden"]), dict(sample["agent_options"])).build()
     clock, cpu = time.perf_counter, time.thread_time
-    acc = {m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
+    acc: dict[str, Any] = {m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
            for m in ("fresh", "reuse", "synapto")}
     reuse_env = make_env(env_id)
 
@@ -110,8 +111,8 @@ def raw_process(sample_path: str, out_path: str) -> None:
             acc[name]["wall"] += clock() - w
     reuse_env.close()
     acc["clock_s"] = _clock_cost()
-    with open(out_path, "w") as fh:
-        json.dump(acc, fh)
+    with open(out_path, "w") as out:
+        json.dump(acc, out)
 
 
 def _replay_fresh(env_id: str, ev: dict, a: dict) -> None:
@@ -182,7 +183,7 @@ def measure_raw(sample_path: Path, concurrency: int, tag: str) -> dict:
     if any(rcs):
         raise UsageError(f"raw-environment measurement failed (exit codes {rcs})")
     results = [json.loads(o.read_text()) for o in outs]
-    total = {m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]}
+    total: dict[str, Any] = {m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]}
              for m in ("fresh", "reuse", "synapto")}
     total["clock_s"] = float(np.mean([r["clock_s"] for r in results]))
     total["processes"] = concurrency

@@ -88,7 +88,8 @@ def loop_times(lines) -> tuple[float | None, list[float]]:
     """``(start, [end of generation 1, 2, ...])`` from time-stamped evolve output:
     the header line (printed just before the first generation) and each
     generation's line (printed after its rows and checkpoint are written)."""
-    start, ends = None, []
+    start: float | None = None
+    ends: list[float] = []
     for t, line in lines:
         if line.startswith("synapto evolve:"):
             start, ends = t, []

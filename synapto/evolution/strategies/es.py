@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class CentreStrategy(Strategy):
     :attr:`_scalar_names`.
     """
 
-    COMMON_OPTIONS: dict[str, Option] = {
+    COMMON_OPTIONS: ClassVar[dict[str, Option]] = {
         "init_std": Option(0.1, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
                                 "(the agent's zeros kept); 0: the agent's initial genome as it is"),
         "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
@@ -305,6 +305,7 @@ class MirroredStrategy(CentreStrategy):
     (openai-es, pgpe).  The population must be even."""
 
     SAMPLING = "mirrored sampling"  #: named in the error for an odd population
+    sigma: float | np.ndarray  #: the step size: a number (openai-es) or one per weight (pgpe)
 
     @classmethod
     def check_population(cls, population, options):

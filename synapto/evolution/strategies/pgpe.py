@@ -24,6 +24,7 @@ Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,7 +46,8 @@ class PGPE(MirroredStrategy):
 
     name = "pgpe"
     SAMPLING = "symmetric sampling"
-    OPTIONS = {
+    sigma: np.ndarray
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial standard deviation of every surviving weight"),
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
         "sigma_max_change": Option(0.2, "largest relative change of a standard deviation in one generation"),

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from synapto.evolution.worker.tasks import EvalResult, SampleContext
+from synapto.shaping import Shaping
 
 
 def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = True,
@@ -201,7 +204,7 @@ class EvolveSpec:
     hidden: tuple
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
-    shaping: object = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
+    shaping: Shaping | None = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
     #: the simulator of training episodes ("gymnasium" or "envpool"); an envpool run's farm is
     #: set up with :class:`synapto.evolution.worker.fast_box2d.FastSpec`, whose evaluator runs
     #: its training tasks (this one refuses them)
@@ -232,11 +235,13 @@ class Evaluator:
         if task.shaped and self.fast:  # pragma: no cover - a farm set up with the wrong recipe
             raise RuntimeError("a training task of a train_backend=envpool run: the farm must be set up "
                                "with synapto.evolution.worker.fast_box2d.FastSpec")
-        make = self.make_env
+        make: Callable[[], Any] = self.make_env
         if task.shaped and self.shaping is not None:
             shaping, cap = self.shaping, task.max_steps
 
-            def make():
+            def shaped_env():
                 return shaping.wrap(self.make_env(), cap)
+
+            make = shaped_env
         return evaluate(self.agent, make, task.genome, task.seeds, task.want_stats,
                         task.obs_norm, task.count_obs)

@@ -193,6 +193,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     stats = policy.trace_stats() if tasks[0].want_stats else None
     results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
     if count:
+        assert osum is not None and osumsq is not None  # made with count
         _fold_obs(results, tasks, ocount.reshape(K, E), osum.reshape(K, E, d), osumsq.reshape(K, E, d))
     share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
     t_agent += clock() - t0
@@ -209,6 +210,7 @@ def _act(st: _Rows, x: np.ndarray, policy, discrete: bool, t: int, ocount, bad, 
     live = st.live
     ok = np.isfinite(x).all(axis=1)
     if st.count:
+        assert st.osum is not None and st.osumsq is not None  # made with count
         seen = live & ok
         x64 = x.astype(np.float64)
         np.add(st.osum, x64, out=st.osum, where=seen[:, None])
@@ -273,6 +275,7 @@ def _end(st: _Rows, pos: np.ndarray, t: int, out: tuple, policy) -> None:
     ret[rows] = st.ret[pos]
     steps[rows] = t
     if st.count:
+        assert st.osum is not None and st.osumsq is not None  # made with count
         osum[rows] = st.osum[pos]
         osumsq[rows] = st.osumsq[pos]
     st.live[pos] = False
