@@ -34,8 +34,9 @@ def expand_multi(argv: list[str], names) -> list[str]:
         tok = argv[i]
         if tok in names:
             j = i + 1
-            while j < len(argv) and not (argv[j].startswith("--") or (argv[j].startswith("-") and
-                                                                       not _is_number(argv[j]))):
+            while j < len(argv) and not (
+                argv[j].startswith("--") or (argv[j].startswith("-") and not _is_number(argv[j]))
+            ):
                 out += [tok, argv[j]]
                 j += 1
             if j == i + 1:
@@ -69,10 +70,13 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print synapto's version and exit.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print debug lines (timings, the full "
-                                                                  "configuration).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print synapto's version and exit."),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print debug lines (timings, the full configuration).")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print warnings and errors only.")] = False,
 ):
     """Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).
@@ -120,8 +124,18 @@ def _register_optional() -> None:
     bench_ppo_register(bench_app)
     tune_register(app)
     commands_register(app)
-    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
-                                *sparsity_multi, *race_multi, *tune_multi})
+    MULTI_VALUE_OPTIONS.update(
+        {
+            "--backend",
+            "--mode",
+            *bench_evolve_multi,
+            *ppo_multi,
+            *bench_ppo_multi,
+            *sparsity_multi,
+            *race_multi,
+            *tune_multi,
+        }
+    )
 
 
 _register_optional()
@@ -152,8 +166,9 @@ def _finish(code) -> None:
 
 def dashed(argv: list[str]) -> list[str]:
     """``--steps_per_epoch`` is ``--steps-per-epoch`` (Spinning Up's spellings, for every command)."""
-    return [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):] if a.startswith("--") else a
-            for a in argv]
+    return [
+        a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]) :] if a.startswith("--") else a for a in argv
+    ]
 
 
 def _main(argv: list[str] | None = None) -> None:

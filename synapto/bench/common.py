@@ -123,8 +123,16 @@ def load_average() -> float:
 
 
 #: variables that make a process an MPI rank: a child launched from under mpiexec drops them
-MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
-            "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
+MPI_VARS = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "SYNAPTO_LAUNCHED",
+    "MPI_LOCALNRANKS",
+    "MPI_LOCALRANKID",
+    "HYDRA_CONTROL_FD",
+)
 
 
 def child_env() -> dict:
@@ -152,8 +160,9 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> Logged:
     lines = []
     with open(log, "a" if append else "w", buffering=1) as logf:  # line-buffered: the log can be followed
         logf.write("$ " + shlex.join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=child_env(), bufsize=1)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), bufsize=1
+        )
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

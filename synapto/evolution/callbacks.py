@@ -46,9 +46,12 @@ class GenerationReport:
 
     def scalars(self) -> dict[str, float]:
         """Every figure of the report, named ``stats/<name>`` and ``timing/<name>``."""
-        return {**{f"stats/{k}": float(v) for k, v in self.stats.items()},
-                **{f"timing/{k}": float(v) for k, v in self.timing.items()},
-                "run/env_steps": float(self.env_steps), "run/elapsed": float(self.elapsed)}
+        return {
+            **{f"stats/{k}": float(v) for k, v in self.stats.items()},
+            **{f"timing/{k}": float(v) for k, v in self.timing.items()},
+            "run/env_steps": float(self.env_steps),
+            "run/elapsed": float(self.elapsed),
+        }
 
 
 Callback = Callable[[GenerationReport], None]
@@ -96,8 +99,9 @@ class TensorBoardWriter:
         try:
             self._write(report)
         except OSError as exc:
-            raise TrackingError(f"--tensorboard {str(self.logdir)!r} cannot be written ({exc.strerror or exc})") \
-                from None
+            raise TrackingError(
+                f"--tensorboard {str(self.logdir)!r} cannot be written ({exc.strerror or exc})"
+            ) from None
 
     def _write(self, report: GenerationReport) -> None:
         if self.writer is not None and self.out != report.out:
@@ -160,10 +164,14 @@ class LiveLog:
         return log
 
     def __call__(self, report: GenerationReport) -> None:
-        row = {"seed": getattr(report.config, "seed", None), "generation": report.generation,
-               **{k: v for k, v in report.stats.items() if k != "generation"},
-               "total_env_steps": report.env_steps, "elapsed": report.elapsed,
-               **{f"timing_{k}": v for k, v in report.timing.items()}}
+        row = {
+            "seed": getattr(report.config, "seed", None),
+            "generation": report.generation,
+            **{k: v for k, v in report.stats.items() if k != "generation"},
+            "total_env_steps": report.env_steps,
+            "elapsed": report.elapsed,
+            **{f"timing_{k}": v for k, v in report.timing.items()},
+        }
         try:
             self._write(row)
         except OSError as exc:

@@ -51,13 +51,22 @@ class ObsStats(RunningMoments):
         return self.mean_std(floor=MIN_VAR)
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"obs_count": np.array([self.count], np.int64), "obs_sum": self.sum.copy(),
-                "obs_sumsq": self.sumsq.copy()}
+        return {
+            "obs_count": np.array([self.count], np.int64),
+            "obs_sum": self.sum.copy(),
+            "obs_sumsq": self.sumsq.copy(),
+        }
 
     def restore(self, arrays) -> None:
-        self.load(np.concatenate([[float(int(np.asarray(arrays["obs_count"])[0]))],
-                                  np.asarray(arrays["obs_sum"], dtype=np.float64),
-                                  np.asarray(arrays["obs_sumsq"], dtype=np.float64)]))
+        self.load(
+            np.concatenate(
+                [
+                    [float(int(np.asarray(arrays["obs_count"])[0]))],
+                    np.asarray(arrays["obs_sum"], dtype=np.float64),
+                    np.asarray(arrays["obs_sumsq"], dtype=np.float64),
+                ]
+            )
+        )
 
 
 class NormalisedActor:

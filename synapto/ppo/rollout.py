@@ -75,7 +75,7 @@ def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
             obs_buf[idx] = norm(envs.raw, np.empty((N, info.obs_dim)))
         else:
             obs_buf[idx] = envs.raw
-        noise_t = noise[step * N:(step + 1) * N]
+        noise_t = noise[step * N : (step + 1) * N]
         if single is not None:  # one env: the one-row pass of runs before vectorised envs
             if info.discrete:
                 act_buf[idx[0]] = single(obs_buf[idx[0]], noise_t[0])
@@ -148,8 +148,9 @@ class _Envs:
                 self.ep_lengths.append(int(ep_len[j]))
                 if more:
                     self.episode[j] += 1
-                    o, _ = self.handles[j].reset(seed=episode_seed(self.cfg, self.n, self.rank, self.epoch, j,
-                                                                   self.episode[j]))
+                    o, _ = self.handles[j].reset(
+                        seed=episode_seed(self.cfg, self.n, self.rank, self.epoch, j, self.episode[j])
+                    )
                     raw[j] = o if flat else np.ravel(o)
                     ep_ret[j], ep_len[j] = 0.0, 0
 

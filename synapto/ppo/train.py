@@ -59,10 +59,12 @@ if TYPE_CHECKING:
 
 clock = time.perf_counter
 
+
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"),
-                         0.0)
+    return dict.fromkeys(
+        ("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"), 0.0
+    )
 
 
 def local_envs(n_envs: int, ranks: int) -> int:
@@ -73,28 +75,32 @@ def local_envs(n_envs: int, ranks: int) -> int:
     if n_envs == 1:
         return 1
     if n_envs % ranks:
-        raise UsageError(f"--n-envs {n_envs} does not split evenly over {ranks} MPI ranks; use a rank count that "
-                         f"divides it (or --n-envs 1: one env per rank)")
+        raise UsageError(
+            f"--n-envs {n_envs} does not split evenly over {ranks} MPI ranks; use a rank count that "
+            f"divides it (or --n-envs 1: one env per rank)"
+        )
     return n_envs // ranks
 
 
 class Trainer:
     """One rank's PPO state: networks, optimisers, buffer; :meth:`epoch` runs one epoch."""
 
-    def __init__(self, cfg: PPOConfig, coll: Collectives, rank: int, info: SpaceInfo,
-                 checkpoint: dict | None = None):
+    def __init__(self, cfg: PPOConfig, coll: Collectives, rank: int, info: SpaceInfo, checkpoint: dict | None = None):
         self.cfg, self.coll, self.rank = cfg, coll, rank
         self.info = info
         self.dtype = np.dtype(cfg.dtype)
         self.n_envs = local_envs(cfg.n_envs, coll.size)  #: this rank's envs
         self.n_local = cfg.steps_per_epoch // (coll.size * self.n_envs) * self.n_envs
         if self.n_local < 1:
-            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                             f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step")
+            raise UsageError(
+                f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step"
+            )
         hid, d = cfg.hid, self.dtype
         init = generator(cfg.seed, Stream.PPO, 0)
-        pi = Policy.init_params(info.obs_dim, info.act_dim, hid, info.discrete, init, d, cfg.log_std_init,
-                                cfg.ortho_init)
+        pi = Policy.init_params(
+            info.obs_dim, info.act_dim, hid, info.discrete, init, d, cfg.log_std_init, cfg.ortho_init
+        )
         v = ValueFunction.init_params(info.obs_dim, hid, init, d, cfg.ortho_init)
         self.pi = Policy(info.obs_dim, info.act_dim, hid, info.discrete, pi)
         self.vf = ValueFunction(info.obs_dim, hid, v)
@@ -171,8 +177,15 @@ class Trainer:
             if cfg.target_kl > 0 and kl > 1.5 * cfg.target_kl:
                 break
             self.pi_opt.step(self.pi.params, self.pi.grad)
-        return {"LossPi": loss_pi_old, "DeltaLossPi": loss_pi - loss_pi_old, "Entropy": ent_old, "KL": kl,
-                "ClipFrac": clip_frac, "StopIter": float(stop_iter), "seconds": clock() - t}
+        return {
+            "LossPi": loss_pi_old,
+            "DeltaLossPi": loss_pi - loss_pi_old,
+            "Entropy": ent_old,
+            "KL": kl,
+            "ClipFrac": clip_frac,
+            "StopIter": float(stop_iter),
+            "seconds": clock() - t,
+        }
 
     def _update_v(self, obs, ret) -> dict:
         cfg, coll = self.cfg, self.coll
@@ -256,9 +269,19 @@ class Trainer:
         r_mean, r_std, r_max, r_min = coll.statistics(np.array(ep_returns))
         len_mean = coll.statistics(np.array(ep_lengths, dtype=np.float64))[0]
         v_mean, v_std, v_max, v_min = coll.statistics(values)
-        stats.update(Epoch=epoch, AverageEpRet=r_mean, StdEpRet=r_std, MaxEpRet=r_max, MinEpRet=r_min,
-                     EpLen=len_mean, AverageVVals=v_mean, StdVVals=v_std, MaxVVals=v_max, MinVVals=v_min,
-                     TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size)
+        stats.update(
+            Epoch=epoch,
+            AverageEpRet=r_mean,
+            StdEpRet=r_std,
+            MaxEpRet=r_max,
+            MinEpRet=r_min,
+            EpLen=len_mean,
+            AverageVVals=v_mean,
+            StdVVals=v_std,
+            MaxVVals=v_max,
+            MinVVals=v_min,
+            TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size,
+        )
         timing["stats"] = clock() - t_stats
         timing["epoch"] = clock() - t
         timing["cpu"] = time.process_time() - cpu
@@ -287,9 +310,12 @@ def _broadcast_error(comm, error: Exception | None) -> None:
     (printed once by main)."""
     verdict = None
     if comm is not None:
-        verdict = comm.bcast(None if error is None else (type(error).__name__, str(error),
-                                                         getattr(error, "path", ""), getattr(error, "resume", None)),
-                             root=0)
+        verdict = comm.bcast(
+            None
+            if error is None
+            else (type(error).__name__, str(error), getattr(error, "path", ""), getattr(error, "resume", None)),
+            root=0,
+        )
     elif error is not None:
         raise error
     if verdict is not None:
@@ -301,8 +327,15 @@ def _broadcast_error(comm, error: Exception | None) -> None:
         raise UsageError(message)
 
 
-def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
-          log: Callable[[str], None] = print, callbacks=()) -> Path | None:
+def train(
+    cfg: PPOConfig,
+    out: Path,
+    comm=None,
+    resume: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+    callbacks=(),
+) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``, as checked by
     :mod:`synapto.ppo.command`; rank 0 writes and logs, and calls ``callbacks``
     (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose ``generation`` is
@@ -328,8 +361,10 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         trainer = Trainer(cfg, coll, rank, info, checkpoint)
         setup = time.time() - t_start
         if rank == 0:
-            log(f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
-                f"epochs {start}..{cfg.epochs - 1} -> {out}")
+            log(
+                f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
+                f"epochs {start}..{cfg.epochs - 1} -> {out}"
+            )
         for k in range(start, cfg.epochs):
             if rank == 0:
                 faults.point("epoch", k)
@@ -374,6 +409,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
 class _Opened:
     """What rank 0 opened for a run (or the error that stopped it): the run file's writer,
     progress.txt, the lock, and where the run starts."""
+
     writer: PPORunWriter | None = None
     progress: ProgressWriter | None = None
     lock: RunLock | None = None
@@ -400,8 +436,7 @@ def _open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: b
                 rows = run.progress_rows()
             o.time_offset = float(rows[-1]["Time"]) if rows else 0.0
         else:
-            n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
-                                      np.random.default_rng(0)).size
+            n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete, np.random.default_rng(0)).size
             n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
             o.writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
             rows = []
@@ -430,19 +465,27 @@ def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, 
         progress.write({**stats, "Time": timing["Time"]})
     timing["write"] = clock() - t
     writer.set_timing(k, "write", timing["write"])
-    log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
+    log(
+        f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
         f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
         f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
-        f"{timing['update']:.2f})")
+        f"{timing['update']:.2f})"
+    )
 
 
 def _report(callbacks, epoch, stats, timing, elapsed, out, cfg) -> None:
     from synapto.evolution.callbacks import GenerationReport
 
     if callbacks:
-        report = GenerationReport(epoch, {k: float(v) for k, v in stats.items()},
-                                  {k: float(v) for k, v in timing.items()}, int(stats["TotalEnvInteracts"]),
-                                  elapsed, Path(out), cfg)
+        report = GenerationReport(
+            epoch,
+            {k: float(v) for k, v in stats.items()},
+            {k: float(v) for k, v in timing.items()},
+            int(stats["TotalEnvInteracts"]),
+            elapsed,
+            Path(out),
+            cfg,
+        )
         for callback in callbacks:
             callback(report)
 
@@ -456,8 +499,10 @@ def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
     result = test_policy(cfg, trainer.pi.params, cfg.test_episodes, trainer.obs_norm_now())
     writer.write_test(result["seeds"], result["returns"], result["lengths"])
     r = result["returns"]
-    log(f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
-        f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)")
+    log(
+        f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
+        f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)"
+    )
 
 
 def _resume_command(out: Path, size: int) -> str:

@@ -72,7 +72,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
             layers = []
             for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
                 w = genomes[:, s].reshape(k, *shape)
-                layers.append((shape[0], [(j, w[:, cum[j]:cum[j + 1]]) for j in range(i + 1)]))
+                layers.append((shape[0], [(j, w[:, cum[j] : cum[j + 1]]) for j in range(i + 1)]))
             a32, b32, _, _ = decision_bounds(layers, out_tanh=False)  # on z
             _, _, a64, b64 = decision_bounds(layers, out_tanh=True)  # on tanh(z), float64
             b32 = b32 + np.float32(self.Z_SLACK)
@@ -84,15 +84,17 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         if self._mats is None:
             self._mats = self._weights(self.ids)
         self._x = np.zeros((cum[-1], n), dt)
-        self._layers = [(w, self._x[: cum[i + 1]], self._x[cum[i + 1]: cum[i + 2]]) for i, w in enumerate(self._mats)]
+        self._layers = [(w, self._x[: cum[i + 1]], self._x[cum[i + 1] : cum[i + 2]]) for i, w in enumerate(self._mats)]
         if self._stats is not None:
             if getattr(self, "_gram", None) is None or self._gram[0].shape[-1] != n:
                 self._gram = [np.zeros((cum[j + 1] - cum[j],) * 2 + (n,), dt) for j in range(len(self._mats))]
             self._prod = np.zeros((max(self.agent.sizes[:-1]), n), dt)
             # per source unit a: G_j[a, a:] += x_a * x_a.. (the upper triangle)
-            self._tri = [(self._x[cum[j] + a], self._x[cum[j] + a: cum[j + 1]], g[a, a:],
-                          self._prod[: cum[j + 1] - cum[j] - a])
-                         for j, g in enumerate(self._gram) for a in range(cum[j + 1] - cum[j])]
+            self._tri = [
+                (self._x[cum[j] + a], self._x[cum[j] + a : cum[j + 1]], g[a, a:], self._prod[: cum[j + 1] - cum[j] - a])
+                for j, g in enumerate(self._gram)
+                for a in range(cum[j + 1] - cum[j])
+            ]
         if self.discrete:
             self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
             self._abs = np.zeros((cum[1], n), dt)
@@ -122,7 +124,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
                 np.multiply(xa, xs, out=p)
                 g += p
         if not self.discrete:
-            return batch_actions(self.agent, x[cum[-2] + 1:])
+            return batch_actions(self.agent, x[cum[-2] + 1 :])
         action, margin, bound, m = self._action, self._margin, self._bound, self._m
         y = self._z[1:]
         argmax_margin(y, action, margin, self._tmp)
@@ -143,18 +145,20 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         cum, agent = self.cum, self.agent
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             k = self.genomes.shape[0]
-            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(k, *shape))
-                         for s, shape in zip(agent._slices, agent._shapes)]
+            self._w64 = [
+                np.ascontiguousarray(self.genomes[:, s].reshape(k, *shape))
+                for s, shape in zip(agent._slices, agent._shapes)
+            ]
         ids = self.ids[rows]
         gi = ids // self.episodes
         x = np.zeros((len(ids), 1, cum[-1]))
         x[:, 0, : cum[1]] = obs.reshape(len(ids), -1)  # as given to act (not rounded to float32)
         m = np.abs(x[:, 0, : cum[1]]).max(axis=1)
         for i, w in enumerate(self._w64):
-            h = x[:, :, cum[i + 1]: cum[i + 2]]
+            h = x[:, :, cum[i + 1] : cum[i + 2]]
             np.matmul(x[:, :, : cum[i + 1]], w[gi], out=h)
             np.tanh(h, out=h)
-        out = np.ascontiguousarray(x[:, 0, cum[-2] + 1:].T)
+        out = np.ascontiguousarray(x[:, 0, cum[-2] + 1 :].T)
         action = np.zeros(len(ids), np.int64)
         margin = np.zeros(len(ids))
         argmax_margin(out, action, margin, np.zeros((2, len(ids))))

@@ -39,10 +39,13 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         self._mats = None
         self._w64: list[np.ndarray] | None = None
         if self.discrete:
-            layers = [(i, [(layer, genomes[:, s].reshape(k, i, o))])
-                      for layer, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
+            layers = [
+                (i, [(layer, genomes[:, s].reshape(k, i, o))])
+                for layer, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))
+            ]
             self._a_all, self._b_all, self._a64, self._b64 = (
-                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
+                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False)
+            )
             self.exact = ExactRows(agent, genomes, episodes)
 
     def _build(self) -> None:
@@ -89,8 +92,10 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         gi = ids // self.episodes
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             n = self.genomes.shape[0]
-            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
-                         for s, shape in zip(self.agent._slices, self.agent._shapes)]
+            self._w64 = [
+                np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
+                for s, shape in zip(self.agent._slices, self.agent._shapes)
+            ]
         x = obs.reshape(len(ids), 1, -1)  # (k, 1, in)
         m = np.abs(x).max(axis=2)[:, 0]
         last = len(self._w64) - 1

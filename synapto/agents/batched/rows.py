@@ -47,8 +47,10 @@ class RowsLastBatchPolicy(BatchPolicy):
 
     def _weights(self, rows) -> list[np.ndarray]:
         g = self.genomes[rows // self.episodes]
-        return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
-                for s, shape in zip(self.agent._slices, self.agent._shapes)]
+        return [
+            np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
+            for s, shape in zip(self.agent._slices, self.agent._shapes)
+        ]
 
     def _build(self) -> None:
         raise NotImplementedError
@@ -97,7 +99,7 @@ def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     m = p.shape[0]
     while m > 1:
         h = m // 2
-        p[:h] += p[m - h:m]
+        p[:h] += p[m - h : m]
         m -= h
     np.copyto(out, p[0])
     return out

@@ -92,11 +92,30 @@ class EvolutionState:
         lineage = None
         if bounds is not None and key_of(rng) is not None:
             S = len(bounds) - 1
-            lineage = Lineage(bounds, np.full((2 * elite + 1, 2), -1, np.int64), np.full((population, S), -1, np.int64),
-                              np.zeros((population, -(-n // 8)), np.uint8), keys, 0.0, False, initial=genomes)
+            lineage = Lineage(
+                bounds,
+                np.full((2 * elite + 1, 2), -1, np.int64),
+                np.full((population, S), -1, np.int64),
+                np.zeros((population, -(-n // 8)), np.uint8),
+                keys,
+                0.0,
+                False,
+                initial=genomes,
+            )
         hof = HallOfFame.empty(elite, n, hof_columns(n))
-        return cls(0, genomes, hof, genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
-                   np.full(2, -1, np.int64), lineage)
+        return cls(
+            0,
+            genomes,
+            hof,
+            genomes[0].copy(),
+            np.zeros(n),
+            -np.inf,
+            -1,
+            float(agent.initial_rate),
+            rng,
+            np.full(2, -1, np.int64),
+            lineage,
+        )
 
 
 def hof_columns(n: int) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -135,27 +154,53 @@ def rank_weights(n: int) -> np.ndarray:
     return w / w.sum()
 
 
-def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k,
-                       hof_generation=None, generation=None, hof_row=None):
+def merge_hall_of_fame(
+    hof_fitness,
+    hof_genomes,
+    hof_stats,
+    fitness,
+    genomes,
+    stats,
+    order,
+    k,
+    hof_generation=None,
+    generation=None,
+    hof_row=None,
+):
     """The ``k`` best of (a hall of fame of ``k`` places, this generation's top ``k``); new ones
     first on ties (:meth:`.hall.HallOfFame.add`).  With ``hof_generation`` (and this
     ``generation``) the members' generations come along as a fourth result, and with
     ``hof_row`` their rows as a fifth."""
     k_old = len(hof_fitness)
-    hof = HallOfFame(hof_fitness, hof_genomes,
-                     np.full(k_old, -1, np.int64) if hof_generation is None else hof_generation,
-                     {"stats": np.asarray(hof_stats),
-                      "row": np.full(k_old, -1, np.int64) if hof_row is None else hof_row})
+    hof = HallOfFame(
+        hof_fitness,
+        hof_genomes,
+        np.full(k_old, -1, np.int64) if hof_generation is None else hof_generation,
+        {"stats": np.asarray(hof_stats), "row": np.full(k_old, -1, np.int64) if hof_row is None else hof_row},
+    )
     top = order[:k]
-    hof.add(np.asarray(fitness, np.float64)[top], genomes[top], -1 if generation is None else generation,
-            stats=stats[top], row=np.asarray(top, np.int64))
+    hof.add(
+        np.asarray(fitness, np.float64)[top],
+        genomes[top],
+        -1 if generation is None else generation,
+        stats=stats[top],
+        row=np.asarray(top, np.int64),
+    )
     out: tuple[np.ndarray, ...] = (hof.fitness, hof.genomes, hof.columns["stats"])
     out += (hof.generation,) if hof_generation is not None else ()
     return out + ((hof.columns["row"],) if hof_row is not None else ())
 
 
-def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
-              rng: np.random.Generator, origin: np.ndarray | None = None, bounds: np.ndarray | None = None) -> None:
+def recombine(
+    children: np.ndarray,
+    child_stats: np.ndarray,
+    groups,
+    n_swaps: int,
+    lo: int,
+    rng: np.random.Generator,
+    origin: np.ndarray | None = None,
+    bounds: np.ndarray | None = None,
+) -> None:
     """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo.
     With ``origin`` ((P, S) parents of the segments ``bounds``) the same swaps move it."""
     P = children.shape[0]
@@ -177,10 +222,20 @@ def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: in
                 arr[b, at] = tmp
 
 
-def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
-                    connections: np.ndarray, select_fitness: np.ndarray | None = None,
-                    mutation_std: float = 0.0, prune: bool = True, schedule: target.Schedule | None = None,
-                    prune_by: str = "magnitude", layout=None) -> None:
+def next_generation(
+    state: EvolutionState,
+    fitness: np.ndarray,
+    stats: np.ndarray,
+    agent,
+    elite: int,
+    connections: np.ndarray,
+    select_fitness: np.ndarray | None = None,
+    mutation_std: float = 0.0,
+    prune: bool = True,
+    schedule: target.Schedule | None = None,
+    prune_by: str = "magnitude",
+    layout=None,
+) -> None:
     """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc):
     :func:`breed`, with a ``schedule`` the cut to the next generation's budget, :func:`vary`
     -- the steps :class:`GA` takes through :meth:`Strategy.tell`.
@@ -202,9 +257,16 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     vary(state, brood, agent, mutation_std, prune and schedule is None, schedule is not None)
 
 
-def breed(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
-          connections: np.ndarray, select_fitness: np.ndarray | None = None,
-          schedule: target.Schedule | None = None) -> Brood:
+def breed(
+    state: EvolutionState,
+    fitness: np.ndarray,
+    stats: np.ndarray,
+    agent,
+    elite: int,
+    connections: np.ndarray,
+    select_fitness: np.ndarray | None = None,
+    schedule: target.Schedule | None = None,
+) -> Brood:
     """Steps 1-5 and the recombination of step 6 (module docstring): ``state``'s best-ever
     agent, hall of fame and pruning rate updated, the children drawn and recombined.  With a
     ``schedule``, the best-ever agent and hall-of-fame members over this generation's
@@ -250,8 +312,13 @@ def _rank(state: EvolutionState, fitness, stats, select_fitness, k: int) -> np.n
         state.best_generation = state.generation
         state.best_ref = np.array([state.generation, best], np.int64)
     top = order[:k]
-    state.hof.add(np.asarray(select_fitness, np.float64)[top], genomes[top], state.generation,
-                  stats=stats[top], row=np.asarray(top, np.int64))
+    state.hof.add(
+        np.asarray(select_fitness, np.float64)[top],
+        genomes[top],
+        state.generation,
+        stats=stats[top],
+        row=np.asarray(top, np.int64),
+    )
     return order
 
 
@@ -321,9 +388,17 @@ def _lineage(state: EvolutionState, brood: Brood, std, assign) -> Lineage:
             used.append(ref)
             parents.append(genome)
         remap[slot] = index[ref]
-    refs[:len(used)] = used
-    return Lineage(state.lineage.bounds, refs, remap[brood.origin], brood.pruned, brood.keys, float(std), bool(assign),
-                   parents=np.stack(parents))
+    refs[: len(used)] = used
+    return Lineage(
+        state.lineage.bounds,
+        refs,
+        remap[brood.origin],
+        brood.pruned,
+        brood.keys,
+        float(std),
+        bool(assign),
+        parents=np.stack(parents),
+    )
 
 
 def _forget_over_budget(state: EvolutionState, keep: int) -> None:
@@ -341,8 +416,11 @@ class GA(Strategy):
 
     name = "ga"
     OPTIONS: ClassVar[dict[str, Option]] = {
-        "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
-                                    "weights, after pruning; 0 keeps pure pruning (the reference)"),
+        "mutation_std": Option(
+            0.5,
+            "std of the Gaussian perturbation of every non-elite child's surviving "
+            "weights, after pruning; 0 keeps pure pruning (the reference)",
+        ),
         "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
         "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
         **target.OPTIONS,
@@ -402,8 +480,16 @@ class GA(Strategy):
 
     # -- tell (Strategy.tell): breed, cut the children to the budget, count, vary --
     def _step(self, feedback: Feedback):
-        self._brood = breed(self.current, feedback.fitness, feedback.stats, self.agent, self.elite,
-                            feedback.connections, feedback.select_fitness(), self.schedule)
+        self._brood = breed(
+            self.current,
+            feedback.fitness,
+            feedback.stats,
+            self.agent,
+            self.elite,
+            feedback.connections,
+            feedback.select_fitness(),
+            self.schedule,
+        )
 
     def _budgeted(self):
         return self.brood.children
@@ -416,8 +502,14 @@ class GA(Strategy):
 
     def _populate(self):
         brood, self._brood = self.brood, None
-        vary(self.current, brood, self.agent, float(self.options["mutation_std"]),
-             bool(self.options["prune"]) and self.schedule is None, self.schedule is not None)
+        vary(
+            self.current,
+            brood,
+            self.agent,
+            float(self.options["mutation_std"]),
+            bool(self.options["prune"]) and self.schedule is None,
+            self.schedule is not None,
+        )
 
     @property
     def champion(self):
@@ -432,8 +524,10 @@ class GA(Strategy):
     def record(self):
         if self.schedule is None:
             return {"prune_rate": float(self.current.rate)}
-        return {"prune_rate": float(self.current.rate),
-                "connection_budget": float(self.schedule.budget(self.current.generation - 1))}  # the generation told
+        return {
+            "prune_rate": float(self.current.rate),
+            "connection_budget": float(self.schedule.budget(self.current.generation - 1)),
+        }  # the generation told
 
     def samples(self):
         """The population as its :class:`~synapto.lineage.Lineage` (parents, segments,
@@ -449,22 +543,28 @@ class GA(Strategy):
         if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
             del arrays["genomes"]
             arrays.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
-        return (arrays,
-                {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation),
-                 "rate": float(e.rate)})
+        return (
+            arrays,
+            {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation), "rate": float(e.rate)},
+        )
 
     def restore(self, arrays, scalars):
         """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter).  Older
         checkpoints may lack the members' generations and rows, and ``best_ref``."""
         arrays = dict(arrays)
-        part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
+        part = {k[len("lineage_") :]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
         lineage = Lineage.from_arrays(part["bounds"], part) if part else None
         if "genomes" not in arrays:
             assert lineage is not None  # a checkpoint without genomes stores their lineage
             arrays["genomes"] = lineage.genomes()
         self.evo = EvolutionState(
-            generation=int(scalars["generation"]), rate=float(scalars["rate"]),
-            best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
-            rng=self.rng, hof=HallOfFame.restore(arrays, columns=("stats", "row")),
+            generation=int(scalars["generation"]),
+            rate=float(scalars["rate"]),
+            best_fitness=float(scalars["best_fitness"]),
+            best_generation=int(scalars["best_generation"]),
+            rng=self.rng,
+            hof=HallOfFame.restore(arrays, columns=("stats", "row")),
             **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
-            best_ref=np.asarray(arrays["best_ref"]) if "best_ref" in arrays else None, lineage=lineage)
+            best_ref=np.asarray(arrays["best_ref"]) if "best_ref" in arrays else None,
+            lineage=lineage,
+        )

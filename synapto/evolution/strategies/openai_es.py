@@ -92,7 +92,7 @@ class OpenAIES(MirroredStrategy):
         self.m[alive] = b1 * self.m[alive] + (1 - b1) * grad
         self.v[alive] = b2 * self.v[alive] + (1 - b2) * grad * grad
         t = self.adam_t
-        a = o["lr"] * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        a = o["lr"] * math.sqrt(1 - b2**t) / (1 - b1**t)
         step = a * self.m[alive] / (np.sqrt(self.v[alive]) + self.ADAM_EPS)
         centre = self.centre.copy()
         centre[alive] -= step

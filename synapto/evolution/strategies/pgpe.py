@@ -52,8 +52,11 @@ class PGPE(MirroredStrategy):
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
         "sigma_max_change": Option(0.2, "largest relative change of a standard deviation in one generation"),
         "max_speed": Option(0.15, "ClipUp: the longest step of the centre"),
-        "step_size": Option(0.0, "ClipUp: length of the normalised gradient added to the velocity "
-                                 "(0: max_speed / 2, as the ClipUp paper suggests)"),
+        "step_size": Option(
+            0.0,
+            "ClipUp: length of the normalised gradient added to the velocity "
+            "(0: max_speed / 2, as the ClipUp paper suggests)",
+        ),
         "momentum": Option(0.9, "ClipUp: decay of the velocity"),
         **CentreStrategy.COMMON_OPTIONS,
     }
@@ -125,5 +128,7 @@ class PGPE(MirroredStrategy):
 
     def _record(self):
         alive = self.alive
-        return {"sigma_mean": float(self.sigma[alive].mean()) if alive.any() else 0.0,
-                "step_norm": float(self.step_norm)}
+        return {
+            "sigma_mean": float(self.sigma[alive].mean()) if alive.any() else 0.0,
+            "step_norm": float(self.step_norm),
+        }

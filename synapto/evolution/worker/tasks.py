@@ -73,8 +73,15 @@ def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult
         fitness = float(np.mean(returns)) - penalty
         if not math.isfinite(fitness):
             nonfinite, fitness = True, -math.inf
-    return EvalResult(fitness, returns, steps, None, nonfinite, sum(p.env_seconds for p in done[:ran]),
-                      sum(p.agent_seconds for p in done[:ran]))
+    return EvalResult(
+        fitness,
+        returns,
+        steps,
+        None,
+        nonfinite,
+        sum(p.env_seconds for p in done[:ran]),
+        sum(p.agent_seconds for p in done[:ran]),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,8 +110,9 @@ class SampleContext:
     def task(self, payload) -> EvalTask:
         if isinstance(payload, tuple):
             i, e = payload
-            seeds = self.seeds[e:e + 1]
+            seeds = self.seeds[e : e + 1]
         else:
             i, seeds = payload, self.seeds[payload]
-        return EvalTask(self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped,
-                        self.max_steps)
+        return EvalTask(
+            self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped, self.max_steps
+        )
