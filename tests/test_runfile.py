@@ -80,10 +80,10 @@ def test_contents_are_consistent(run):
 
 
 def test_a_generations_row_is_built_from_the_row_table():
-    """synapto.store.evolve.record: one generation's row in the order of ROWS, the strategy's
+    """synapto.store.evolve_rows.record: one generation's row in the order of ROWS, the strategy's
     own figures and arrays under /strategy, missing timing as NaN; a misspelt or missing
     dataset is refused."""
-    from synapto.store.evolve import PER_GENERATION, ROWS, record
+    from synapto.store.evolve_rows import PER_GENERATION, ROWS, record
 
     values = {
         name: np.zeros(1)

@@ -191,8 +191,8 @@ class Generation:
     samples: Samples | Lineage | None = None
 
     def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
-        """The evaluations by their run-file names (:data:`synapto.store.evolve.ROWS`, for
-        :func:`synapto.store.evolve.record`), and -- ``compact`` -- the genomes as their samples
+        """The evaluations by their run-file names (:data:`synapto.store.evolve_rows.ROWS`, for
+        :func:`synapto.store.evolve_rows.record`), and -- ``compact`` -- the genomes as their samples
         (``/samples``; else they are the ``population`` among the first)."""
         v = self.validation
         values = {

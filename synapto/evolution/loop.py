@@ -58,7 +58,7 @@ from synapto.store import (
     rebuild_prefix,
     write_checkpoint,
 )
-from synapto.store.evolve import record, strategy_figures
+from synapto.store.evolve_rows import record, strategy_figures
 
 
 @dataclass

@@ -28,9 +28,9 @@ from synapto.store.files import (
     check_metadata,
     fixed_dataset,
     h5py,
-    replace_file,
     write_image,
 )
+from synapto.store.replace import replace_file
 
 #: attributes of a checkpoint that are not the caller's scalars
 RESERVED = {"format", "format_version", "config", "rng_state", "bit_generator", "run_id"}

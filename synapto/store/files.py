@@ -2,12 +2,12 @@
 
 - :func:`create_file`, :func:`rows_dataset`, :func:`fixed_dataset`: new files in the
   layout every run file and checkpoint uses (below);
-- :func:`replace_file`: build a file beside its final path, fsync it, then
-  ``os.replace`` it there -- how every run file and checkpoint comes into being;
+- :func:`synapto.store.replace.replace_file`: build a file beside its final path, fsync
+  it, then ``os.replace`` it there -- how every run file and checkpoint comes into being;
 - :func:`open_run`: open a run file for reading, validated (a one-line
   :class:`~synapto.errors.RunFileError` for anything that is not a readable run);
 - :func:`open_append`: reopen a run file for writing rows into it;
-- :func:`rewrite`: replace a run file by one built from it (on resume);
+- :func:`synapto.store.replace.rewrite`: replace a run file by one built from it (on resume);
 - :func:`writing`: turns a full disk into a one-line :class:`~synapto.errors.DiskFullError`.
 
 **Crash safety without SWMR.**  A file is always created whole: built under a temporary
@@ -452,53 +452,3 @@ def put_row(f, name: str, i: int, value) -> None:
 def open_append(path: Path):
     """Reopen a run file for writing rows into it (in place: its metadata never changes)."""
     return h5py().File(path, "r+", libver=LIBVER, locking=False, alignment_threshold=1, alignment_interval=ALIGN)
-
-
-def fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (best effort: some file systems refuse)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, build: Callable[[Path], None], tmp_suffix: str, what: str) -> None:
-    """Build ``path`` as ``path + tmp_suffix`` (``build(tmp)`` creates and closes it), fsync
-    it, then ``os.replace`` it over ``path``: a crash at any instant leaves the old file
-    or the new one, whole.  If anything fails (a full disk: :class:`DiskFullError`) the
-    temporary file is removed and ``path`` is untouched."""
-    path = Path(path)
-    tmp = path.with_name(path.name + tmp_suffix)
-    try:
-        with writing(path, what):
-            build(tmp)
-            trim(tmp)
-            fsync(tmp)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    fsync_dir(path.parent if str(path.parent) else Path("."))
-
-
-def rewrite(path: Path, write: Callable[[Path], None], what: str = "rebuilding it to resume"):
-    """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it
-    (:func:`replace_file`), and return it reopened for appending (:func:`open_append`).
-    Both resumes (evolution and PPO) rebuild their run file this way, from its first
-    completed rows, and so does a run that outgrows its rows (``what`` says which)."""
-    replace_file(path, write, ".resume.tmp", what)
-    return open_append(path)

@@ -55,11 +55,10 @@ from synapto.store.files import (
     open_append,
     open_run,
     put_row,
-    replace_file,
-    rewrite,
     rows_dataset,
     writing,
 )
+from synapto.store.replace import replace_file, rewrite
 
 #: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
 PROGRESS_COLUMNS = (

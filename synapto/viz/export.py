@@ -4,7 +4,7 @@
 One file ``DIR/<run name>.csv`` per run, one row per completed generation (epoch),
 comma-separated with a header:
 
-- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.store.evolve.STATS`),
+- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.store.evolve_rows.STATS`),
   ``wall_time`` (cumulative seconds), then every ``/timing/<name>`` as ``timing_<name>``;
   a finished run also gets ``DIR/<run name>_champion.csv`` with the champion's test
   episodes (seed, return, steps).
