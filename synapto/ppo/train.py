@@ -33,7 +33,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,13 +48,13 @@ from synapto.ppo.buffer import EpochBuffer
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
+from synapto.ppo.opening import Opened, broadcast_error, open_run, resume_command
 from synapto.ppo.policy import Policy, ValueFunction
 from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator
 
 if TYPE_CHECKING:
-    from synapto.ppo.progress import ProgressWriter
-    from synapto.store import PPORunWriter, RunLock
+    pass
 
 clock = time.perf_counter
 
@@ -305,28 +304,6 @@ class Trainer:
 
 
 # --------------------------------------------------------------------------------- runs
-def _broadcast_error(comm, error: Exception | None) -> None:
-    """Rank 0's verdict, shared: every rank raises the same UsageError or DiskFullError
-    (printed once by main)."""
-    verdict = None
-    if comm is not None:
-        verdict = comm.bcast(
-            None
-            if error is None
-            else (type(error).__name__, str(error), getattr(error, "path", ""), getattr(error, "resume", None)),
-            root=0,
-        )
-    elif error is not None:
-        raise error
-    if verdict is not None:
-        kind, message, path, resume = verdict
-        if kind == "DiskFullError":
-            exc = DiskFullError(path)
-            exc.args, exc.resume = (message,), resume
-            raise exc
-        raise UsageError(message)
-
-
 def train(
     cfg: PPOConfig,
     out: Path,
@@ -348,12 +325,12 @@ def train(
     handle, info = open_env(cfg)
     handle.env.close()
 
-    opened = _Opened()
+    opened = Opened()
     if rank == 0:
-        opened = _open_run(cfg, out, size, info, resume, force)
+        opened = open_run(cfg, out, size, info, resume, force)
     writer, progress, lock = opened.writer, opened.progress, opened.lock
     start, checkpoint, time_offset = opened.start, opened.checkpoint, opened.time_offset
-    _broadcast_error(comm, opened.error)
+    broadcast_error(comm, opened.error)
     if comm is not None:
         start, checkpoint = comm.bcast((start, checkpoint), root=0)
 
@@ -377,7 +354,7 @@ def train(
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
     except DiskFullError as exc:
-        exc.resume = _resume_command(out, size)
+        exc.resume = resume_command(out, size)
         if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
             sys.stderr.write(exc.report())
             sys.stderr.flush()
@@ -403,55 +380,6 @@ def train(
 
             close_all(callbacks)
     return out if rank == 0 else None
-
-
-@dataclass
-class _Opened:
-    """What rank 0 opened for a run (or the error that stopped it): the run file's writer,
-    progress.txt, the lock, and where the run starts."""
-
-    writer: PPORunWriter | None = None
-    progress: ProgressWriter | None = None
-    lock: RunLock | None = None
-    checkpoint: dict | None = None
-    start: int = 0
-    time_offset: float = 0.0
-    error: Exception | None = None
-
-
-def _open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: bool) -> _Opened:
-    """Rank 0: lock ``out``, then create it or read where it stopped, and open progress.txt;
-    a usage error or a full disk is returned (with everything opened closed again), for
-    every rank to raise together."""
-    from synapto.ppo.progress import ProgressWriter, log_dir
-    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
-
-    o = _Opened()
-    try:
-        # one writer per run file, for the whole run: taken before anything is read or written
-        o.lock = RunLock(out).acquire()
-        if resume:  # synapto.ppo.command checked the run, its ranks and epochs
-            o.writer, o.checkpoint, o.start = prepare_resume(out, cfg, size)
-            with PPORun(out) as run:
-                rows = run.progress_rows()
-            o.time_offset = float(rows[-1]["Time"]) if rows else 0.0
-        else:
-            n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete, np.random.default_rng(0)).size
-            n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
-            o.writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
-            rows = []
-        with writing(log_dir(out) / "progress.txt", "writing progress.txt and config.json"):
-            o.progress = ProgressWriter(log_dir(out), cfg, size, rows)
-    except (UsageError, DiskFullError) as exc:
-        if isinstance(exc, DiskFullError) and resume:
-            exc.resume = _resume_command(out, size)
-        for opened in (o.writer, o.progress):
-            if opened is not None:
-                opened.close()
-        if o.lock is not None:
-            o.lock.release()
-        return _Opened(error=exc)
-    return o
 
 
 def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, out: Path, log) -> None:
@@ -503,9 +431,3 @@ def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
         f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
         f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)"
     )
-
-
-def _resume_command(out: Path, size: int) -> str:
-    from synapto.shell import synapto_command
-
-    return synapto_command("ppo", "--resume", out, *(["--cpu", size] if size > 1 else []))
