@@ -5,14 +5,8 @@ import numpy as np
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
-from synapto.evolution.strategies.ga import (
-    EvolutionState,
-    merge_hall_of_fame,
-    next_generation,
-    rank_order,
-    rank_weights,
-    recombine,
-)
+from synapto.evolution.strategies.ga import EvolutionState, next_generation, rank_order
+from synapto.evolution.strategies.ga_operators import merge_hall_of_fame, rank_weights, recombine
 
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
 
