@@ -2,8 +2,8 @@
 Gaussian weight mutation -- the reference's algorithm with its defects fixed.
 
 Pure functions of their inputs and one explicit ``np.random.Generator`` (here and in
-:mod:`.ga_operators`), behind the :class:`GA` strategy.  One generation's update (after the reference's HebbianDAG.update_pop, with its
-defects fixed), with ``k = ceil(P / 8)``:
+:mod:`.ga_operators`), behind the :class:`GA` strategy.  One generation's update (after
+the reference's HebbianDAG.update_pop, with its defects fixed), with ``k = ceil(P / 8)``:
 
 1. Rank the population by fitness (descending; ties by index, so the order is
    deterministic).
