@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, assert_same_run, kill_group, run_cli, start_cli
 
-from synapto.bench.sparsity import identity, pareto, resumable
+from synapto.bench.sparsity import identity, resumable
+from synapto.bench.sparsity_report import pareto
 
 
 def test_pareto_front_by_hand():
