@@ -198,6 +198,8 @@ OPTION_TABLES = {
     ("synapto/evolution/cli.py", "evolve"),  # `synapto evolve`
     ("synapto/ppo/cli.py", "ppo"),  # `synapto ppo`
     ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
+    ("synapto/bench/learn.py", "bench_learn"),  # `synapto bench learn`
+    ("synapto/bench/race/__init__.py", "bench_race"),  # `synapto bench race`
 }
 
 

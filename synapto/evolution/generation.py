@@ -248,6 +248,33 @@ def validate(
     )
 
 
+def _train(
+    evals: Evaluations, g: int, P: int, genomes: np.ndarray, seeds: np.ndarray, samples, norm, max_steps: int
+) -> Results:
+    """Generation ``g``'s training evaluations (``P`` individuals) on the farm: shaped,
+    capped at ``max_steps``, counting observations where ``norm`` is given; with noise keys
+    over the wire (``samples`` and ``evals.keys``) each task is only its sample's index."""
+    count = norm is not None
+    if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
+        return evals.map(
+            list(range(P)),
+            g,
+            np.arange(P),
+            "training",
+            context=SampleContext(samples, seeds, True, norm, count, True, max_steps),
+        )
+    else:
+        return evals.map(
+            [
+                EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True, max_steps=max_steps)
+                for i in range(P)
+            ],
+            g,
+            np.arange(P),
+            "training",
+        )
+
+
 def run_generation(
     cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent, norm=None, max_steps: int = 0
 ) -> Generation:
@@ -261,26 +288,8 @@ def run_generation(
     seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
     genomes = strategy.ask()
     faults.point("generation", g)
-    count = norm is not None
     samples = strategy.samples()
-    if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
-        results = evals.map(
-            list(range(P)),
-            g,
-            np.arange(P),
-            "training",
-            context=SampleContext(samples, seeds, True, norm, count, True, max_steps),
-        )
-    else:
-        results = evals.map(
-            [
-                EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True, max_steps=max_steps)
-                for i in range(P)
-            ],
-            g,
-            np.arange(P),
-            "training",
-        )
+    results = _train(evals, g, P, genomes, seeds, samples, norm, max_steps)
     t_eval = time.perf_counter() - t0
     failed = np.zeros(P, dtype=bool)
     warnings = []

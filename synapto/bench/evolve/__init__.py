@@ -109,14 +109,9 @@ MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")
 
 
 # --------------------------------------------------------------------------- the benchmark
-def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
-    s.check()
-    out_dir = Path(s.out_dir)
-    runs_dir = out_dir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    workers = sorted(s.workers)
-    scheds = lambda n: ["dynamic"] + (["waves"] if s.waves and n > 1 else [])  # noqa: E731
-    result: dict[str, Any] = {
+def _new_result(s: Settings, workers: list[int]) -> dict[str, Any]:
+    """The benchmark's result before its runs: the settings, the machine, empty records."""
+    return {
         "settings": {
             **asdict(s),
             "hidden": list(s.hidden),
@@ -135,6 +130,16 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
         "identical": {},
         "commands": [],
     }
+
+
+def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
+    s.check()
+    out_dir = Path(s.out_dir)
+    runs_dir = out_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    workers = sorted(s.workers)
+    scheds = lambda n: ["dynamic"] + (["waves"] if s.waves and n > 1 else [])  # noqa: E731
+    result = _new_result(s, workers)
     t_start = time.perf_counter()
     for seed in s.seeds:
         first: Path | None = None
