@@ -295,6 +295,14 @@ class EvolutionRun:
     def writer(self, writer: EvolveRunWriter) -> None:
         self._writer = writer
 
+    def stopped(self, exc: FarmInterrupted | EvaluationFailed) -> RunStopped:
+        """The run stopped by ``exc`` (a signal, or an evaluation that failed under
+        ``on_error="abort"``), its checkpoint of the last completed generation saved."""
+        self.save()
+        if isinstance(exc, EvaluationFailed):
+            return RunStopped(str(exc), self.out, self.generation, failure=exc.failure)
+        return RunStopped(f"stopped at generation {self.generation}", self.out, self.generation)
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
@@ -418,12 +426,8 @@ def run_evolution(
                 callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
         progress.stop()
         test = run.finish(evals)
-    except FarmInterrupted:
-        run.save()
-        raise RunStopped(f"stopped at generation {run.generation}", out, run.generation) from None
-    except EvaluationFailed as exc:
-        run.save()
-        raise RunStopped(str(exc), out, run.generation, failure=exc.failure) from None
+    except (FarmInterrupted, EvaluationFailed) as exc:
+        raise run.stopped(exc) from None
     finally:
         progress.stop()
         close_all(callbacks)
