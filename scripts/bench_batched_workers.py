@@ -45,21 +45,48 @@ def main() -> None:
         for rep in range(args.repeats):
             for w in args.workers:
                 out = Path(tmp) / f"w{w}_r{rep}.h5"
-                cmd = [sys.executable, "-m", "synapto", "evolve", "--env", args.env, "--agent", args.agent,
-                       "--hidden", *map(str, args.hidden), "--population", str(args.population),
-                       "--episodes", str(args.episodes), "--generations", str(args.generations),
-                       "--test-episodes", "0", "--validate-episodes", "0", "--seed", str(rep),
-                       "--workers", str(w), "--out", str(out)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "synapto",
+                    "evolve",
+                    "--env",
+                    args.env,
+                    "--agent",
+                    args.agent,
+                    "--hidden",
+                    *map(str, args.hidden),
+                    "--population",
+                    str(args.population),
+                    "--episodes",
+                    str(args.episodes),
+                    "--generations",
+                    str(args.generations),
+                    "--test-episodes",
+                    "0",
+                    "--validate-episodes",
+                    "0",
+                    "--seed",
+                    str(rep),
+                    "--workers",
+                    str(w),
+                    "--out",
+                    str(out),
+                ]
                 subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
                 with h5py.File(out, "r") as f:
                     rates[w] += [rows / t for t in f["timing/eval_wall"][1:]]
     base = statistics.median(rates[args.workers[0]])
-    print(f"{args.env} {args.agent} {args.hidden}, population {args.population} x {args.episodes} episodes "
-          f"= {rows} rows per generation, {args.repeats} runs x {args.generations - 1} generations per count")
+    print(
+        f"{args.env} {args.agent} {args.hidden}, population {args.population} x {args.episodes} episodes "
+        f"= {rows} rows per generation, {args.repeats} runs x {args.generations - 1} generations per count"
+    )
     for w in args.workers:
         med = statistics.median(rates[w])
-        print(f"  {w} worker(s): {med:12,.0f} rows/s  (range {min(rates[w]):,.0f} - {max(rates[w]):,.0f})"
-              f"  ratio {med / base:.2f}")
+        print(
+            f"  {w} worker(s): {med:12,.0f} rows/s  (range {min(rates[w]):,.0f} - {max(rates[w]):,.0f})"
+            f"  ratio {med / base:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -30,5 +30,7 @@ with tempfile.TemporaryDirectory() as d:
         write_checkpoint(run, arrays, scalars, strategy.rng, cfg.to_json())
         times.append(time.perf_counter() - t)
     size = checkpoint_path(run).stat().st_size
-print(f"checkpoint of {cfg.population} x {agent.n_params} parameters: median {statistics.median(times) * 1e3:.1f} ms, "
-      f"{size / 1e6:.2f} MB on disk")
+print(
+    f"checkpoint of {cfg.population} x {agent.n_params} parameters: median {statistics.median(times) * 1e3:.1f} ms, "
+    f"{size / 1e6:.2f} MB on disk"
+)

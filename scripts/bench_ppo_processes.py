@@ -27,19 +27,41 @@ def one(config: str, epochs: int, steps: str, procs: int, tmp: Path) -> dict:
     from synapto.store import PPORun
 
     out = tmp / f"{config}_{procs}.h5"
-    cmd = [sys.executable, "-m", "synapto", "ppo", "--config", config, "--epochs", str(epochs), "--test-episodes",
-           "0", "--cpu", str(procs), "--out", str(out), "--force", *(["--steps-per-epoch", steps] if steps else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "synapto",
+        "ppo",
+        "--config",
+        config,
+        "--epochs",
+        str(epochs),
+        "--test-episodes",
+        "0",
+        "--cpu",
+        str(procs),
+        "--out",
+        str(out),
+        "--force",
+        *(["--steps-per-epoch", steps] if steps else []),
+    ]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with PPORun(out) as run:
         epoch, rollout = run.timing("epoch"), run.timing("rollout")
-    return {"config": config, "procs": procs, "epoch": float(np.mean(epoch)), "rollout": float(np.mean(rollout)),
-            "load": os.getloadavg()[0]}
+    return {
+        "config": config,
+        "procs": procs,
+        "epoch": float(np.mean(epoch)),
+        "rollout": float(np.mean(rollout)),
+        "load": os.getloadavg()[0],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"],
-                    help="CONFIG=EPOCHS[:STEPS_PER_EPOCH]")
+    ap.add_argument(
+        "--epochs", nargs="+", default=["ppo_bipedal=1", "ppo_lunarlander=4"], help="CONFIG=EPOCHS[:STEPS_PER_EPOCH]"
+    )
     ap.add_argument("--procs", nargs="+", type=int, default=[1, 2])
     args = ap.parse_args()
     rows = []
@@ -47,14 +69,16 @@ def main() -> None:
         for i, item in enumerate(args.epochs):
             config, _, rest = item.partition("=")
             epochs, _, steps = rest.partition(":")
-            for p in (args.procs if i % 2 == 0 else args.procs[::-1]):
+            for p in args.procs if i % 2 == 0 else args.procs[::-1]:
                 rows.append(one(config, int(epochs), steps, p, Path(tmp)))
     print("| config | processes | s / epoch | rollout | rest (serial) | epoch rate vs 1 process | load after |")
     print("|:---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         base = next(b for b in rows if b["config"] == r["config"] and b["procs"] == min(args.procs))
-        print(f"| {r['config']} | {r['procs']} | {r['epoch']:.2f} | {r['rollout']:.2f} | "
-              f"{r['epoch'] - r['rollout']:.2f} | {base['epoch'] / r['epoch']:.2f}x | {r['load']:.1f} |")
+        print(
+            f"| {r['config']} | {r['procs']} | {r['epoch']:.2f} | {r['rollout']:.2f} | "
+            f"{r['epoch'] - r['rollout']:.2f} | {base['epoch'] / r['epoch']:.2f}x | {r['load']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,11 @@ def main() -> None:
         except UsageError as exc:
             print(f"tune_score: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
-        print(f"{path}: seed {r.seed} score {r.score:.1f} +/- {r.std:.1f}, {r.connections} connections, "
-              f"{r.env_steps / 1e6:.2f} M env steps, {r.generations} generations", flush=True)
+        print(
+            f"{path}: seed {r.seed} score {r.score:.1f} +/- {r.std:.1f}, {r.connections} connections, "
+            f"{r.env_steps / 1e6:.2f} M env steps, {r.generations} generations",
+            flush=True,
+        )
         groups[re.sub(r"_s\d+(\.h5)$", r"\1", path)].append(r)
     for name, items in groups.items():
         items.sort(key=lambda r: r.seed)

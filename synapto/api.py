@@ -31,9 +31,16 @@ from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
 
 
-def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool = False,
-           resume: bool = False, options: RunOptions = RunOptions(),
-           log: Callable[[str], None] = print, callbacks: Sequence[Callable] = ()) -> RunSummary:
+def evolve(
+    config: EvolveConfig,
+    out: str | Path,
+    workers: int = 0,
+    force: bool = False,
+    resume: bool = False,
+    options: RunOptions = RunOptions(),
+    log: Callable[[str], None] = print,
+    callbacks: Sequence[Callable] = (),
+) -> RunSummary:
     """Run ``config`` into the run file ``out``, exactly as ``python -m synapto evolve``
     does (the run file is bit-identical to the command line's), and return its
     :class:`RunSummary`.
@@ -64,8 +71,16 @@ def evolve(config: EvolveConfig, out: str | Path, workers: int = 0, force: bool 
         return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks)
     from synapto.parallel.farm import SerialFarm
 
-    return run_evolution(config, out, SerialFarm(), log=log, options=options, resume=resume,
-                         overwrite=force or resume, callbacks=callbacks)
+    return run_evolution(
+        config,
+        out,
+        SerialFarm(),
+        log=log,
+        options=options,
+        resume=resume,
+        overwrite=force or resume,
+        callbacks=callbacks,
+    )
 
 
 #: the prefix of the report lines an MPI child of :func:`evolve` sends its parent
@@ -78,14 +93,23 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
     from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import mpi_job
 
-    args = json.dumps({"config": config.to_json(), "out": str(out), "resume": resume, "force": force,
-                       "options": options.__dict__, "reports": bool(callbacks)})
+    args = json.dumps(
+        {
+            "config": config.to_json(),
+            "out": str(out),
+            "resume": resume,
+            "force": force,
+            "options": options.__dict__,
+            "reports": bool(callbacks),
+        }
+    )
     cmd, env = mpi_job(workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
     t0 = time.perf_counter()
     tail: list[str] = []
     try:
-        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              bufsize=1) as proc:
+        with subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        ) as proc:
             try:
                 tail = _follow(proc, config, out, log, callbacks)
             except BaseException:  # a callback that raises (a pruned trial: synapto.tune) ends the MPI job
@@ -107,14 +131,15 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
     for line in proc.stdout:
         line = line.rstrip("\n")
         if line.startswith(REPORT_MARK):
-            data = json.loads(line[len(REPORT_MARK):])
-            report = GenerationReport(data["generation"], data["stats"], data["timing"], data["env_steps"],
-                                      data["elapsed"], Path(out), config)
+            data = json.loads(line[len(REPORT_MARK) :])
+            report = GenerationReport(
+                data["generation"], data["stats"], data["timing"], data["env_steps"], data["elapsed"], Path(out), config
+            )
             for callback in callbacks:
                 callback(report)
             continue
         log(line)
-        tail = (tail + [line])[-20:]
+        tail = [*tail, line][-20:]
     return tail
 
 
@@ -126,13 +151,21 @@ def summary_of(out: str | Path, wall: float) -> RunSummary:
         champion = run.champion()
         returns = np.asarray(champion.test_returns, dtype=np.float64)
         tested = returns.size > 0 and run.tested
-        return RunSummary(Path(out), run.completed, total_env_steps(run), float(champion.fitness),
-                          float(returns.mean()) if tested else None, float(returns.std()) if tested else None, wall)
+        return RunSummary(
+            Path(out),
+            run.completed,
+            total_env_steps(run),
+            float(champion.fitness),
+            float(returns.mean()) if tested else None,
+            float(returns.std()) if tested else None,
+            wall,
+        )
 
 
 def total_env_steps(run) -> int:
     """Every env step of an open run file: training and validation (the last ``/stats`` row),
     the final selection and the champion test -- the total of the run's "done" line."""
+
     def last(name):
         rows = run.stats(name)
         return int(rows[-1]) if len(rows) else 0
@@ -140,8 +173,12 @@ def total_env_steps(run) -> int:
     selection = run.selection()
     chosen = selection is not None and selection.chosen >= 0
     test = run.champion().test_steps if run.tested else ()
-    return (last("env_steps") + last("validation_env_steps") + (int(selection.steps.sum()) if chosen else 0)
-            + int(np.sum(test)))
+    return (
+        last("env_steps")
+        + last("validation_env_steps")
+        + (int(selection.steps.sum()) if chosen else 0)
+        + int(np.sum(test))
+    )
 
 
 def _mpi_main(args_json: str) -> None:
@@ -154,21 +191,44 @@ def _mpi_main(args_json: str) -> None:
         return
     callbacks = [_report_to_parent] if args.get("reports") else []
     try:
-        run_evolution(EvolveConfig.from_json(args["config"]), Path(args["out"]), farm,
-                      log=lambda m: print(m, flush=True), options=RunOptions(**args["options"]),
-                      resume=args["resume"], overwrite=args.get("force", True) or args["resume"], callbacks=callbacks)
+        run_evolution(
+            EvolveConfig.from_json(args["config"]),
+            Path(args["out"]),
+            farm,
+            log=lambda m: print(m, flush=True),
+            options=RunOptions(**args["options"]),
+            resume=args["resume"],
+            overwrite=args.get("force", True) or args["resume"],
+            callbacks=callbacks,
+        )
     finally:
         farm.close()
 
 
 def _report_to_parent(report) -> None:
-    print(REPORT_MARK + json.dumps({"generation": report.generation, "stats": dict(report.stats),
-                                    "timing": dict(report.timing), "env_steps": report.env_steps,
-                                    "elapsed": report.elapsed}), flush=True)
+    print(
+        REPORT_MARK
+        + json.dumps(
+            {
+                "generation": report.generation,
+                "stats": dict(report.stats),
+                "timing": dict(report.timing),
+                "env_steps": report.env_steps,
+                "elapsed": report.elapsed,
+            }
+        ),
+        flush=True,
+    )
 
 
-def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int],
-            obs_norm: tuple[np.ndarray, np.ndarray] | None = None, env_options=None) -> EvalResult:
+def rollout(
+    agent,
+    genome: np.ndarray,
+    env: str,
+    seeds: Sequence[int] | np.ndarray,
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None,
+    env_options=None,
+) -> EvalResult:
     """Episodes of ``genome`` on ``env``, one per seed, each in a fresh environment reset
     with that seed (the evaluation ``synapto evolve`` runs): returns, steps, fitness
     (mean return minus the agent's penalty) and the trace statistics."""
@@ -177,8 +237,13 @@ def rollout(agent, genome: np.ndarray, env: str, seeds: Sequence[int],
     from synapto.envs import EnvOptions, make_env
 
     make = EnvOptions.parse(env_options).make_kwargs()  # the task itself: training shaping never applies here
-    return evaluate(agent, partial(make_env, env, **make), np.asarray(genome, dtype=np.float64),
-                    np.asarray(seeds, dtype=np.int64), obs_norm=obs_norm)
+    return evaluate(
+        agent,
+        partial(make_env, env, **make),
+        np.asarray(genome, dtype=np.float64),
+        np.asarray(seeds, dtype=np.int64),
+        obs_norm=obs_norm,
+    )
 
 
 from synapto.asktell import AskTell  # noqa: E402  (ask / tell: synapto.asktell)

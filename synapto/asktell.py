@@ -70,15 +70,14 @@ class AskTell:
     population and options included).
     """
 
-    def __init__(self, agent, strategy: str = "openai-es", population: int = 64, seed: int = 0,
-                 **options: Any):
-        self._setup(agent, strategy, population, options, seeding.generator(seed, seeding.Stream.EVOLVE),
-                    offset=None)
+    def __init__(self, agent, strategy: str = "openai-es", population: int = 64, seed: int = 0, **options: Any):
+        self._setup(agent, strategy, population, options, seeding.generator(seed, seeding.Stream.EVOLVE), offset=None)
         self.strategy.start()
 
     @classmethod
-    def vector(cls, x0: Sequence[float], strategy: str = "openai-es", population: int = 64, seed: int = 0,
-               **options: Any) -> AskTell:
+    def vector(
+        cls, x0: Sequence[float], strategy: str = "openai-es", population: int = 64, seed: int = 0, **options: Any
+    ) -> AskTell:
         """Ask/tell over a plain vector starting at ``x0`` (see the module docstring)."""
         start = np.array(x0, dtype=np.float64).ravel()
         if start.size == 0 or not np.all(np.isfinite(start)):
@@ -86,8 +85,14 @@ class AskTell:
         self = cls.__new__(cls)
         cls_ = strategy_class(strategy)
         options = {**_vector_defaults(cls_), **options}
-        self._setup(VectorGenome(np.ones_like(start)), strategy, population, options,
-                    seeding.generator(seed, seeding.Stream.EVOLVE), offset=start - 1.0)
+        self._setup(
+            VectorGenome(np.ones_like(start)),
+            strategy,
+            population,
+            options,
+            seeding.generator(seed, seeding.Stream.EVOLVE),
+            offset=start - 1.0,
+        )
         self.strategy.start()
         return self
 
@@ -115,8 +120,7 @@ class AskTell:
         genomes = self.strategy.ask()
         scores = np.asarray(fitness, dtype=np.float64)
         if scores.shape != (genomes.shape[0],):
-            raise UsageError(f"tell needs one fitness per asked genome ({genomes.shape[0]}), "
-                             f"got shape {scores.shape}")
+            raise UsageError(f"tell needs one fitness per asked genome ({genomes.shape[0]}), got shape {scores.shape}")
         scores = np.where(np.isnan(scores), -np.inf, scores)
         traces = np.zeros_like(genomes) if stats is None else np.asarray(stats, dtype=np.float64)
         connections = np.array([self.agent.connections(g) for g in genomes], dtype=np.int64)
@@ -136,16 +140,32 @@ class AskTell:
         """Everything needed to continue exactly: the strategy's arrays and scalars, the
         Generator's state, the strategy's name, population and options, the best told."""
         arrays, scalars = self.strategy.state()
-        return {"arrays": arrays, "scalars": {**scalars, "generation": self.generation},
-                "rng": self.strategy.rng.bit_generator.state,
-                "search": {"strategy": self.name, "population": self.population, "options": dict(self.options),
-                           "offset": None if self.offset is None else np.array(self.offset)},
-                "best": {"genome": np.array(self.best.genome), "fitness": self.best.fitness,
-                         "generation": self.best.generation}}
+        return {
+            "arrays": arrays,
+            "scalars": {**scalars, "generation": self.generation},
+            "rng": self.strategy.rng.bit_generator.state,
+            "search": {
+                "strategy": self.name,
+                "population": self.population,
+                "options": dict(self.options),
+                "offset": None if self.offset is None else np.array(self.offset),
+            },
+            "best": {
+                "genome": np.array(self.best.genome),
+                "fitness": self.best.fitness,
+                "generation": self.best.generation,
+            },
+        }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], agent=None, strategy: str | None = None,
-                   population: int | None = None, **options: Any) -> AskTell:
+    def from_state(
+        cls,
+        state: dict[str, Any],
+        agent=None,
+        strategy: str | None = None,
+        population: int | None = None,
+        **options: Any,
+    ) -> AskTell:
         """The search of :meth:`state`, continued.  ``strategy``, ``population`` and
         ``options`` default to the stored ones (a state of an older synapto lacks them:
         then they must be given); ``agent`` is needed for an agent's genome only."""
@@ -163,8 +183,14 @@ class AskTell:
         bitgen = getattr(np.random, state["rng"]["bit_generator"])()
         bitgen.state = state["rng"]
         self = cls.__new__(cls)
-        self._setup(agent, strategy, population, options, np.random.Generator(bitgen),
-                    None if offset is None else np.asarray(offset, dtype=np.float64))
+        self._setup(
+            agent,
+            strategy,
+            population,
+            options,
+            np.random.Generator(bitgen),
+            None if offset is None else np.asarray(offset, dtype=np.float64),
+        )
         self.generation = int(state["scalars"]["generation"])
         self.strategy.restore(state["arrays"], state["scalars"])
         if "best" in state:

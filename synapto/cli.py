@@ -10,7 +10,7 @@ raises :class:`synapto.errors.UsageError`, printed by :func:`main` as one line
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -34,8 +34,9 @@ def expand_multi(argv: list[str], names) -> list[str]:
         tok = argv[i]
         if tok in names:
             j = i + 1
-            while j < len(argv) and not (argv[j].startswith("--") or (argv[j].startswith("-") and
-                                                                       not _is_number(argv[j]))):
+            while j < len(argv) and not (
+                argv[j].startswith("--") or (argv[j].startswith("-") and not _is_number(argv[j]))
+            ):
                 out += [tok, argv[j]]
                 j += 1
             if j == i + 1:
@@ -69,10 +70,13 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print synapto's version and exit.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print debug lines (timings, the full "
-                                                                  "configuration).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print synapto's version and exit."),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print debug lines (timings, the full configuration).")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print warnings and errors only.")] = False,
 ):
     """Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).
@@ -120,8 +124,18 @@ def _register_optional() -> None:
     bench_ppo_register(bench_app)
     tune_register(app)
     commands_register(app)
-    MULTI_VALUE_OPTIONS.update({"--backend", "--mode", *bench_evolve_multi, *ppo_multi, *bench_ppo_multi,
-                                *sparsity_multi, *race_multi, *tune_multi})
+    MULTI_VALUE_OPTIONS.update(
+        {
+            "--backend",
+            "--mode",
+            *bench_evolve_multi,
+            *ppo_multi,
+            *bench_ppo_multi,
+            *sparsity_multi,
+            *race_multi,
+            *tune_multi,
+        }
+    )
 
 
 _register_optional()
@@ -152,8 +166,9 @@ def _finish(code) -> None:
 
 def dashed(argv: list[str]) -> list[str]:
     """``--steps_per_epoch`` is ``--steps-per-epoch`` (Spinning Up's spellings, for every command)."""
-    return [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):] if a.startswith("--") else a
-            for a in argv]
+    return [
+        a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]) :] if a.startswith("--") else a for a in argv
+    ]
 
 
 def _main(argv: list[str] | None = None) -> None:
@@ -180,10 +195,11 @@ def _main(argv: list[str] | None = None) -> None:
         # typer may vendor click: find its exception base class by name.
         click_exc = tuple(c for c in type(typer.BadParameter("")).__mro__ if c.__name__ == "ClickException")
         if click_exc and isinstance(exc, click_exc):
+            click_error: Any = exc  # a ClickException (its class found by name above): it has format_message()
             if type(exc).__name__ == "NoArgsIsHelpError":
-                sys.stderr.write(exc.format_message() + "\n")
+                sys.stderr.write(click_error.format_message() + "\n")
             elif env_rank() == 0:
-                sys.stderr.write(f"error: {exc.format_message()}\n")
+                sys.stderr.write(f"error: {click_error.format_message()}\n")
             sys.exit(2)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)

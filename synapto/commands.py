@@ -15,17 +15,27 @@ from synapto.logs import say as _log
 # --------------------------------------------------------------------------- replay
 def replay(
     run: Annotated[Path, typer.Argument(help="Run file (.h5) written by `synapto evolve`.")],
-    generation: Annotated[int | None, typer.Option(help="Generation of the evaluation to replay (with "
-                                                           "--individual).", show_default="none: --sample")] = None,
-    individual: Annotated[int | None, typer.Option(help="Individual (index) to replay.",
-                                                      show_default="none: --sample")] = None,
-    sample: Annotated[int | None, typer.Option(
-        help="Replay K evaluations drawn at random across generations and individuals.",
-        show_default="the one of --generation and --individual")] = None,
+    generation: Annotated[
+        int | None,
+        typer.Option(help="Generation of the evaluation to replay (with --individual).", show_default="none: --sample"),
+    ] = None,
+    individual: Annotated[
+        int | None, typer.Option(help="Individual (index) to replay.", show_default="none: --sample")
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            help="Replay K evaluations drawn at random across generations and individuals.",
+            show_default="the one of --generation and --individual",
+        ),
+    ] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the --sample choice (printed).")] = 0,
-    validation: Annotated[bool, typer.Option(
-        help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones.")]
-        = False,
+    validation: Annotated[
+        bool,
+        typer.Option(
+            help="Replay validation evaluations (fresh episodes of the top candidates) instead of training ones."
+        ),
+    ] = False,
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
@@ -47,8 +57,9 @@ def replay(
 
 
 def slurm_script(
-    python: Annotated[str | None, typer.Option(help="The Python the job runs synapto with (PY).",
-                                                  show_default="this Python")] = None,
+    python: Annotated[
+        str | None, typer.Option(help="The Python the job runs synapto with (PY).", show_default="this Python")
+    ] = None,
 ):
     """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5
     sbatch job.sh): a requeued or resubmitted job resumes its run file."""

@@ -9,6 +9,7 @@ arrows run one way, from the configs down to here."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def find_config(path: str | Path) -> Path:
     return shipped_configs().get(p.stem if p.suffix == ".toml" else p.name, p)
 
 
-def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
+def load_toml(path: str | Path, allowed: AbstractSet[str]) -> dict[str, Any]:
     """Read a TOML config (a file, or a shipped config's name); keys may use dashes or
     underscores; unknown keys are errors."""
     p = find_config(path)
@@ -47,8 +48,9 @@ def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
         raise UsageError(f"--config {str(p)!r} is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     except OSError as exc:
         names = ", ".join(shipped_configs())
-        raise UsageError(f"--config {str(p)!r} cannot be read ({exc.strerror}); "
-                         f"shipped configs by name: {names or 'none'}") from None
+        raise UsageError(
+            f"--config {str(p)!r} cannot be read ({exc.strerror}); shipped configs by name: {names or 'none'}"
+        ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -56,8 +58,9 @@ def load_toml(path: str | Path, allowed: set[str]) -> dict[str, Any]:
     data = {k.replace("-", "_"): v for k, v in raw.items()}
     if len(data) < len(raw):
         twice = sorted(k for k in data if sum(r.replace("-", "_") == k for r in raw) > 1)
-        raise UsageError(f"--config {str(p)!r} sets {', '.join(twice)} twice (dashes and underscores name the "
-                         f"same key)")
+        raise UsageError(
+            f"--config {str(p)!r} sets {', '.join(twice)} twice (dashes and underscores name the same key)"
+        )
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise UsageError(

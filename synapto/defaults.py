@@ -19,6 +19,7 @@ one env step of it costs (:data:`CPU_SECONDS_PER_STEP`, measured).
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 #: the default experiment's config (a TOML file like those in ``experiments/``)
@@ -33,7 +34,7 @@ CPU_SECONDS_PER_STEP = 53e-6
 EPISODE_STEPS = 300
 
 
-def values(allowed: set[str]) -> dict:
+def values(allowed: AbstractSet[str]) -> dict:
     """The default experiment's options, as a config file's (keys with underscores)."""
     from synapto.config import load_toml
 
@@ -43,8 +44,10 @@ def values(allowed: set[str]) -> dict:
 def estimate(cfg, workers: int) -> str:
     """The time a run of ``cfg`` should take, with the cores it assumes (``--check``)."""
     minutes = math.ceil(expected_seconds(cfg, workers) / 60)
-    return (f"expect about {minutes} min with {max(workers, 1)} core(s) to itself (at the default experiment's "
-            f"{CPU_SECONDS_PER_STEP * 1e6:.0f} us of CPU per env step)")
+    return (
+        f"expect about {minutes} min with {max(workers, 1)} core(s) to itself (at the default experiment's "
+        f"{CPU_SECONDS_PER_STEP * 1e6:.0f} us of CPU per env step)"
+    )
 
 
 def expected_seconds(cfg, workers: int) -> float:
@@ -64,7 +67,9 @@ def describe(cfg, workers: int) -> str:
     minutes = expected_seconds(cfg, workers) / 60
     prune = cfg.options.get("prune_to", 0)
     what = f"pruned to {prune:.0%} of its connections" if prune else "dense"
-    return (f"no run options: the default experiment ({PATH.name}): {cfg.strategy} on {cfg.env}, {cfg.agent} "
-            f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; expect about "
-            f"{math.ceil(minutes)} min with {max(workers, 1)} core(s) to itself "
-            f"(--workers N for more; run options change it, --config FILE runs another experiment)")
+    return (
+        f"no run options: the default experiment ({PATH.name}): {cfg.strategy} on {cfg.env}, {cfg.agent} "
+        f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; expect about "
+        f"{math.ceil(minutes)} min with {max(workers, 1)} core(s) to itself "
+        f"(--workers N for more; run options change it, --config FILE runs another experiment)"
+    )

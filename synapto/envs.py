@@ -46,10 +46,10 @@ class EnvOptions:
     HELP: ClassVar[dict[str, str]] = {
         "max_episode_steps": "cap on the steps of every episode (0: the env's own time limit)",
         "reward_shift": "subtracted from every step's reward in the fitness the strategy learns from "
-                        "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
+        "(training episodes only; ARS uses the survival bonus, 1 on Hopper-v5 and Walker2d-v5)",
         **Shaping.HELP,
         "train_backend": "training episodes only: gymnasium (default) or envpool (C++ Box2D in lockstep: "
-                         "BipedalWalker-v3, LunarLander-v3, LunarLanderContinuous-v3; the envpool extra)",
+        "BipedalWalker-v3, LunarLander-v3, LunarLanderContinuous-v3; the envpool extra)",
     }
 
     @classmethod
@@ -120,8 +120,11 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
             raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
         raise
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
-        extra = (" (the mujoco extra: pip install 'synapto-evo[mujoco]'; in a checkout: make install)"
-                 if _is_mujoco(gym, env_id) else "")
+        extra = (
+            " (the mujoco extra: pip install 'synapto-evo[mujoco]'; in a checkout: make install)"
+            if _is_mujoco(gym, env_id)
+            else ""
+        )
         raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
@@ -182,9 +185,11 @@ def _opengl_error(what: str, exc: BaseException) -> UsageError:
     import os
 
     text = str(exc).splitlines()[0] if str(exc) else "no OpenGL context"
-    return UsageError(f"{what} with MUJOCO_GL={os.environ.get('MUJOCO_GL', '(unset)')} ({type(exc).__name__}: "
-                      f"{text}): headless MuJoCo needs libEGL (MUJOCO_GL=egl, Debian package libegl1) or "
-                      f"libOSMesa (MUJOCO_GL=osmesa, package libosmesa6)")
+    return UsageError(
+        f"{what} with MUJOCO_GL={os.environ.get('MUJOCO_GL', '(unset)')} ({type(exc).__name__}: "
+        f"{text}): headless MuJoCo needs libEGL (MUJOCO_GL=egl, Debian package libegl1) or "
+        f"libOSMesa (MUJOCO_GL=osmesa, package libosmesa6)"
+    )
 
 
 def render_failed(env_id: str, exc: BaseException) -> UsageError:
@@ -218,8 +223,15 @@ class SpaceInfo:
         if isinstance(act, gym.spaces.Discrete):
             return cls(int(np.prod(obs.shape)), int(act.n), True, None, None, limit, shape)
         if isinstance(act, gym.spaces.Box):
-            return cls(int(np.prod(obs.shape)), int(np.prod(act.shape)), False,
-                       act.low.astype(np.float64).ravel(), act.high.astype(np.float64).ravel(), limit, shape)
+            return cls(
+                int(np.prod(obs.shape)),
+                int(np.prod(act.shape)),
+                False,
+                act.low.astype(np.float64).ravel(),
+                act.high.astype(np.float64).ravel(),
+                limit,
+                shape,
+            )
         raise UsageError(f"action space must be Box or Discrete, got {act}")
 
 

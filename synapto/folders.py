@@ -35,8 +35,9 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
             read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
         except OSError:
             read_only = False
-        raise UsageError(f"{option} {str(p)!r}: {str(probe)!r} is "
-                         f"{'on a read-only file system' if read_only else 'not writable'}")
+        raise UsageError(
+            f"{option} {str(p)!r}: {str(probe)!r} is {'on a read-only file system' if read_only else 'not writable'}"
+        )
     _probe_folder(probe, f"{option} {str(p)!r}")
     return p
 

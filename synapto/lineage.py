@@ -110,7 +110,7 @@ class Lineage:
         b = self.bounds
         base = np.empty(self.n)
         for s, u in enumerate(self.origin[i]):
-            base[b[s]:b[s + 1]] = parents[u][b[s]:b[s + 1]]
+            base[b[s] : b[s + 1]] = parents[u][b[s] : b[s + 1]]
         mask = np.unpackbits(self.pruned[i], count=self.n).astype(bool)
         if mask.any():
             base[mask] = 0.0 if self.assign else base[mask] * 0.0
@@ -123,8 +123,14 @@ class Lineage:
 
     def arrays(self) -> dict[str, np.ndarray | np.float64]:
         """What the run file stores of a generation (``/samples/<name>``)."""
-        return {"refs": self.refs, "origin": self.origin, "pruned": self.pruned, "keys": self.keys,
-                "std": np.float64(self.std), "assign": np.float64(self.assign)}
+        return {
+            "refs": self.refs,
+            "origin": self.origin,
+            "pruned": self.pruned,
+            "keys": self.keys,
+            "std": np.float64(self.std),
+            "assign": np.float64(self.assign),
+        }
 
     def state(self) -> dict[str, np.ndarray | np.float64]:
         """Everything, for the checkpoint (``lineage_<name>``)."""
@@ -135,9 +141,16 @@ class Lineage:
     @classmethod
     def from_arrays(cls, bounds, arrays: Mapping[str, Any]) -> Lineage:
         opt = [None if arrays.get(k) is None else np.asarray(arrays[k], np.float64) for k in ("parents", "initial")]
-        return cls(np.asarray(bounds, np.int64), np.asarray(arrays["refs"], np.int64),
-                   np.asarray(arrays["origin"], np.int64), np.asarray(arrays["pruned"], np.uint8),
-                   np.asarray(arrays["keys"], np.uint64), float(arrays["std"]), bool(arrays["assign"]), *opt)
+        return cls(
+            np.asarray(bounds, np.int64),
+            np.asarray(arrays["refs"], np.int64),
+            np.asarray(arrays["origin"], np.int64),
+            np.asarray(arrays["pruned"], np.uint8),
+            np.asarray(arrays["keys"], np.uint64),
+            float(arrays["std"]),
+            bool(arrays["assign"]),
+            *opt,
+        )
 
 
 def rebuild(generation_of, wanted: list[tuple[int, int]], agent_of, where: str) -> dict:
@@ -165,8 +178,10 @@ def rebuild(generation_of, wanted: list[tuple[int, int]], agent_of, where: str) 
                 continue
             pg, pr = (int(x) for x in lin.refs[u]) if u < len(lin.refs) else (-1, -1)
             if not 0 <= pg < g:
-                raise RunFileError(f"{where}: generation {g} row {r} has parent {u} at generation {pg} row {pr}, "
-                                   f"which the file does not hold (a damaged lineage)")
+                raise RunFileError(
+                    f"{where}: generation {g} row {r} has parent {u} at generation {pg} row {pr}, "
+                    f"which the file does not hold (a damaged lineage)"
+                )
             todo.append((pg, pr))
     out: dict = {}
     agent = None
@@ -188,7 +203,12 @@ def agent_of(config: dict):
     from synapto.agents import build_agent
     from synapto.envs import EnvOptions
 
-    return build_agent(SimpleNamespace(env=config["env"], agent=config["agent"],
-                                       hidden=tuple(config.get("hidden") or ()),
-                                       agent_options=dict(config.get("agent_options") or {}),
-                                       make_kwargs=EnvOptions.parse(config.get("env_options")).make_kwargs()))
+    return build_agent(
+        SimpleNamespace(
+            env=config["env"],
+            agent=config["agent"],
+            hidden=tuple(config.get("hidden") or ()),
+            agent_options=dict(config.get("agent_options") or {}),
+            make_kwargs=EnvOptions.parse(config.get("env_options")).make_kwargs(),
+        )
+    )

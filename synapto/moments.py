@@ -41,35 +41,35 @@ class RunningMoments:
     @property
     def sum(self) -> np.ndarray:
         """The sum per component (a view into :attr:`totals`)."""
-        return self.totals[1:1 + self.dim]
+        return self.totals[1 : 1 + self.dim]
 
     @property
     def sumsq(self) -> np.ndarray:
         """The sum of squares per component (a view into :attr:`totals`)."""
-        return self.totals[1 + self.dim:]
+        return self.totals[1 + self.dim :]
 
     def add_rows(self, x) -> None:
         """Add the rows of ``x`` (n, dim) -- or one value per row for ``dim`` 1 (n,)."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.dim)
         d = self.dim
         self.totals[0] += x.shape[0]
-        self.totals[1:1 + d] += x.sum(axis=0)
+        self.totals[1 : 1 + d] += x.sum(axis=0)
         if self.squares == "einsum":
-            self.totals[1 + d:] += np.einsum("ij,ij->j", x, x)
+            self.totals[1 + d :] += np.einsum("ij,ij->j", x, x)
         else:
-            self.totals[1 + d:] += np.square(x).sum(axis=0)
+            self.totals[1 + d :] += np.square(x).sum(axis=0)
 
     def add_totals(self, count: int, sum_: np.ndarray, sumsq: np.ndarray) -> None:
         """Add totals counted elsewhere (a worker's): ``count`` rows, their sum and sum of squares."""
         self.totals[0] += count
-        self.totals[1:1 + self.dim] += sum_
-        self.totals[1 + self.dim:] += sumsq
+        self.totals[1 : 1 + self.dim] += sum_
+        self.totals[1 + self.dim :] += sumsq
 
     def mean_std(self, floor: float = 0.0, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, sqrt(max(var, floor) + eps))`` of the totals (``count`` must not be 0)."""
         t, d = self.totals, self.dim
-        mean = t[1:1 + d] / t[0]
-        var = np.maximum(t[1 + d:] / t[0] - mean * mean, floor)
+        mean = t[1 : 1 + d] / t[0]
+        var = np.maximum(t[1 + d :] / t[0] - mean * mean, floor)
         return mean, (np.sqrt(var + eps) if eps else np.sqrt(var))
 
     def load(self, totals) -> None:

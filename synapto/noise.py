@@ -45,16 +45,21 @@ def key_of(rng: np.random.Generator) -> np.ndarray | None:
     if state.get("bit_generator") != "PCG64":
         return None
     s, inc = state["state"]["state"], state["state"]["inc"]
-    return np.array([s >> 64, s & _MASK, inc >> 64, inc & _MASK, state["has_uint32"], state["uinteger"]],
-                    dtype=np.uint64)
+    return np.array(
+        [s >> 64, s & _MASK, inc >> 64, inc & _MASK, state["has_uint32"], state["uinteger"]], dtype=np.uint64
+    )
 
 
 def generator_at(key: np.ndarray) -> np.random.Generator:
     """A Generator in the state that ``key`` records."""
     k = [int(x) for x in np.asarray(key, dtype=np.uint64)]
     bit = np.random.PCG64()
-    bit.state = {"bit_generator": "PCG64", "state": {"state": (k[0] << 64) | k[1], "inc": (k[2] << 64) | k[3]},
-                 "has_uint32": k[4], "uinteger": k[5]}
+    bit.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (k[0] << 64) | k[1], "inc": (k[2] << 64) | k[3]},
+        "has_uint32": k[4],
+        "uinteger": k[5],
+    }
     return np.random.Generator(bit)
 
 
@@ -154,6 +159,10 @@ class Samples:
     @classmethod
     def from_arrays(cls, kind: str, centre: np.ndarray, arrays) -> Samples:
         sigma = np.asarray(arrays["sigma"], dtype=np.float64)
-        return cls(kind, np.asarray(centre, dtype=np.float64), float(sigma) if sigma.ndim == 0 else sigma,
-                   np.asarray(arrays["keys"], dtype=np.uint64),
-                   np.asarray(arrays["scale"], dtype=np.float64) if "scale" in arrays else None)
+        return cls(
+            kind,
+            np.asarray(centre, dtype=np.float64),
+            float(sigma) if sigma.ndim == 0 else sigma,
+            np.asarray(arrays["keys"], dtype=np.uint64),
+            np.asarray(arrays["scale"], dtype=np.float64) if "scale" in arrays else None,
+        )

@@ -109,25 +109,41 @@ class LoadedPolicy(_Exportable):
 
         agent = self.agent
         if isinstance(agent, HebbianDAG) and agent.options["neuromodulate"]:
-            raise UsageError("a plastic hebbian-dag (neuromodulate = true) changes its weights every step; "
-                             "export takes pruned-mlp, static hebbian-dag and PPO policies")
+            raise UsageError(
+                "a plastic hebbian-dag (neuromodulate = true) changes its weights every step; "
+                "export takes pruned-mlp, static hebbian-dag and PPO policies"
+            )
         if not isinstance(agent, (PrunedMLP, HebbianDAG)):
-            raise UsageError(f"export takes pruned-mlp, static hebbian-dag and PPO policies, not agent "
-                             f"{self.config.agent!r}")
+            raise UsageError(
+                f"export takes pruned-mlp, static hebbian-dag and PPO policies, not agent {self.config.agent!r}"
+            )
         layout = agent.layout()
         layers = []
         for target in range(1, len(layout.sizes)):
             blocks = sorted((b for b in layout.blocks if b.target == target), key=lambda b: b.source)
             weight = np.vstack([self.genome[b.index].reshape(b.shape) for b in blocks])
             last = target == len(layout.sizes) - 1
-            layers.append(Layer(weight, None, "previous" if [b.source for b in blocks] == [target - 1] else "all",
-                                "identity" if last and isinstance(agent, PrunedMLP) else "tanh"))
+            layers.append(
+                Layer(
+                    weight,
+                    None,
+                    "previous" if [b.source for b in blocks] == [target - 1] else "all",
+                    "identity" if last and isinstance(agent, PrunedMLP) else "tanh",
+                )
+            )
         space, bounds = agent.space, agent.action_bounds
         head = "argmax" if space.discrete else "tanh" if bounds is None else "tanh-scaled"
-        return Network(space.obs_dim, space.act_dim, tuple(layers), head, "float64", self.obs_norm, CLIP,
-                       1 if layout.modulation_unit else 0,
-                       None if bounds is None
-                       else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)))
+        return Network(
+            space.obs_dim,
+            space.act_dim,
+            tuple(layers),
+            head,
+            "float64",
+            self.obs_norm,
+            CLIP,
+            1 if layout.modulation_unit else 0,
+            None if bounds is None else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)),
+        )
 
 
 @dataclass
@@ -151,8 +167,9 @@ class PPOPolicy(_Exportable):
         from synapto.ppo.policy import Policy
 
         self._dtype = np.dtype(self.config.dtype)
-        self._policy = Policy(self.obs_dim, self.act_dim, self.config.hid, self.discrete,
-                              np.asarray(self.params).astype(self._dtype))
+        self._policy = Policy(
+            self.obs_dim, self.act_dim, self.config.hid, self.discrete, np.asarray(self.params).astype(self._dtype)
+        )
 
     def reset(self) -> None:
         """A PPO policy keeps no state between steps."""
@@ -172,14 +189,22 @@ class PPOPolicy(_Exportable):
 
         mlp = self._policy.mlp
         n = len(mlp.W)
-        layers = tuple(Layer(np.array(w), np.array(b), "previous", "tanh" if i < n - 1 else "identity")
-                       for i, (w, b) in enumerate(zip(mlp.W, mlp.b)))
-        return Network(self.obs_dim, self.act_dim, layers, "argmax" if self.discrete else "identity",
-                       self._dtype.name, self.obs_norm, CLIP)
+        layers = tuple(
+            Layer(np.array(w), np.array(b), "previous", "tanh" if i < n - 1 else "identity")
+            for i, (w, b) in enumerate(zip(mlp.W, mlp.b))
+        )
+        return Network(
+            self.obs_dim,
+            self.act_dim,
+            layers,
+            "argmax" if self.discrete else "identity",
+            self._dtype.name,
+            self.obs_norm,
+            CLIP,
+        )
 
 
-def load_policy(path: str | Path, generation: int | None = None, individual: int | None = None,
-                params: str = "latest"):
+def load_policy(path: str | Path, generation: int | None = None, individual: int | None = None, params: str = "latest"):
     """The policy of run file ``path``.  An evolution run: its champion when finished (the best
     agent so far of an unfinished one), or its individual ``individual`` of generation
     ``generation`` (a :class:`LoadedPolicy`).  A PPO run: its ``params`` ("latest": the final
@@ -216,8 +241,9 @@ def _load_evolved(path, generation, individual) -> LoadedPolicy:
             fitness, on = float(returns.mean()), "test"
         else:
             on = "none"
-    return LoadedPolicy(pick.config, pick.agent, pick.genome, pick.generation, fitness, seeds, returns,
-                        pick.obs_norm, pick.what, on)
+    return LoadedPolicy(
+        pick.config, pick.agent, pick.genome, pick.generation, fitness, seeds, returns, pick.obs_norm, pick.what, on
+    )
 
 
 def _load_ppo(path: Path, which: str) -> PPOPolicy:
@@ -241,5 +267,6 @@ def _load_ppo(path: Path, which: str) -> PPOPolicy:
     seeds = np.zeros(0, np.int64) if test is None else np.asarray(test["seeds"], np.int64)
     returns = np.zeros(0) if test is None else np.asarray(test["returns"], np.float64)
     fitness, on = (float(returns.mean()), "test") if returns.size else (last_return, "training")
-    return PPOPolicy(cfg, pi, label, *dims, norm, seeds, returns, fitness, on,
-                     f"PPO {list(cfg.hid)}, parameters {label}")
+    return PPOPolicy(
+        cfg, pi, label, *dims, norm, seeds, returns, fitness, on, f"PPO {list(cfg.hid)}, parameters {label}"
+    )

@@ -66,11 +66,24 @@ class Network:
     bounds: tuple[np.ndarray, np.ndarray] | None = None
 
     def layout(self) -> dict:
-        return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "dtype": self.dtype,
-                "obs_norm": self.obs_norm is not None, "obs_clip": self.obs_clip,
-                "output_start": self.output_start, "head": self.head,
-                "layers": [{"input": layer.input, "activation": layer.activation, "shape": list(layer.weight.shape),
-                            "bias": layer.bias is not None} for layer in self.layers]}
+        return {
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "dtype": self.dtype,
+            "obs_norm": self.obs_norm is not None,
+            "obs_clip": self.obs_clip,
+            "output_start": self.output_start,
+            "head": self.head,
+            "layers": [
+                {
+                    "input": layer.input,
+                    "activation": layer.activation,
+                    "shape": list(layer.weight.shape),
+                    "bias": layer.bias is not None,
+                }
+                for layer in self.layers
+            ],
+        }
 
 
 def write_npz(net: Network, path: str | Path) -> None:
@@ -92,8 +105,9 @@ def require_onnx():
     try:
         import onnx
     except ImportError:
-        raise UsageError("ONNX export needs the onnx package: pip install 'synapto-evo[onnx]' "
-                         "(in a checkout: make install)") from None
+        raise UsageError(
+            "ONNX export needs the onnx package: pip install 'synapto-evo[onnx]' (in a checkout: make install)"
+        ) from None
     return onnx
 
 
@@ -117,8 +131,11 @@ def onnx_model(net: Network):
     if net.obs_norm is not None:
         x = node("Sub", [x, const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
         x = node("Div", [x, const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
-        x = node("Clip", [x, const("obs_min", -net.obs_clip, np.float64), const("obs_max", net.obs_clip, np.float64)],
-                 "obs_normalised")
+        x = node(
+            "Clip",
+            [x, const("obs_min", -net.obs_clip, np.float64), const("obs_max", net.obs_clip, np.float64)],
+            "obs_normalised",
+        )
     if net.dtype != "float64":
         x = node("Cast", [x], "obs_cast", to=elem)
     acts = [x]
@@ -132,9 +149,16 @@ def onnx_model(net: Network):
         acts.append(h)
     out = acts[-1]
     if net.output_start:
-        out = node("Slice", [out, const("out_start", [net.output_start], np.int64),
-                             const("out_end", [net.output_start + net.act_dim], np.int64),
-                             const("out_axis", [1], np.int64)], "actions_out")
+        out = node(
+            "Slice",
+            [
+                out,
+                const("out_start", [net.output_start], np.int64),
+                const("out_end", [net.output_start + net.act_dim], np.int64),
+                const("out_axis", [1], np.int64),
+            ],
+            "actions_out",
+        )
     if net.head == "argmax":
         out = node("ArgMax", [out], "action", axis=1, keepdims=0)
         out_type = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
@@ -151,9 +175,13 @@ def onnx_model(net: Network):
             out = node("Add", [const("action_low", lo, net.dtype), out], "action_scaled")
         node("Identity", [out], "action")
         out_type = helper.make_tensor_value_info("action", elem, ["batch", net.act_dim])
-    graph = helper.make_graph(nodes, "synapto_policy",
-                              [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, ["batch", net.obs_dim])],
-                              [out_type], initializer=inits)
+    graph = helper.make_graph(
+        nodes,
+        "synapto_policy",
+        [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, ["batch", net.obs_dim])],
+        [out_type],
+        initializer=inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="synapto")
     model.ir_version = min(model.ir_version, 8)  # readable by older runtimes too
     onnx.checker.check_model(model)

@@ -108,8 +108,9 @@ def evolve_memory(population: int, n_params: int, episodes: int = 1) -> int:
     return EVOLVE_COPIES * int(population) * int(n_params) * 8 + int(population) * int(episodes) * 3 * 8
 
 
-def ppo_memory(steps_per_rank: int, ranks_here: int, obs_dim: int, act_dim: int, hid, n_params: int,
-               itemsize: int) -> int:
+def ppo_memory(
+    steps_per_rank: int, ranks_here: int, obs_dim: int, act_dim: int, hid, n_params: int, itemsize: int
+) -> int:
     """Lower bound of a PPO run's memory on this machine: per rank the epoch buffer
     (observations, actions, rewards, values, advantages, returns), the full-batch
     forward/backward work arrays of the policy and value networks (three per hidden
@@ -123,8 +124,9 @@ def check_memory(need: int, what: str) -> None:
     """Refuse (one line, exit code 2) a run needing ``need`` bytes when less is available."""
     have = available_memory()
     if have is not None and need > have:
-        raise UsageError(f"{what} needs at least {fmt_bytes(need)} of memory; this machine has "
-                         f"{fmt_bytes(have)} available")
+        raise UsageError(
+            f"{what} needs at least {fmt_bytes(need)} of memory; this machine has {fmt_bytes(have)} available"
+        )
 
 
 #: bytes of one single-episode task and its result on the coordinator (validation, selection
@@ -139,8 +141,10 @@ def episode_memory(cfg) -> int:
     per_generation = cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes
     selection = max(1, cfg.elite_count) * cfg.select_episodes
     tasks = max(cfg.validation_count * cfg.validate_episodes, selection, cfg.test_episodes)
-    return (3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
-            + TASK_BYTES * tasks)
+    return (
+        3 * 8 * (per_generation + cfg.validate_episodes + selection + cfg.select_episodes + cfg.test_episodes)
+        + TASK_BYTES * tasks
+    )
 
 
 def free_disk(path: str | Path) -> int | None:
@@ -161,12 +165,16 @@ def check_run_file(cfg, n_params: int, out: str | Path) -> None:
     disk space of its folder (its rows for the first generations are allocated at once)."""
     from synapto.store import EvolveRunWriter
 
-    counts = (f"population {cfg.population:,} x {cfg.episodes:,} episodes, validation "
-              f"{cfg.validation_count:,} x {cfg.validate_episodes:,}, selection {cfg.select_episodes:,}, "
-              f"test {cfg.test_episodes:,} episodes")
+    counts = (
+        f"population {cfg.population:,} x {cfg.episodes:,} episodes, validation "
+        f"{cfg.validation_count:,} x {cfg.validate_episodes:,}, selection {cfg.select_episodes:,}, "
+        f"test {cfg.test_episodes:,} episodes"
+    )
     check_memory(episode_memory(cfg), f"a run of {counts}")
     need = EvolveRunWriter.estimated_size(cfg, n_params)
     have = free_disk(out)
     if have is not None and need > have:
-        raise UsageError(f"--out {str(out)!r}: the run file of {counts} takes at least {fmt_bytes(need)}; "
-                         f"its file system has {fmt_bytes(have)} free")
+        raise UsageError(
+            f"--out {str(out)!r}: the run file of {counts} takes at least {fmt_bytes(need)}; "
+            f"its file system has {fmt_bytes(have)} free"
+        )

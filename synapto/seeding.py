@@ -37,9 +37,7 @@ def check_run_seed(seed: int) -> int:
 
 def seed_sequence(run_seed: int, stream: Stream, *keys: int) -> np.random.SeedSequence:
     """The SeedSequence of ``stream`` with spawn key ``keys`` under ``run_seed``."""
-    return np.random.SeedSequence(
-        check_run_seed(run_seed), spawn_key=(int(stream), *(int(k) for k in keys))
-    )
+    return np.random.SeedSequence(check_run_seed(run_seed), spawn_key=(int(stream), *(int(k) for k in keys)))
 
 
 def generator(run_seed: int, stream: Stream, *keys: int) -> np.random.Generator:
@@ -93,8 +91,9 @@ def int_seeds(run_seed: int, keys: np.ndarray) -> np.ndarray:
     run = _words(check_run_seed(run_seed))
     run += [0] * (_POOL - len(run))  # SeedSequence pads the run entropy to the pool when spawn keys follow
     n = keys.shape[0]
-    entropy = [np.full(n, w, dtype=np.uint32) for w in run] + [keys[:, j].astype(np.uint32)
-                                                              for j in range(keys.shape[1])]
+    entropy = [np.full(n, w, dtype=np.uint32) for w in run] + [
+        keys[:, j].astype(np.uint32) for j in range(keys.shape[1])
+    ]
     const = _INIT_A
 
     def hashmix(value):
@@ -126,8 +125,7 @@ def int_seeds(run_seed: int, keys: np.ndarray) -> np.ndarray:
     return (seeds & np.uint64((1 << 63) - 1)).astype(np.int64)
 
 
-def train_seeds(run_seed: int, generation: int, population: int, episodes: int,
-                common: bool = False) -> np.ndarray:
+def train_seeds(run_seed: int, generation: int, population: int, episodes: int, common: bool = False) -> np.ndarray:
     """Training episode seeds of one generation, shape (population, episodes).
 
     With ``common`` (common random numbers) every individual faces the same

@@ -59,12 +59,12 @@ class Shaping:
     KEYS = ("fall_reward", "finish_bonus", "reward_floor", "stall_steps", "cap_factor")
     HELP: ClassVar[dict[str, str]] = {
         "fall_reward": "training episodes only: the reward of a fall (a terminating step of reward -100) "
-                       "instead of -100",
+        "instead of -100",
         "finish_bonus": "training episodes only: added to a terminating step that is not a fall",
         "reward_floor": "training episodes only: every step's reward clipped from below at this value",
         "stall_steps": "training episodes only: stop after this many consecutive steps of negative reward (0: never)",
         "cap_factor": "training episodes only: cap at this times the previous generation's mean episode length "
-                      "(0: no cap; else >= 1)",
+        "(0: no cap; else >= 1)",
     }
 
     @classmethod
@@ -84,8 +84,12 @@ class Shaping:
             values["stall_steps"] = v
         if "cap_factor" in options:
             v = options.pop("cap_factor")
-            if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                    or not (v == 0 or 1 <= v <= 1e6)):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or not (v == 0 or 1 <= v <= 1e6)
+            ):
                 raise UsageError(f"env option cap_factor must be 0 (no cap) or a number in 1..1e6, got {v!r}")
             values["cap_factor"] = float(v)
         return cls(**values)

@@ -59,8 +59,9 @@ def start_cli(*args, ranks: int | None = None, extra_env=None) -> subprocess.Pop
     """Start ``python -m synapto <args>`` in its own process group (to signal or kill it whole)."""
     cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
     env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
 
 
 def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 300, stream: str = "stdout") -> str:
@@ -125,8 +126,9 @@ def kill_group(proc: subprocess.Popen, sig=None) -> None:
         pass
 
 
-def run_cli(*args, ranks: int | None = None, timeout: float = 300, cwd=None,
-            extra_env=None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args, ranks: int | None = None, timeout: float = 300, cwd=None, extra_env=None
+) -> subprocess.CompletedProcess:
     """``python -m synapto <args>``, under ``mpiexec -n ranks`` when given; bounded by ``timeout``."""
     cmd = _mpi_cmd(ranks, [sys.executable, "-m", "synapto", *map(str, args)])
     env = {**_env(), **{k: str(v) for k, v in (extra_env or {}).items()}}

@@ -121,9 +121,20 @@ def on_tmpfs(tmp_path: Path, size: int, steps: list, timeout: float = 600) -> tu
             return [fill(v) for v in x]
         return x
 
-    spec = {"mnt": str(mnt), "python": sys.executable, "mpiexec": MPIEXEC, "env": _env(), "cwd": str(ROOT),
-            "size": size, "steps": fill(steps)}
-    proc = subprocess.run([*namespace_prefix(), sys.executable, "-c", DRIVER, json.dumps(spec)],
-                          capture_output=True, text=True, timeout=timeout)
+    spec = {
+        "mnt": str(mnt),
+        "python": sys.executable,
+        "mpiexec": MPIEXEC,
+        "env": _env(),
+        "cwd": str(ROOT),
+        "size": size,
+        "steps": fill(steps),
+    }
+    proc = subprocess.run(
+        [*namespace_prefix(), sys.executable, "-c", DRIVER, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-5000:]
     return mnt, json.loads(proc.stdout.strip().splitlines()[-1])

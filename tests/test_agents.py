@@ -81,7 +81,7 @@ def dag_blocks(sizes, g):
     for i in range(len(sizes) - 1):
         for j in range(i + 1):
             n = sizes[j] * sizes[i + 1]
-            W[i, j] = g[off:off + n].reshape(sizes[j], sizes[i + 1])
+            W[i, j] = g[off : off + n].reshape(sizes[j], sizes[i + 1])
             off += n
     return W, {key: np.zeros_like(w) for key, w in W.items()}
 
@@ -236,6 +236,7 @@ def test_episode_result_does_not_depend_on_history():
     # return a pure function of (genome, seed), whatever ran before it.
     def factory():
         return make_env("BipedalWalker-v3")
+
     agent = HebbianDAG(SpaceInfo.of(factory()), (4,))
     g = agent.init_genome(rng())
     alone = evaluate(agent, factory, g, [5])

@@ -13,8 +13,18 @@ import pytest
 import synapto
 from synapto.errors import UsageError
 
-CFG = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(4,), population=8, generations=2,
-                           episodes=1, validate_episodes=2, test_episodes=3, strategy="openai-es", seed=3)
+CFG = synapto.EvolveConfig(
+    env="CartPole-v1",
+    agent="pruned-mlp",
+    hidden=(4,),
+    population=8,
+    generations=2,
+    episodes=1,
+    validate_episodes=2,
+    test_episodes=3,
+    strategy="openai-es",
+    seed=3,
+)
 
 
 def file_summary(path):
@@ -54,8 +64,7 @@ def test_resume_refuses_a_missing_file_and_a_changed_config(tmp_path):
     synapto.evolve(CFG, tmp_path / "r.h5", log=lambda m: None)
     with pytest.raises(UsageError, match=r"population: 8 \(run file\) vs 10"):
         synapto.evolve(dataclasses.replace(CFG, population=10), tmp_path / "r.h5", resume=True)
-    longer = synapto.evolve(dataclasses.replace(CFG, generations=3), tmp_path / "r.h5", resume=True,
-                            log=lambda m: None)
+    longer = synapto.evolve(dataclasses.replace(CFG, generations=3), tmp_path / "r.h5", resume=True, log=lambda m: None)
     assert longer.generations == 3
 
 
@@ -78,8 +87,11 @@ def test_asktell_champion_is_the_best_fitness_told():
 @pytest.mark.parametrize("strategy", ["openai-es", "cmaes", "ga"])
 def test_vector_asktell_round_trip(strategy):
     target = np.array([0.0, 3.0, -2.0, 0.5])
-    search = synapto.AskTell.vector(np.zeros(4), strategy, population=12, seed=1, sigma=0.5) \
-        if strategy != "ga" else synapto.AskTell.vector(np.zeros(4), strategy, population=12, seed=1)
+    search = (
+        synapto.AskTell.vector(np.zeros(4), strategy, population=12, seed=1, sigma=0.5)
+        if strategy != "ga"
+        else synapto.AskTell.vector(np.zeros(4), strategy, population=12, seed=1)
+    )
     for _ in range(3):
         xs = search.ask()
         search.tell([-np.sum((x - target) ** 2) for x in xs])
@@ -92,7 +104,7 @@ def test_vector_asktell_round_trip(strategy):
         f = [-np.sum((x - target) ** 2) for x in a]
         search.tell(f)
         again.tell(f)
-    assert again.champion.fitness == search.champion.fitness > -np.sum(target ** 2)
+    assert again.champion.fitness == search.champion.fitness > -np.sum(target**2)
 
 
 def test_asktell_state_holds_its_options():

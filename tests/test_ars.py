@@ -13,8 +13,16 @@ from synapto.evolution.strategies.base import Feedback, strategy_class
 
 def tell(s, g, f):
     x = s.ask()
-    s.tell(Feedback(g, np.asarray(f, dtype=np.float64), np.zeros_like(x), np.count_nonzero(x, axis=1),
-                    s.candidates(f, 0), np.zeros(0)))
+    s.tell(
+        Feedback(
+            g,
+            np.asarray(f, dtype=np.float64),
+            np.zeros_like(x),
+            np.count_nonzero(x, axis=1),
+            s.candidates(f, 0),
+            np.zeros(0),
+        )
+    )
 
 
 def expected_step(x, centre, sigma, f, b, lr):
@@ -29,8 +37,7 @@ def expected_step(x, centre, sigma, f, b, lr):
 
 @pytest.mark.parametrize("top", [0, 3])
 def test_the_update_is_the_papers(top):
-    s = make("ars", Vector(np.linspace(0.5, 1.5, 7)), population=12, seed=2, sigma=0.05, lr=0.1, top=top,
-             prune=False)
+    s = make("ars", Vector(np.linspace(0.5, 1.5, 7)), population=12, seed=2, sigma=0.05, lr=0.1, top=top, prune=False)
     x, centre = s.ask().copy(), s.centre.copy()
     f = np.random.default_rng(9).standard_normal(12) * 10
     tell(s, 0, f)
@@ -42,6 +49,7 @@ def test_the_update_is_the_papers(top):
 def test_only_the_top_directions_move_the_centre():
     """Changing the returns of directions outside the top b changes nothing (as long as
     they stay outside); changing one inside does."""
+
     def run(f):
         s = make("ars", Vector(np.ones(5)), population=8, seed=4, top=2, prune=False)
         tell(s, 0, f)
@@ -107,8 +115,9 @@ def test_a_linear_policy_and_a_hidden_layer_learn_to_act(hidden):
     def fitness(x):
         return np.array([-np.sum((agent.policy(g).act(obs) - want) ** 2) for g in x])
 
-    s = strategy_class("ars")(agent, 16, {"sigma": 0.05, "lr": 0.05, "top": 4, "prune": False},
-                              np.random.default_rng(0))
+    s = strategy_class("ars")(
+        agent, 16, {"sigma": 0.05, "lr": 0.05, "top": 4, "prune": False}, np.random.default_rng(0)
+    )
     s.start()
     first = fitness(s.centre[None])[0]
     for g in range(150):

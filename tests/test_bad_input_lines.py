@@ -9,8 +9,20 @@ import pytest
 
 from synapto.cli import main
 
-SMALL = ["--agent", "pruned-mlp", "--hidden", "2", "--population", "4", "--generations", "1", "--episodes", "1",
-         "--test-episodes", "0"]
+SMALL = [
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "2",
+    "--population",
+    "4",
+    "--generations",
+    "1",
+    "--episodes",
+    "1",
+    "--test-episodes",
+    "0",
+]
 
 
 def call(capsys, *args):
@@ -37,8 +49,21 @@ CASES = [
     (["--env", "CartPole-v1", "--config", "{files}/twice.toml"], "sets max_env_steps twice"),
     (["--env", "CartPole-v1", "--task-timeout", "1e12"], "--task-timeout must be a number of seconds in"),
     (["--env", "CartPole-v1", "--strategy-option", "prune_to=1e-9"], "prune_to 1e-09 leaves no connection"),
-    (["--env", "CartPole-v1", "--hidden", "4", "--population", "8", "--generations", "2",
-      "--validate-episodes", "100000000"], "of memory"),
+    (
+        [
+            "--env",
+            "CartPole-v1",
+            "--hidden",
+            "4",
+            "--population",
+            "8",
+            "--generations",
+            "2",
+            "--validate-episodes",
+            "100000000",
+        ],
+        "of memory",
+    ),
 ]
 
 
@@ -65,11 +90,13 @@ def test_check_makes_no_folder(tmp_path, capsys, command):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("option, needle", [("xml_file=/no/such.xml", "OSError"),
-                                            ("frame_skip=0", "ZeroDivisionError")])
+@pytest.mark.parametrize(
+    "option, needle", [("xml_file=/no/such.xml", "OSError"), ("frame_skip=0", "ZeroDivisionError")]
+)
 def test_mujoco_constructor_errors_are_one_line(tmp_path, capsys, option, needle):
     pytest.importorskip("mujoco")
-    code, err = call(capsys, "evolve", *SMALL, "--env", "Ant-v5", "--env-option", option,
-                     "--out", tmp_path / "s" / "r.h5", "--check")
+    code, err = call(
+        capsys, "evolve", *SMALL, "--env", "Ant-v5", "--env-option", option, "--out", tmp_path / "s" / "r.h5", "--check"
+    )
     assert code == 2 and err.startswith("error: --env 'Ant-v5' with --env-option") and needle in err, err
     assert os.listdir(tmp_path) == []

@@ -64,9 +64,11 @@ def test_row_results_do_not_depend_on_company(agent):
     genomes = _population(ev.agent, K, seed=11)
     seeds = seeding.train_seeds(3, 1, K, E, common=False)
     whole = batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True)
-    variants = [batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True, slots=7),
-                batched.evaluate_batch(ev.agent, ev.venv, genomes[:20], seeds[:20], True)
-                + batched.evaluate_batch(ev.agent, ev.venv, genomes[20:], seeds[20:], True, slots=5)]
+    variants = [
+        batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True, slots=7),
+        batched.evaluate_batch(ev.agent, ev.venv, genomes[:20], seeds[:20], True)
+        + batched.evaluate_batch(ev.agent, ev.venv, genomes[20:], seeds[20:], True, slots=5),
+    ]
     perm = np.random.default_rng(0).permutation(K)
     shuffled = batched.evaluate_batch(ev.agent, ev.venv, genomes[perm], seeds[perm], True, slots=13)
     variants.append([shuffled[int(np.flatnonzero(perm == k)[0])] for k in range(K)])
@@ -115,8 +117,14 @@ def test_tanh32_error_bound():
     from synapto.fastmath import tanh_
 
     rng = np.random.default_rng(0)
-    x = np.concatenate([np.linspace(-30, 30, 2_000_001), 3 * rng.standard_normal(1_000_000),
-                        1e-3 * rng.standard_normal(100_000), [0.0, -0.0, 1e-30, 1e30, -1e30]]).astype(np.float32)
+    x = np.concatenate(
+        [
+            np.linspace(-30, 30, 2_000_001),
+            3 * rng.standard_normal(1_000_000),
+            1e-3 * rng.standard_normal(100_000),
+            [0.0, -0.0, 1e-30, 1e30, -1e30],
+        ]
+    ).astype(np.float32)
     y = tanh_(x.copy()).astype(np.float64)
     assert np.abs(y - np.tanh(x.astype(np.float64))).max() <= TANH32_ERR
     assert y.min() >= -1.0 and y.max() <= 1.0
@@ -162,7 +170,7 @@ def test_quick_initial_states_are_single_env_resets():
     venv.start(np.arange(3))
     assert venv._quick is not None
     rng = np.random.default_rng(0)
-    for seed in [0, 5, *rng.integers(0, 2 ** 63, 200).tolist()]:
+    for seed in [0, 5, *rng.integers(0, 2**63, 200).tolist()]:
         state, obs = venv._cartpole_initial(seed)
         obs1, _ = venv.single.reset(seed=seed)
         assert np.array_equal(state, venv.single.unwrapped.state) and np.array_equal(obs, obs1)
@@ -227,11 +235,20 @@ def test_batching_farm_chunks_and_failures_bookkeeping():
 def test_chunks_follow_the_number_of_workers():
     """Every worker gets a share of a generation, however small; chunks stay within
     CHUNK_ROWS rows, and the elites (first slots) are spread over all chunks."""
+
     def tasks(n, E):
         return [(E, True)] * n
 
-    for n, E, workers, count in [(64, 4, 2, 2), (512, 4, 2, 2), (512, 4, 7, 7), (3, 4, 7, 3), (64, 4, 1, 1),
-                                 (4096, 4, 2, 4), (4096, 4, 1, 4), (2000, 16, 3, 9)]:
+    for n, E, workers, count in [
+        (64, 4, 2, 2),
+        (512, 4, 2, 2),
+        (512, 4, 7, 7),
+        (3, 4, 7, 3),
+        (64, 4, 1, 1),
+        (4096, 4, 2, 4),
+        (4096, 4, 1, 4),
+        (2000, 16, 3, 9),
+    ]:
         chunks = chunks_of(tasks(n, E), batched.CHUNK_ROWS, workers)
         assert len(chunks) == count, (n, E, workers, [len(c) for c in chunks])
         assert sorted(i for c in chunks for i in c) == list(range(n))
@@ -292,9 +309,13 @@ def _spread_over_workers(out: str) -> None:
     got = BatchingFarm(farm).map(tasks)
     want = [ev(t) for t in tasks]
     farm.close()
-    np.savez(out, workers=np.array(sorted(farm.last_stats.per_worker_compute)),
-             same=np.array([all(a.fitness == b.fitness and np.array_equal(a.returns, b.returns)
-                                for a, b in zip(got, want))]))
+    np.savez(
+        out,
+        workers=np.array(sorted(farm.last_stats.per_worker_compute)),
+        same=np.array(
+            [all(a.fitness == b.fitness and np.array_equal(a.returns, b.returns) for a, b in zip(got, want))]
+        ),
+    )
 
 
 @pytest.mark.mpi
@@ -306,8 +327,13 @@ def test_a_small_batched_generation_uses_every_worker(tmp_path):
     from conftest import MPIEXEC, _env
 
     out = tmp_path / "spread.npz"
-    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable, __file__, "spread", str(out)],
-                          capture_output=True, text=True, timeout=120, env=_env())
+    proc = subprocess.run(
+        [MPIEXEC, "-n", "3", sys.executable, __file__, "spread", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     r = np.load(out)
     assert r["workers"].tolist() == [1, 2] and r["same"][0]
@@ -319,18 +345,42 @@ def test_unsupported_falls_back():
 
     lunar = EvolveConfig(env="LunarLander-v3", agent="pruned-mlp", hidden=[4])
     assert "vector" in batch_unsupported(EvolveSpec("LunarLander-v3", "pruned-mlp", (4,), {}), build_agent(lunar))
-    neuro = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=[4],
-                         agent_options={"neuromodulate": True})
+    neuro = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=[4], agent_options={"neuromodulate": True})
     assert "batched policy" in batch_unsupported(
-        EvolveSpec("CartPole-v1", "hebbian-dag", (4,), {"neuromodulate": True}), build_agent(neuro))
+        EvolveSpec("CartPole-v1", "hebbian-dag", (4,), {"neuromodulate": True}), build_agent(neuro)
+    )
     farm = SerialFarm()
-    assert batched.batching_farm(farm, EvolveSpec("CartPole-v1", "pruned-mlp", (4,), {}),
-                                 build_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4])),
-                                 "off") is farm
+    assert (
+        batched.batching_farm(
+            farm,
+            EvolveSpec("CartPole-v1", "pruned-mlp", (4,), {}),
+            build_agent(EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4])),
+            "off",
+        )
+        is farm
+    )
 
 
-ARGS = ["evolve", "--env", "CartPole-v1", "--population", "24", "--generations", "2", "--episodes", "2",
-        "--hidden", "4", "--test-episodes", "6", "--validate-episodes", "3", "--seed", "5", "--force"]
+ARGS = [
+    "evolve",
+    "--env",
+    "CartPole-v1",
+    "--population",
+    "24",
+    "--generations",
+    "2",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--test-episodes",
+    "6",
+    "--validate-episodes",
+    "3",
+    "--seed",
+    "5",
+    "--force",
+]
 
 
 @pytest.mark.mpi
@@ -369,8 +419,11 @@ def test_batch_policy_acts_as_one_row_policies(agent, space):
     from synapto.agents import load_agent_class
     from synapto.envs import SpaceInfo
 
-    info = SpaceInfo(6, 3, True, None, None, 100) if space == "discrete3" else \
-        SpaceInfo(6, 2, False, np.array([-2.0, 0.0]), np.array([2.0, 1.0]), 100)
+    info = (
+        SpaceInfo(6, 3, True, None, None, 100)
+        if space == "discrete3"
+        else SpaceInfo(6, 2, False, np.array([-2.0, 0.0]), np.array([2.0, 1.0]), 100)
+    )
     ag = load_agent_class(agent)(info, (5, 4), {})
     rng = np.random.default_rng(8)
     K, E = 40, 2
@@ -393,8 +446,8 @@ def test_batch_policy_acts_as_one_row_policies(agent, space):
         if step % 5 == 4 and nxt < len(rows):  # refill three sub-envs
             slots = np.array([1, 7, 20])[: len(rows) - nxt]
             policy.end_episodes(slots)
-            policy.load(slots, rows[nxt: nxt + len(slots)])
-            cur[slots] = rows[nxt: nxt + len(slots)]
+            policy.load(slots, rows[nxt : nxt + len(slots)])
+            cur[slots] = rows[nxt : nxt + len(slots)]
             nxt += len(slots)
         if step == 20:  # compaction
             keep = np.arange(0, len(cur), 2)
@@ -405,8 +458,9 @@ def test_batch_policy_acts_as_one_row_policies(agent, space):
 def test_argmax_margin():
     from synapto.agents.batched.certify import argmax_margin
 
-    out = np.array([[1.0, 3.0, 2.0, 0.5, np.nan], [2.0, 3.0, 1.0, 0.5, 0.0], [0.0, 1.0, 2.5, 0.7, 1.0]],
-                   dtype=np.float32)
+    out = np.array(
+        [[1.0, 3.0, 2.0, 0.5, np.nan], [2.0, 3.0, 1.0, 0.5, 0.0], [0.0, 1.0, 2.5, 0.7, 1.0]], dtype=np.float32
+    )
     action, margin = np.zeros(5, np.int64), np.zeros(5, np.float32)
     argmax_margin(out, action, margin, np.zeros((2, 5), np.float32))
     assert action[:4].tolist() == np.argmax(out[:, :4], axis=0).tolist() == [1, 0, 2, 2]

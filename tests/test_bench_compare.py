@@ -18,17 +18,71 @@ from synapto.store import PPORun, RunData
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("compare")
-    ars = ["evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "0", "--strategy", "ars",
-           "--population", "8", "--generations", "6", "--episodes", "1", "--validate-top", "1",
-           "--validate-episodes", "1", "--test-episodes", "4", "--obs-norm", "--seed", "1", "--out", d / "ars.h5"]
-    ppo = ["ppo", "--env", "CartPole-v1", "--epochs", "4", "--steps-per-epoch", "300", "--hid", "8",
-           "--save-freq", "1", "--test-episodes", "4", "--obs-norm", "--seed", "1", "--out", d / "ppo.h5"]
+    ars = [
+        "evolve",
+        "--env",
+        "CartPole-v1",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "0",
+        "--strategy",
+        "ars",
+        "--population",
+        "8",
+        "--generations",
+        "6",
+        "--episodes",
+        "1",
+        "--validate-top",
+        "1",
+        "--validate-episodes",
+        "1",
+        "--test-episodes",
+        "4",
+        "--obs-norm",
+        "--seed",
+        "1",
+        "--out",
+        d / "ars.h5",
+    ]
+    ppo = [
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--epochs",
+        "4",
+        "--steps-per-epoch",
+        "300",
+        "--hid",
+        "8",
+        "--save-freq",
+        "1",
+        "--test-episodes",
+        "4",
+        "--obs-norm",
+        "--seed",
+        "1",
+        "--out",
+        d / "ppo.h5",
+    ]
     for args in (ars, ppo):
         r = run_cli(*args, timeout=300)
         assert r.returncode == 0, r.stderr
     out = d / "out"
-    r = run_cli("bench", "compare", d / "ars.h5", d / "ppo.h5", "--points", "2", "--episodes", "4",
-                "--out-dir", out, timeout=300)
+    r = run_cli(
+        "bench",
+        "compare",
+        d / "ars.h5",
+        d / "ppo.h5",
+        "--points",
+        "2",
+        "--episodes",
+        "4",
+        "--out-dir",
+        out,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return d, out, json.loads((out / "compare.json").read_text())
 
@@ -46,8 +100,9 @@ def test_points_stand_where_their_policy_was_made(runs):
     assert evo["points"][-1]["label"] == "final" and evo["points"][-1]["test_mean"] == champion.test_returns.mean()
     with PPORun(d / "ppo.h5") as run:
         test = run.policy_test()["returns"]
-    assert [p["env_steps"] for p in ppo["points"]] == [300 * (int(p["label"].split()[1]) + 1)
-                                                      for p in ppo["points"][:-1]] + [1200]
+    assert [p["env_steps"] for p in ppo["points"]] == [
+        300 * (int(p["label"].split()[1]) + 1) for p in ppo["points"][:-1]
+    ] + [1200]
     assert ppo["points"][-1]["test_mean"] == test.mean()
     walls = [p["wall"] for c in (evo, ppo) for p in c["points"]]
     assert all(w >= 0 for w in walls)
@@ -67,8 +122,21 @@ def test_a_points_figure_is_its_policys_test_and_the_cache_is_used(runs, capsys)
     cache[key] = [12345.0, 0.0]
     (out / "compare_cache.json").write_text(json.dumps(cache))
     with pytest.raises(SystemExit) as exc:
-        main(["bench", "compare", str(d / "ppo.h5"), "--points", "2", "--episodes", "4", "--out-dir", str(out),
-              "--name", "again"])
+        main(
+            [
+                "bench",
+                "compare",
+                str(d / "ppo.h5"),
+                "--points",
+                "2",
+                "--episodes",
+                "4",
+                "--out-dir",
+                str(out),
+                "--name",
+                "again",
+            ]
+        )
     assert exc.value.code == 0
     again = json.loads((out / "again.json").read_text())
     assert again["runs"][0]["points"][0]["test_mean"] == 12345.0
@@ -77,11 +145,18 @@ def test_a_points_figure_is_its_policys_test_and_the_cache_is_used(runs, capsys)
 
 def test_the_threshold_is_reached_at_the_first_passing_point():
     def curve(seed, means):
-        return Curve("x", "ppo", "Task-v0", "m", seed, [Point(100 * (i + 1), 10.0 * (i + 1), f"epoch {i}", m, 0.0)
-                                                         for i, m in enumerate(means)])
+        return Curve(
+            "x",
+            "ppo",
+            "Task-v0",
+            "m",
+            seed,
+            [Point(100 * (i + 1), 10.0 * (i + 1), f"epoch {i}", m, 0.0) for i, m in enumerate(means)],
+        )
 
-    rows = summarise([curve(1, [0, 50, 40, 90]), curve(2, [60, 10, 20, 30]), curve(3, [0, 0, 0, 10])],
-                     {"Task-v0": 50.0})
+    rows = summarise(
+        [curve(1, [0, 50, 40, 90]), curve(2, [60, 10, 20, 30]), curve(3, [0, 0, 0, 10])], {"Task-v0": 50.0}
+    )
     (row,) = rows
     assert row["reached"] == 2 and row["runs"] == 3
     assert row["steps_to_threshold"] == np.median([200, 100]) and row["wall_to_threshold"] == np.median([20.0, 10.0])
@@ -89,12 +164,15 @@ def test_the_threshold_is_reached_at_the_first_passing_point():
     assert spread(list(range(10)), 3) == [0, 4, 9] and spread([1, 2], 5) == [1, 2] and spread([1, 2], 0) == []
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--threshold", "CartPole-v1"], "--threshold expects ENV=NUMBER, got 'CartPole-v1'"),
-    (["--threshold", "CartPole-v1=lots"], "--threshold expects ENV=NUMBER"),
-    (["--episodes", "0"], "--episodes must be an integer >= 1, got 0"),
-    (["--points", "-1"], "--points must be an integer >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--threshold", "CartPole-v1"], "--threshold expects ENV=NUMBER, got 'CartPole-v1'"),
+        (["--threshold", "CartPole-v1=lots"], "--threshold expects ENV=NUMBER"),
+        (["--episodes", "0"], "--episodes must be an integer >= 1, got 0"),
+        (["--points", "-1"], "--points must be an integer >= 0, got -1"),
+    ],
+)
 def test_bad_input_is_one_line(runs, tmp_path, capsys, args, needle):
     d, _, _ = runs
     with pytest.raises(SystemExit) as exc:
@@ -106,9 +184,28 @@ def test_bad_input_is_one_line(runs, tmp_path, capsys, args, needle):
 
 def test_runs_it_cannot_compare_are_refused(tmp_path, capsys):
     ga = tmp_path / "ga.h5"
-    r = run_cli("evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
-                "--generations", "1", "--episodes", "1", "--test-episodes", "1", "--strategy", "ga", "--out", ga,
-                timeout=120)
+    r = run_cli(
+        "evolve",
+        "--env",
+        "CartPole-v1",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "2",
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--test-episodes",
+        "1",
+        "--strategy",
+        "ga",
+        "--out",
+        ga,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     for path, needle in ((ga, "needs a centre strategy"), (tmp_path / "none.h5", "is not a run file")):
         with pytest.raises(SystemExit) as exc:
@@ -121,8 +218,23 @@ def test_an_unfinished_run_ends_at_its_latest_policy(tmp_path):
     """A PPO run killed before epoch 2: its curve ends at the checkpoint after epoch 1,
     tested with that epoch's normalisation, and the table says it is unfinished."""
     out = tmp_path / "cut.h5"
-    proc = start_cli("ppo", "--env", "CartPole-v1", "--epochs", "5", "--steps-per-epoch", "300", "--hid", "8",
-                     "--obs-norm", "--seed", "4", "--out", out, extra_env={"SYNAPTO_FAULT": "epoch:2"})
+    proc = start_cli(
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--epochs",
+        "5",
+        "--steps-per-epoch",
+        "300",
+        "--hid",
+        "8",
+        "--obs-norm",
+        "--seed",
+        "4",
+        "--out",
+        out,
+        extra_env={"SYNAPTO_FAULT": "epoch:2"},
+    )
     wait_for_line(proc, "FAULT-POINT epoch 2", timeout=120)
     kill_group(proc)
     proc.wait(timeout=60)

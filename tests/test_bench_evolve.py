@@ -71,8 +71,17 @@ def _timing(G=3, seed=0):
     env = compute * 0.9
     agent = compute * 0.05
     idle = 2 * eval_wall * 0.01
-    return {"wall": wall, "eval_wall": eval_wall, "worker_compute": compute, "worker_env": env,
-            "worker_agent": agent, "worker_idle": idle, "validation": validation, "update": update, "write": write}
+    return {
+        "wall": wall,
+        "eval_wall": eval_wall,
+        "worker_compute": compute,
+        "worker_env": env,
+        "worker_agent": agent,
+        "worker_idle": idle,
+        "validation": validation,
+        "update": update,
+        "write": write,
+    }
 
 
 def test_breakdown_parts_sum_to_the_worker_seconds():
@@ -96,12 +105,15 @@ def test_breakdown_parts_sum_to_the_worker_seconds():
     parts = breakdown(t, 2)
     eff = t["worker_compute"].sum() / (2 * t["eval_wall"].sum())
     assert productive_share(parts, t, 2) == pytest.approx(
-        (t["worker_compute"].sum() + parts["validation"] * eff) / sum(parts.values()))
+        (t["worker_compute"].sum() + parts["validation"] * eff) / sum(parts.values())
+    )
 
 
 def test_ceiling_model():
-    raw = {"fresh": {"make": 0.4, "reset": 0.5, "close": 0.1, "step": 3.0, "episodes": 100, "steps": 10000},
-           "reuse": {"make": 0.0, "reset": 0.2, "close": 0.0, "step": 3.0, "episodes": 100, "steps": 10000}}
+    raw = {
+        "fresh": {"make": 0.4, "reset": 0.5, "close": 0.1, "step": 3.0, "episodes": 100, "steps": 10000},
+        "reuse": {"make": 0.0, "reset": 0.2, "close": 0.0, "step": 3.0, "episodes": 100, "steps": 10000},
+    }
     # 10 ms per episode, 300 us per step: 2000 episodes of 100 steps
     assert ceiling(raw, 200_000, 2000) == pytest.approx(200_000 / (2000 * 0.01 + 200_000 * 3e-4))
     assert ceiling(raw, 200_000, 2000, "reuse") == pytest.approx(200_000 / (2000 * 0.002 + 200_000 * 3e-4))
@@ -109,9 +121,14 @@ def test_ceiling_model():
 
 
 def test_loop_times_from_log_lines():
-    lines = [(0.5, "warning: something"), (2.0, "synapto evolve: CartPole-v1, ..."),
-             (3.5, "gen    0  50.0%  best 1"), (4.0, "testing the champion"), (5.25, "gen    1 100.0%  best 2"),
-             (6.0, "done in 0:00:04")]
+    lines = [
+        (0.5, "warning: something"),
+        (2.0, "synapto evolve: CartPole-v1, ..."),
+        (3.5, "gen    0  50.0%  best 1"),
+        (4.0, "testing the champion"),
+        (5.25, "gen    1 100.0%  best 2"),
+        (6.0, "done in 0:00:04"),
+    ]
     assert loop_times(lines) == (2.0, [3.5, 5.25])
     assert loop_times([(1.0, "gen    0  50.0%  best 1")]) == (None, [])
 
@@ -129,11 +146,35 @@ def test_farm_simulation_dynamic_and_waves():
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    cmd = [sys.executable, "-m", "synapto", "bench", "evolve", "--env", "CartPole-v1", "--hidden", "4",
-           "--population", "4", "--generations", "2", "--episodes", "1", "--seed", "3",
-           "--workers-list", "0", "2", "--raw-steps", "300", "--out-dir", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "synapto",
+        "bench",
+        "evolve",
+        "--env",
+        "CartPole-v1",
+        "--hidden",
+        "4",
+        "--population",
+        "4",
+        "--generations",
+        "2",
+        "--episodes",
+        "1",
+        "--seed",
+        "3",
+        "--workers-list",
+        "0",
+        "2",
+        "--raw-steps",
+        "300",
+        "--out-dir",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -151,8 +192,17 @@ def test_bench_writes_a_consistent_table(bench_run):
     result = json.loads((out / "evolve_hebbian-dag.json").read_text())
     md = (out / "evolve_hebbian-dag.md").read_text()
     assert md.strip() in output  # printed as written
-    for needle in ("| 0 | dynamic |", "| 2 | dynamic |", "| 2 | waves |", "Raw-environment ceiling",
-                   "Where the time goes", "Waves against dynamic", "Amdahl", "64 ranks", "identical"):
+    for needle in (
+        "| 0 | dynamic |",
+        "| 2 | dynamic |",
+        "| 2 | waves |",
+        "Raw-environment ceiling",
+        "Where the time goes",
+        "Waves against dynamic",
+        "Amdahl",
+        "64 ranks",
+        "identical",
+    ):
         assert needle in md, needle
     rows = {(r["workers"], r["schedule"]): r for r in result["rows"]}
     assert set(rows) == {(0, "dynamic"), (2, "dynamic"), (2, "waves")}

@@ -11,11 +11,13 @@ from synapto.bench.farm import SIZES, saturation, speedup_rows
 
 
 def test_speedups_are_against_one_worker_per_config():
-    runs = [{"config": "a", "workers": 1, "loop_wall": 100.0, "wall": 104.0, "coordinator_cpu": 4.0, "env_steps": 10},
-            {"config": "a", "workers": 2, "loop_wall": 50.0, "wall": 55.0, "coordinator_cpu": 3.0, "env_steps": 10},
-            {"config": "a", "workers": 2, "loop_wall": 60.0, "wall": 65.0, "coordinator_cpu": 3.0, "env_steps": 10},
-            {"config": "b", "workers": 1, "loop_wall": 30.0, "wall": 32.0, "coordinator_cpu": 0.3, "env_steps": 5},
-            {"config": "b", "workers": 2, "loop_wall": 20.0, "wall": 24.0, "coordinator_cpu": 0.4, "env_steps": 5}]
+    runs = [
+        {"config": "a", "workers": 1, "loop_wall": 100.0, "wall": 104.0, "coordinator_cpu": 4.0, "env_steps": 10},
+        {"config": "a", "workers": 2, "loop_wall": 50.0, "wall": 55.0, "coordinator_cpu": 3.0, "env_steps": 10},
+        {"config": "a", "workers": 2, "loop_wall": 60.0, "wall": 65.0, "coordinator_cpu": 3.0, "env_steps": 10},
+        {"config": "b", "workers": 1, "loop_wall": 30.0, "wall": 32.0, "coordinator_cpu": 0.3, "env_steps": 5},
+        {"config": "b", "workers": 2, "loop_wall": 20.0, "wall": 24.0, "coordinator_cpu": 0.4, "env_steps": 5},
+    ]
     rows = {(r["config"], r["workers"]): r for r in speedup_rows(runs)}
     assert rows["a", 1]["speedup"] == 1.0 and rows["a", 1]["coordinator_cpu_share"] == 0.04
     assert rows["a", 2]["wall"] == 55.0  # the median of 50 and 60
@@ -25,11 +27,15 @@ def test_speedups_are_against_one_worker_per_config():
 
 
 def test_saturation_is_an_episode_over_the_coordinator_cpu_per_task():
-    probes = [{"payload": "noise key", "workers": 2, "cpu_per_task_us": 40.0},
-              {"payload": "noise key", "workers": 8, "cpu_per_task_us": 20.0},
-              {"payload": "100 B", "workers": 8, "cpu_per_task_us": 5.0}]
-    runs = [{"config": "experiments/bipedal_solve.toml", "workers": 1, "worker_compute": 30.0, "tasks": 100},
-            {"config": "experiments/bipedal_solve.toml", "workers": 2, "worker_compute": 99.0, "tasks": 100}]
+    probes = [
+        {"payload": "noise key", "workers": 2, "cpu_per_task_us": 40.0},
+        {"payload": "noise key", "workers": 8, "cpu_per_task_us": 20.0},
+        {"payload": "100 B", "workers": 8, "cpu_per_task_us": 5.0},
+    ]
+    runs = [
+        {"config": "experiments/bipedal_solve.toml", "workers": 1, "worker_compute": 30.0, "tasks": 100},
+        {"config": "experiments/bipedal_solve.toml", "workers": 2, "worker_compute": 99.0, "tasks": 100},
+    ]
     sat = saturation(probes, runs)
     assert sat["episode_s"] == 0.3 and sat["measured_at_workers"] == 8
     assert sat["workers"] == pytest.approx(0.3 / 20e-6)
@@ -45,8 +51,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args):
 
 @pytest.mark.mpi
 def test_a_probe_times_every_payload_at_each_worker_count(tmp_path):
-    res = run_cli("bench", "farm", "--workers-list", "1", "2", "--tasks-per-worker", "3", "--repeats", "1",
-                  "--no-configs", "--out-dir", tmp_path, timeout=300)
+    res = run_cli(
+        "bench",
+        "farm",
+        "--workers-list",
+        "1",
+        "2",
+        "--tasks-per-worker",
+        "3",
+        "--repeats",
+        "1",
+        "--no-configs",
+        "--out-dir",
+        tmp_path,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads((tmp_path / "farm.json").read_text())
     probes = data["probes"]

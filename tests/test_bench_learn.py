@@ -12,9 +12,28 @@ from conftest import run_cli
 @pytest.mark.long
 @pytest.mark.slow
 def test_bench_learn_tiny_budget(tmp_path):
-    proc = run_cli("bench", "learn", "--env", "CartPole-v1", "--mode", "reference", "--mode", "openai-es",
-                   "--seed", "1", "2", "--max-env-steps", "1500", "--test-episodes", "3", "--workers", "0",
-                   "--out-dir", tmp_path, timeout=300)
+    proc = run_cli(
+        "bench",
+        "learn",
+        "--env",
+        "CartPole-v1",
+        "--mode",
+        "reference",
+        "--mode",
+        "openai-es",
+        "--seed",
+        "1",
+        "2",
+        "--max-env-steps",
+        "1500",
+        "--test-episodes",
+        "3",
+        "--workers",
+        "0",
+        "--out-dir",
+        tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "learn.json").read_text())
     assert list(data["runs"]) == ["reference", "openai-es"]
@@ -49,8 +68,9 @@ def test_bench_learn_tiny_budget(tmp_path):
 
 
 def test_bench_learn_refuses_a_bad_extra_option_before_running(tmp_path):
-    proc = run_cli("bench", "learn", "--mode", "openai-es", "--extra", "--mutation-std 0.3",
-                   "--out-dir", tmp_path, timeout=180)
+    proc = run_cli(
+        "bench", "learn", "--mode", "openai-es", "--extra", "--mutation-std 0.3", "--out-dir", tmp_path, timeout=180
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "mutation_std" in lines[0], proc.stderr

@@ -37,8 +37,22 @@ save_freq = 1
 test_episodes = 4
 obs_norm = true
 """
-FIELDS = {"method", "task", "seed", "cores", "processes", "wall_to_threshold_s", "steps_to_threshold", "final_test",
-          "cpu_s", "process_wall_s", "load_before", "wall_s", "env_steps", "curve"}
+FIELDS = {
+    "method",
+    "task",
+    "seed",
+    "cores",
+    "processes",
+    "wall_to_threshold_s",
+    "steps_to_threshold",
+    "final_test",
+    "cpu_s",
+    "process_wall_s",
+    "load_before",
+    "wall_s",
+    "env_steps",
+    "curve",
+}
 
 
 def configs(d, ppo_text=PPO):
@@ -51,8 +65,25 @@ def configs(d, ppo_text=PPO):
 def race(tmp_path_factory):
     d = tmp_path_factory.mktemp("race")
     out = d / "out"
-    r = run_cli("bench", "race", *configs(d), "--workers", "1", "--seeds", "3", "--points", "3", "--episodes", "4",
-                "--threshold", "CartPole-v1=20", "--out-dir", out, "--allow-load", timeout=600)
+    r = run_cli(
+        "bench",
+        "race",
+        *configs(d),
+        "--workers",
+        "1",
+        "--seeds",
+        "3",
+        "--points",
+        "3",
+        "--episodes",
+        "4",
+        "--threshold",
+        "CartPole-v1=20",
+        "--out-dir",
+        out,
+        "--allow-load",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return out, json.loads((out / "race.json").read_text())
 
@@ -70,7 +101,7 @@ def test_both_methods_race_on_the_same_cores_and_reach_the_threshold(race):
         # the threshold figures are those of the first tested point that passes it
         first = next(p for p in r["curve"] if p["test_mean"] >= 20)
         assert (r["steps_to_threshold"], r["wall_to_threshold_s"]) == (first["env_steps"], first["wall_s"])
-        assert all(p["test_mean"] < 20 for p in r["curve"][:r["curve"].index(first)])
+        assert all(p["test_mean"] < 20 for p in r["curve"][: r["curve"].index(first)])
     with RunData(runs["evolve"]["out"]) as run:
         assert run.config.get("workers", True)
         assert runs["evolve"]["final_test"] == pytest.approx(run.champion().test_returns.mean())
@@ -81,8 +112,16 @@ def test_both_methods_race_on_the_same_cores_and_reach_the_threshold(race):
     proj = result["projection"][0]
     assert proj["task"] == "CartPole-v1" and set(proj["evolve"]) >= {"4", "64"} and set(proj["ppo"]) >= {"4", "64"}
     md = (out / "race.md").read_text()
-    for needle in ("wall to threshold", "env steps to it", "CPU s", "final test", "Projection (not a measurement)",
-                   "Crossing point", "busy cores", "python -m synapto bench race"):
+    for needle in (
+        "wall to threshold",
+        "env steps to it",
+        "CPU s",
+        "final test",
+        "Projection (not a measurement)",
+        "Crossing point",
+        "busy cores",
+        "python -m synapto bench race",
+    ):
         assert needle in md, needle
     assert (out / "race.png").stat().st_size > 0
 
@@ -118,13 +157,16 @@ def test_projection_arithmetic():
     assert crossing({2: 10.0}, {2: 5.0}) is None
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--workers", "0"], "--workers must be an integer >= 1, got 0"),
-    (["--seeds", "1", "1"], "--seeds has repeated values"),
-    (["--points", "0"], "--points and --episodes must be integers >= 1"),
-    (["--threshold", "CartPole-v1"], "--threshold expects ENV=NUMBER"),
-    (["--ppo-config", "nope.toml"], "pair up, one of each per task"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--workers", "0"], "--workers must be an integer >= 1, got 0"),
+        (["--seeds", "1", "1"], "--seeds has repeated values"),
+        (["--points", "0"], "--points and --episodes must be integers >= 1"),
+        (["--threshold", "CartPole-v1"], "--threshold expects ENV=NUMBER"),
+        (["--ppo-config", "nope.toml"], "pair up, one of each per task"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, args, needle):
     with pytest.raises(SystemExit) as exc:
         main(["bench", "race", *configs(tmp_path), *args, "--out-dir", str(tmp_path / "o")])

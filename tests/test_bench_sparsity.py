@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, assert_same_run, kill_group, run_cli, start_cli
 
-from synapto.bench.sparsity import identity, pareto, resumable
+from synapto.bench.sparsity import identity, resumable
+from synapto.bench.sparsity_report import pareto
 
 
 def test_pareto_front_by_hand():
@@ -22,9 +23,27 @@ def test_pareto_front_by_hand():
 @pytest.mark.long
 @pytest.mark.slow
 def test_bench_sparsity_tiny_budget(tmp_path):
-    proc = run_cli("bench", "sparsity", "--envs", "LunarLander-v3", "--agents", "pruned-mlp", "--levels", "10",
-                   "--seed", "1", "--max-env-steps", "2000", "--test-episodes", "2", "--workers", "0",
-                   "--out-dir", tmp_path, timeout=600)
+    proc = run_cli(
+        "bench",
+        "sparsity",
+        "--envs",
+        "LunarLander-v3",
+        "--agents",
+        "pruned-mlp",
+        "--levels",
+        "10",
+        "--seed",
+        "1",
+        "--max-env-steps",
+        "2000",
+        "--test-episodes",
+        "2",
+        "--workers",
+        "0",
+        "--out-dir",
+        tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "sparsity.json").read_text())
     assert [r["mode"] for r in data["runs"]] == ["pruned-mlp 10 %", "reference"]
@@ -45,9 +64,29 @@ def test_bench_sparsity_tiny_budget(tmp_path):
     md = (tmp_path / "sparsity.md").read_text()
     assert "| pruned-mlp 10 % |" in md and "| reference |" in md and (tmp_path / "sparsity.png").exists()
     # an interrupted benchmark goes on: finished runs are reused, not run again
-    again = run_cli("bench", "sparsity", "--envs", "LunarLander-v3", "--agents", "pruned-mlp", "--levels", "10",
-                    "--no-reference", "--seed", "1", "--max-env-steps", "2000", "--test-episodes", "2",
-                    "--workers", "0", "--keep-finished", "--out-dir", tmp_path, timeout=600)
+    again = run_cli(
+        "bench",
+        "sparsity",
+        "--envs",
+        "LunarLander-v3",
+        "--agents",
+        "pruned-mlp",
+        "--levels",
+        "10",
+        "--no-reference",
+        "--seed",
+        "1",
+        "--max-env-steps",
+        "2000",
+        "--test-episodes",
+        "2",
+        "--workers",
+        "0",
+        "--keep-finished",
+        "--out-dir",
+        tmp_path,
+        timeout=600,
+    )
     assert again.returncode == 0 and again.stdout.count("reusing") == 1, again.stdout + again.stderr
 
 
@@ -59,7 +98,7 @@ def test_every_mode_is_a_run_evolve_accepts(env, capsys, tmp_path):
     from synapto.cli import main
 
     for agent in (*AGENTS, "reference"):
-        for level in (LEVELS if agent != "reference" else [""]):
+        for level in LEVELS if agent != "reference" else [""]:
             args = mode_args(SETTINGS[env], agent, level, ROOT)
             with pytest.raises(SystemExit) as exc:
                 main(["evolve", "--env", env, *args, "--out", str(tmp_path / "x.h5"), "--check"])
@@ -73,8 +112,15 @@ def test_every_mode_is_a_run_evolve_accepts(env, capsys, tmp_path):
                 assert args[-1] == f"prune_to={LEVELS[level]}"
 
 
-@pytest.mark.parametrize("args,needle", [(["--levels", "5"], "--levels '5'"), (["--agents", "mlp"], "--agents"),
-                                         (["--envs", "Pong-v5"], "--envs"), (["--workers", "-1"], "--workers")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--levels", "5"], "--levels '5'"),
+        (["--agents", "mlp"], "--agents"),
+        (["--envs", "Pong-v5"], "--envs"),
+        (["--workers", "-1"], "--workers"),
+    ],
+)
 def test_bench_sparsity_refuses_bad_input_before_running(tmp_path, args, needle):
     proc = run_cli("bench", "sparsity", *args, "--out-dir", tmp_path, timeout=180)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -103,8 +149,25 @@ def test_only_a_stopped_run_of_the_same_command_is_resumed(tmp_path):
 def test_a_killed_benchmark_resumes_its_run_and_ends_as_if_never_stopped(tmp_path):
     """kill -9 of the benchmark in its run's generation 1; with --keep-finished it goes on
     from the run's checkpoint, and the run file equals an uninterrupted run's."""
-    args = ["bench", "sparsity", "--envs", "LunarLander-v3", "--agents", "pruned-mlp", "--levels", "10",
-            "--no-reference", "--seed", "1", "--max-env-steps", "10000", "--test-episodes", "2", "--workers", "0"]
+    args = [
+        "bench",
+        "sparsity",
+        "--envs",
+        "LunarLander-v3",
+        "--agents",
+        "pruned-mlp",
+        "--levels",
+        "10",
+        "--no-reference",
+        "--seed",
+        "1",
+        "--max-env-steps",
+        "10000",
+        "--test-episodes",
+        "2",
+        "--workers",
+        "0",
+    ]
     whole = run_cli(*args, "--out-dir", tmp_path / "whole", timeout=600)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     proc = start_cli(*args, "--out-dir", tmp_path / "cut", extra_env={"SYNAPTO_FAULT": "generation:1"})
@@ -119,5 +182,6 @@ def test_a_killed_benchmark_resumes_its_run_and_ends_as_if_never_stopped(tmp_pat
     again = run_cli(*args, "--keep-finished", "--out-dir", tmp_path / "cut", timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("resuming") == 1 and "reusing" not in again.stdout, again.stdout
-    assert_same_run(tmp_path / "whole" / "sparsity_runs" / f"{name}.h5",
-                    tmp_path / "cut" / "sparsity_runs" / f"{name}.h5")
+    assert_same_run(
+        tmp_path / "whole" / "sparsity_runs" / f"{name}.h5", tmp_path / "cut" / "sparsity_runs" / f"{name}.h5"
+    )

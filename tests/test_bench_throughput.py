@@ -10,9 +10,27 @@ from conftest import run_cli
 @pytest.mark.mpi  # its mpi backends
 @pytest.mark.slow
 def test_bench_envs_tiny(tmp_path):
-    proc = run_cli("bench", "envs", "--max-envs", "16", "--steps", "200", "--max-async", "2",
-                   "--max-serial", "4", "--workers", "1", "--bipedal-rows", "2", "--bipedal-seconds", "0.1",
-                   "--out-dir", tmp_path, timeout=240)
+    proc = run_cli(
+        "bench",
+        "envs",
+        "--max-envs",
+        "16",
+        "--steps",
+        "200",
+        "--max-async",
+        "2",
+        "--max-serial",
+        "4",
+        "--workers",
+        "1",
+        "--bipedal-rows",
+        "2",
+        "--bipedal-seconds",
+        "0.1",
+        "--out-dir",
+        tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "envs.json").read_text())
     got = {(r["backend"], r["agent"], r["envs"]) for r in data["results"]}
@@ -28,12 +46,16 @@ def test_bench_envs_tiny(tmp_path):
 
 
 def test_bench_nn_tiny(tmp_path):
-    proc = run_cli("bench", "nn", "--repeats", "1", "--scale", "0.01", "--torch", "off",
-                   "--out-dir", tmp_path, timeout=120)
+    proc = run_cli(
+        "bench", "nn", "--repeats", "1", "--scale", "0.01", "--torch", "off", "--out-dir", tmp_path, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "nn.json").read_text())
     assert [(r["library"], r["network"]) for r in data["rows"]] == [
-        ("numpy", "MLP 32 32"), ("numpy", "MLP 64 64"), ("numpy", "Hebbian DAG 8 8")]
+        ("numpy", "MLP 32 32"),
+        ("numpy", "MLP 64 64"),
+        ("numpy", "Hebbian DAG 8 8"),
+    ]
     for r in data["rows"]:
         assert all(r[f"forward_{b}"] > 0 for b in (1, 16, 128))
         assert (r["train_4000"] is None) == (r["network"].startswith("Hebbian"))
@@ -47,8 +69,19 @@ def test_bench_envs_rejects_unknown_backend(tmp_path):
 
 def test_bench_envs_bipedal_row_tiny(tmp_path):
     pytest.importorskip("envpool")
-    proc = run_cli("bench", "envs", "--backend", "bipedal", "--bipedal-rows", "2", "--bipedal-seconds", "0.1",
-                   "--out-dir", tmp_path, timeout=240)
+    proc = run_cli(
+        "bench",
+        "envs",
+        "--backend",
+        "bipedal",
+        "--bipedal-rows",
+        "2",
+        "--bipedal-seconds",
+        "0.1",
+        "--out-dir",
+        tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "envs.json").read_text())["bipedal"]
     assert data["rounds"] >= 2 and set(data["paths"]) == {"gymnasium", "envpool"}

@@ -18,17 +18,48 @@ from conftest import ROOT, _env, datasets
 THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS")
 
 # 4 x 40 + 40 x 2 = 240 weights: large enough for OpenBLAS to thread the decomposition
-RUN = ["evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "40", "--strategy", "cmaes",
-       "--strategy-option", "separable=false", "--population", "64", "--generations", "3", "--episodes", "1",
-       "--select-episodes", "0", "--test-episodes", "0", "--seed", "1", "--workers", "0", "--force"]
+RUN = [
+    "evolve",
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "40",
+    "--strategy",
+    "cmaes",
+    "--strategy-option",
+    "separable=false",
+    "--population",
+    "64",
+    "--generations",
+    "3",
+    "--episodes",
+    "1",
+    "--select-episodes",
+    "0",
+    "--test-episodes",
+    "0",
+    "--seed",
+    "1",
+    "--workers",
+    "0",
+    "--force",
+]
 
 
 def _run(out, threads: str | None):
     env = {k: v for k, v in _env().items() if k not in THREAD_SETTINGS}
     if threads is not None:
         env["OPENBLAS_NUM_THREADS"] = threads
-    proc = subprocess.run([sys.executable, "-m", "synapto", *RUN, "--out", str(out)], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "synapto", *RUN, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

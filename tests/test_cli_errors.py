@@ -13,8 +13,20 @@ from conftest import ROOT, run_cli
 
 from synapto.cli import main
 
-SMALL = ["--env", "CartPole-v1", "--population", "4", "--generations", "1", "--episodes", "1",
-         "--test-episodes", "0", "--hidden", "2"]
+SMALL = [
+    "--env",
+    "CartPole-v1",
+    "--population",
+    "4",
+    "--generations",
+    "1",
+    "--episodes",
+    "1",
+    "--test-episodes",
+    "0",
+    "--hidden",
+    "2",
+]
 
 
 def call(capsys, *args):
@@ -97,28 +109,31 @@ def user_package(tmp_path, monkeypatch):
     return root
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--env", "NoSuchEnv-v9"], ["NoSuchEnv-v9"]),
-    (["--agent", "nope"], ["nope", "pruned-mlp"]),
-    (["--agent", "no_such_pkg.mod:Cls"], ["no_such_pkg.mod"]),
-    (["--agent", "synapto.agents.pruned_mlp:Missing"], ["Missing"]),
-    (["--agent", "synapto.agents.base:Agent"], ["abstract"]),
-    (["--agent", "mypkg.mod:Abstract"], ["Abstract is abstract"]),
-    (["--agent", "mypkg.mod:Raising"], ["Raising", "this agent cannot be built"]),
-    (["--population", "1"], ["--population", "1"]),
-    (["--hidden", "8", "0"], ["--hidden", "0"]),
-    (["--hidden", "-3"], ["--hidden"]),
-    (["--episodes", "0"], ["--episodes", "0"]),
-    (["--generations", "0"], ["--generations"]),
-    (["--population", "abc"], ["--population"]),
-    (["--seed", "-1"], ["--seed"]),
-    (["--workers", "-2"], ["--workers"]),
-    (["--task-timeout", "0"], ["--task-timeout", "0"]),
-    (["--task-timeout", "-1"], ["--task-timeout"]),
-    (["--task-timeout", "soon"], ["--task-timeout"]),
-    (["--checkpoint-every", "0"], ["--checkpoint-every"]),
-    (["--on-error", "ignore"], ["--on-error"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--env", "NoSuchEnv-v9"], ["NoSuchEnv-v9"]),
+        (["--agent", "nope"], ["nope", "pruned-mlp"]),
+        (["--agent", "no_such_pkg.mod:Cls"], ["no_such_pkg.mod"]),
+        (["--agent", "synapto.agents.pruned_mlp:Missing"], ["Missing"]),
+        (["--agent", "synapto.agents.base:Agent"], ["abstract"]),
+        (["--agent", "mypkg.mod:Abstract"], ["Abstract is abstract"]),
+        (["--agent", "mypkg.mod:Raising"], ["Raising", "this agent cannot be built"]),
+        (["--population", "1"], ["--population", "1"]),
+        (["--hidden", "8", "0"], ["--hidden", "0"]),
+        (["--hidden", "-3"], ["--hidden"]),
+        (["--episodes", "0"], ["--episodes", "0"]),
+        (["--generations", "0"], ["--generations"]),
+        (["--population", "abc"], ["--population"]),
+        (["--seed", "-1"], ["--seed"]),
+        (["--workers", "-2"], ["--workers"]),
+        (["--task-timeout", "0"], ["--task-timeout", "0"]),
+        (["--task-timeout", "-1"], ["--task-timeout"]),
+        (["--task-timeout", "soon"], ["--task-timeout"]),
+        (["--checkpoint-every", "0"], ["--checkpoint-every"]),
+        (["--on-error", "ignore"], ["--on-error"]),
+    ],
+)
 def test_bad_options(tmp_path, capsys, user_package, args, needles):
     assert_usage_error(*call(capsys, "evolve", *SMALL, "--out", tmp_path / "r.h5", *args), *needles)
     assert not (tmp_path / "r.h5").exists()
@@ -168,8 +183,7 @@ def test_unwritable_output_directory(tmp_path, capsys):
 
 
 def test_replay_bad_inputs(tmp_path, capsys):
-    assert_process_usage_error(run_cli("replay", tmp_path / "missing.h5", "--sample", "1", timeout=180),
-                               "no such file")
+    assert_process_usage_error(run_cli("replay", tmp_path / "missing.h5", "--sample", "1", timeout=180), "no such file")
     junk = tmp_path / "junk.h5"
     junk.write_bytes(b"\x00" * 100)
     assert_usage_error(*call(capsys, "replay", junk, "--sample", "1"), "not a readable HDF5")
@@ -194,13 +208,22 @@ def test_synapto_mpiexec_is_used_and_a_wrong_one_is_one_line(tmp_path):
     wrapper.write_text(f'#!/bin/sh\nprintf "%s " "$@" > {used}\nexec {MPIEXEC} "$@"\n')
     wrapper.chmod(0o755)
     out = tmp_path / "r.h5"
-    proc = run_cli("evolve", *SMALL, "--workers", "1", "--out", out, timeout=180,
-                   extra_env={"SYNAPTO_MPIEXEC": wrapper})
+    proc = run_cli(
+        "evolve", *SMALL, "--workers", "1", "--out", out, timeout=180, extra_env={"SYNAPTO_MPIEXEC": wrapper}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 worker ->" in proc.stdout and used.read_text().startswith("-n 2 ")
     for wrong in (tmp_path / "no-such-mpiexec", tmp_path):  # missing; not an executable file
-        proc = run_cli("evolve", *SMALL, "--workers", "1", "--out", tmp_path / "s.h5", timeout=180,
-                       extra_env={"SYNAPTO_MPIEXEC": wrong})
+        proc = run_cli(
+            "evolve",
+            *SMALL,
+            "--workers",
+            "1",
+            "--out",
+            tmp_path / "s.h5",
+            timeout=180,
+            extra_env={"SYNAPTO_MPIEXEC": wrong},
+        )
         assert_process_usage_error(proc, "SYNAPTO_MPIEXEC", str(wrong))
         assert not (tmp_path / "s.h5").exists()
 
@@ -249,8 +272,26 @@ def test_config_file_with_command_line_overrides(tmp_path):
     path = ROOT / "experiments" / "quickstart.toml"
     toml = tomllib.loads(path.read_text())
     out = tmp_path / "q.h5"
-    proc = run_cli("evolve", "--config", path, "--population", "4", "--generations", "1", "--episodes", "1",
-                   "--validate-episodes", "0", "--test-episodes", "0", "--seed", "3", "--out", out, timeout=180)
+    proc = run_cli(
+        "evolve",
+        "--config",
+        path,
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--validate-episodes",
+        "0",
+        "--test-episodes",
+        "0",
+        "--seed",
+        "3",
+        "--out",
+        out,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out, "r") as f:
         cfg = json.loads(f.attrs["config"])
@@ -261,8 +302,16 @@ def test_config_file_with_command_line_overrides(tmp_path):
 # --------------------------------------------------------------------------- user code
 def test_user_agent_outside_the_package(tmp_path, user_package):
     out = tmp_path / "r.h5"
-    proc = run_cli("evolve", *SMALL, "--agent", "mypkg.mod:MyAgent", "--out", out, timeout=180,
-                   extra_env={"PYTHONPATH": os.pathsep.join([str(user_package), str(ROOT)])})
+    proc = run_cli(
+        "evolve",
+        *SMALL,
+        "--agent",
+        "mypkg.mod:MyAgent",
+        "--out",
+        out,
+        timeout=180,
+        extra_env={"PYTHONPATH": os.pathsep.join([str(user_package), str(ROOT)])},
+    )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out, "r") as f:
         assert f.attrs["agent_name"] and '"mypkg.mod:MyAgent"' in f.attrs["config"]
@@ -271,11 +320,18 @@ def test_user_agent_outside_the_package(tmp_path, user_package):
 def test_no_top_level_agents_package(tmp_path):
     """Agents live in synapto.agents; the installed package adds no top-level ``agents``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", "import agents"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import agents"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0 and "No module named 'agents'" in proc.stderr
-    proc = subprocess.run([sys.executable, "-c", "import synapto.agents"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import synapto.agents"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -300,16 +356,26 @@ def test_check_says_what_would_run_and_writes_nothing(tmp_path, capsys):
     assert exc.value.code in (0, None)
     said = capsys.readouterr().out.strip().splitlines()
     # pruned-mlp 4-2-2 on CartPole (no biases): 4*2 + 2*2 weights
-    assert said[0] == (f"ok: 1 run(s): openai-es on CartPole-v1, pruned-mlp [2] (12 parameters), "
-                       f"population 4 -> {out}")
+    assert said[0] == (f"ok: 1 run(s): openai-es on CartPole-v1, pruned-mlp [2] (12 parameters), population 4 -> {out}")
     # the budget (the default experiment's env steps, the generations given), the workers, the estimate
-    assert len(said) == 2 and said[1].startswith("budget: up to 2,750,000 env steps (at most 1 generations); "
-                                                 "no workers (this process); expect about "), said
+    assert len(said) == 2 and said[1].startswith(
+        "budget: up to 2,750,000 env steps (at most 1 generations); no workers (this process); expect about "
+    ), said
     assert not list(tmp_path.iterdir())  # no run file, no lock, no checkpoint
 
 
 def test_check_refuses_what_the_run_would_refuse(tmp_path, capsys):
-    code, err = call(capsys, "evolve", *SMALL, "--strategy", "openai-es", "--mutation-std", "0.3",
-                     "--out", tmp_path / "r.h5", "--check")
+    code, err = call(
+        capsys,
+        "evolve",
+        *SMALL,
+        "--strategy",
+        "openai-es",
+        "--mutation-std",
+        "0.3",
+        "--out",
+        tmp_path / "r.h5",
+        "--check",
+    )
     assert_usage_error(code, err, "mutation_std")
     assert not list(tmp_path.iterdir())

@@ -48,8 +48,20 @@ def run_main(capsys, *argv):
 
 
 def test_spinning_up_underscore_spellings_are_still_read(tmp_path, capsys):
-    code, out, err = run_main(capsys, "ppo", "--env", "CartPole-v1", "--steps_per_epoch", "100", "--epochs", "1",
-                              "--pi_lr=0.001", "--out", tmp_path / "p.h5", "--check")
+    code, out, err = run_main(
+        capsys,
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--steps_per_epoch",
+        "100",
+        "--epochs",
+        "1",
+        "--pi_lr=0.001",
+        "--out",
+        tmp_path / "p.h5",
+        "--check",
+    )
     assert code == 0 and "100 steps" in out + err, err
 
 
@@ -59,9 +71,24 @@ def test_ppo_tensorboard_and_live_log_hold_every_epoch(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "p.h5"
-    proc = run_cli("ppo", "--env", "CartPole-v1", "--epochs", "2", "--steps-per-epoch", "100", "--hid", "4",
-                   "--out", out, "--tensorboard", tmp_path / "tb", "--live-log", tmp_path / "live.csv",
-                   cwd=tmp_path)
+    proc = run_cli(
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "100",
+        "--hid",
+        "4",
+        "--out",
+        out,
+        "--tensorboard",
+        tmp_path / "tb",
+        "--live-log",
+        tmp_path / "live.csv",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     with open(tmp_path / "live.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -75,15 +102,29 @@ def test_ppo_tensorboard_and_live_log_hold_every_epoch(tmp_path):
 
 
 def test_ppo_refuses_a_bad_live_log_before_running(tmp_path, capsys):
-    code, _, err = run_main(capsys, "ppo", "--env", "CartPole-v1", "--epochs", "1", "--steps-per-epoch", "100",
-                            "--out", tmp_path / "p.h5", "--live-log", tmp_path / "live.txt")
+    code, _, err = run_main(
+        capsys,
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "100",
+        "--out",
+        tmp_path / "p.h5",
+        "--live-log",
+        tmp_path / "live.txt",
+    )
     assert code == 2 and err.startswith("error: --live-log") and not (tmp_path / "p.h5").exists()
 
 
 def test_missing_mujoco_extra_names_the_package_install_line():
-    code = ("import sys; sys.modules['mujoco'] = None\n"
-            "from synapto.envs import make_env\n"
-            "try:\n    make_env('HalfCheetah-v5')\nexcept Exception as exc:\n    print(exc)\n")
+    code = (
+        "import sys; sys.modules['mujoco'] = None\n"
+        "from synapto.envs import make_env\n"
+        "try:\n    make_env('HalfCheetah-v5')\nexcept Exception as exc:\n    print(exc)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
     assert "pip install 'synapto-evo[mujoco]'" in out.stdout and "pip install -e" not in out.stdout, out
 
@@ -106,7 +147,7 @@ def test_evolution_curves_of_one_group_have_distinct_hues():
     styles = _line_styles(groups, curves)
     for g in groups:
         hues = [hue(styles[(g.key, n)][0]) for n in curves]
-        gaps = [min(abs(a - b), 1 - abs(a - b)) for i, a in enumerate(hues) for b in hues[i + 1:]]
+        gaps = [min(abs(a - b), 1 - abs(a - b)) for i, a in enumerate(hues) for b in hues[i + 1 :]]
         assert min(gaps) >= 0.05, (g.key, hues)
 
 

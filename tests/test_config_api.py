@@ -51,8 +51,9 @@ def test_evolve_from_toml_is_the_config_the_cli_runs(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_from_toml_is_the_config_the_cli_runs(tmp_path):
-    (tmp_path / "p.toml").write_text('env = "CartPole-v1"\nhid = "[4]"\nepochs = 1\nsteps_per_epoch = 100\n'
-                                     'seed = 3\ncpu = 1\n')
+    (tmp_path / "p.toml").write_text(
+        'env = "CartPole-v1"\nhid = "[4]"\nepochs = 1\nsteps_per_epoch = 100\nseed = 3\ncpu = 1\n'
+    )
     proc = run_cli("ppo", "--config", tmp_path / "p.toml", "--out", tmp_path / "r.h5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cfg = PPOConfig.from_toml(tmp_path / "p.toml")
@@ -87,5 +88,6 @@ def test_the_cli_and_the_api_accept_the_same_keys():
     from synapto.evolution.config import EVOLVE_KEYS, EVOLVE_RUN_KEYS, EvolveConfig
     from synapto.options import STRATEGY_SHORTHANDS
 
-    assert set(EVOLVE_KEYS) == ({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS
-                                | set(STRATEGY_SHORTHANDS))
+    assert set(EVOLVE_KEYS) == (
+        {f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS | set(STRATEGY_SHORTHANDS)
+    )

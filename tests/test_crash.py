@@ -11,8 +11,24 @@ from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wa
 
 from synapto.shell import synapto_command
 
-RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "10", "--generations", "6",
-       "--episodes", "2", "--hidden", "4", "--seed", "8", "--test-episodes", "4"]
+RUN = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "10",
+    "--generations",
+    "6",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--seed",
+    "8",
+    "--test-episodes",
+    "4",
+]
 
 
 def killed_at(out, fault, ranks=None, args=None, resume=False):
@@ -108,8 +124,22 @@ def test_checkpoint_write_is_atomic(tmp_path):
 
 # CartPole: generations of milliseconds, so a signal lands in the middle of the run whichever
 # generation it is; the reference of each stopping point is built once, in one process
-SIGNAL_RUN = ["--env", "CartPole-v1", "--population", "6", "--generations", "100000", "--episodes", "1",
-              "--hidden", "4", "--seed", "1", "--test-episodes", "2"]
+SIGNAL_RUN = [
+    "--env",
+    "CartPole-v1",
+    "--population",
+    "6",
+    "--generations",
+    "100000",
+    "--episodes",
+    "1",
+    "--hidden",
+    "4",
+    "--seed",
+    "1",
+    "--test-episodes",
+    "2",
+]
 HOLD_RUN = ["--env", "failing_env:HoldCartPole-v0", *SIGNAL_RUN[2:]]
 
 
@@ -207,12 +237,36 @@ def test_second_ctrl_c_exits_at_once_with_130(tmp_path, workers, signal_referenc
     assert_same_run(signal_reference(done + 1, HOLD_RUN), out)
 
 
-FAILING = ["--env", "failing_env:FailingCartPole-v0", "--agent", "pruned-mlp", "--population", "12",
-           "--generations", "3", "--episodes", "2", "--hidden", "4", "--seed", "3", "--test-episodes", "0",
-           # the defaults the tests were written for (evolve's are now the default experiment's); no
-           # final selection: a selection or test evaluation that raises aborts even under --on-error skip
-           "--strategy", "ga", "--validate-top", "0", "--validate-episodes", "16", "--select-episodes", "0",
-           "--max-env-steps", "0"]
+FAILING = [
+    "--env",
+    "failing_env:FailingCartPole-v0",
+    "--agent",
+    "pruned-mlp",
+    "--population",
+    "12",
+    "--generations",
+    "3",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--seed",
+    "3",
+    "--test-episodes",
+    "0",
+    # the defaults the tests were written for (evolve's are now the default experiment's); no
+    # final selection: a selection or test evaluation that raises aborts even under --on-error skip
+    "--strategy",
+    "ga",
+    "--validate-top",
+    "0",
+    "--validate-episodes",
+    "16",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+]
 
 
 @pytest.mark.mpi
@@ -233,8 +287,26 @@ def test_on_error_abort_reports_where_and_how_to_replay(tmp_path):
     assert proc.returncode == 1 and "simulated environment failure" in proc.stdout + proc.stderr
 
 
-STALL = ["--env", "failing_env:StallCartPole-v0", "--agent", "pruned-mlp", "--population", "8", "--generations",
-         "3", "--episodes", "1", "--hidden", "4", "--seed", "2", "--test-episodes", "2", "--task-timeout", "1"]
+STALL = [
+    "--env",
+    "failing_env:StallCartPole-v0",
+    "--agent",
+    "pruned-mlp",
+    "--population",
+    "8",
+    "--generations",
+    "3",
+    "--episodes",
+    "1",
+    "--hidden",
+    "4",
+    "--seed",
+    "2",
+    "--test-episodes",
+    "2",
+    "--task-timeout",
+    "1",
+]
 
 
 def _ended(pid: int, wait: float = 30) -> bool:
@@ -255,17 +327,28 @@ def _ended(pid: int, wait: float = 30) -> bool:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("how, on_error, ranks", [
-    # a rank that no longer answers (SIGSTOP): retired after the timeout and its grace
-    pytest.param("stop", "abort", 3, marks=[pytest.mark.mpi, pytest.mark.slow]),
-    pytest.param("stop", "skip", 3, marks=[pytest.mark.mpi, pytest.mark.slow]),
-    pytest.param("sleep", "skip", 3, marks=pytest.mark.mpi),  # an evaluation that never ends
-    ("sleep", "abort", None),
-])
+@pytest.mark.parametrize(
+    "how, on_error, ranks",
+    [
+        # a rank that no longer answers (SIGSTOP): retired after the timeout and its grace
+        pytest.param("stop", "abort", 3, marks=[pytest.mark.mpi, pytest.mark.slow]),
+        pytest.param("stop", "skip", 3, marks=[pytest.mark.mpi, pytest.mark.slow]),
+        pytest.param("sleep", "skip", 3, marks=pytest.mark.mpi),  # an evaluation that never ends
+        ("sleep", "abort", None),
+    ],
+)
 def test_task_timeout_fails_the_evaluation_that_overruns(tmp_path, how, on_error, ranks):
     out, marker = tmp_path / "r.h5", tmp_path / "stalled"
-    proc = start_cli("evolve", *STALL, "--on-error", on_error, "--out", out, ranks=ranks,
-                     extra_env={"SYNAPTO_TEST_STALL": f"{marker}:{how}"})
+    proc = start_cli(
+        "evolve",
+        *STALL,
+        "--on-error",
+        on_error,
+        "--out",
+        out,
+        ranks=ranks,
+        extra_env={"SYNAPTO_TEST_STALL": f"{marker}:{how}"},
+    )
     stdout, stderr = finish(proc, timeout=180)
     rank, pid = map(int, marker.read_text().split())  # the rank whose evaluation stalled
     assert "Traceback" not in stderr.split("error:")[0], stderr
@@ -332,8 +415,25 @@ def test_resume_refuses_changes_and_handles_finished_runs(tmp_path, finished_run
     shutil.copy(finished_run, out)
     shutil.copy(str(finished_run) + ".ckpt", str(out) + ".ckpt")
     before = out.read_bytes()
-    code, _, err = call(capsys, "evolve", "--resume", out, "--population", "12", "--episodes", "3", "--env",
-                        "Acrobot-v1", "--hidden", "4", "4", "--seed", "9", "--agent", "pruned-mlp")
+    code, _, err = call(
+        capsys,
+        "evolve",
+        "--resume",
+        out,
+        "--population",
+        "12",
+        "--episodes",
+        "3",
+        "--env",
+        "Acrobot-v1",
+        "--hidden",
+        "4",
+        "4",
+        "--seed",
+        "9",
+        "--agent",
+        "pruned-mlp",
+    )
     assert code == 2
     for name in ("population", "episodes", "env", "hidden", "seed", "agent"):
         assert f"{name}:" in err
@@ -360,8 +460,12 @@ def test_bad_run_files_for_resume_and_replay(tmp_path, finished_run, capsys):
     future.write_bytes(good.read_bytes())
     with h5py.File(future, "r+") as f:
         f.attrs["format_version"] = 99
-    cases = {tmp_path / "missing.h5": "no such file", truncated: "truncated or corrupted",
-             other: "not a synapto run", future: "format version 99"}
+    cases = {
+        tmp_path / "missing.h5": "no such file",
+        truncated: "truncated or corrupted",
+        other: "not a synapto run",
+        future: "format version 99",
+    }
     for path, needle in cases.items():
         before = path.read_bytes() if path.exists() else None
         for cmd in (["evolve", "--resume", path], ["replay", path, "--sample", "1"]):

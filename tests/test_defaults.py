@@ -42,8 +42,11 @@ def test_the_default_experiment_is_the_shipped_hebbian_config():
     """experiments/lunarlander_hebbian.toml runs the same experiment (apart from its seed)."""
     ours, shipped = _config(defaults.PATH), _config(ROOT / "experiments" / "lunarlander_hebbian.toml")
     assert ours.differences(shipped, [n for n in EvolveConfig.IDENTITY if n != "seed"]) == []
-    assert (ours.max_env_steps, ours.generations, ours.test_episodes) == \
-        (shipped.max_env_steps, shipped.generations, shipped.test_episodes)
+    assert (ours.max_env_steps, ours.generations, ours.test_episodes) == (
+        shipped.max_env_steps,
+        shipped.generations,
+        shipped.test_episodes,
+    )
 
 
 @pytest.mark.parametrize("extra", [[], ["--seed", "3", "--workers", "2"]])
@@ -80,7 +83,7 @@ def test_run_options_change_the_default_experiment(tmp_path, capsys):
     assert "with 1 core(s)" in text
     text = check("--strategy", "ga", "--env", "CartPole-v1")  # the cmaes options go with cmaes
     assert "ga on CartPole-v1, hebbian-dag [8, 8]" in text
-    (tmp_path / "w.toml").write_text("workers = 63\nenv = \"CartPole-v1\"\nmax-env-steps = 100000\n")
+    (tmp_path / "w.toml").write_text('workers = 63\nenv = "CartPole-v1"\nmax-env-steps = 100000\n')
     text = check("--config", tmp_path / "w.toml")
     assert "63 worker(s), 64 MPI ranks" in text and "with 63 core(s)" in text
     import re
@@ -88,16 +91,24 @@ def test_run_options_change_the_default_experiment(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["evolve", "--help"])
     shown = re.sub(r"[\s│]+", " ", re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out))
-    for option, value in (("--env", "LunarLander-v3"), ("--strategy", "cmaes"), ("--episodes", "1"),
-                          ("--max-env-steps", "2750000"), ("--select-episodes", "30"), ("--validate-top", "2")):
+    for option, value in (
+        ("--env", "LunarLander-v3"),
+        ("--strategy", "cmaes"),
+        ("--episodes", "1"),
+        ("--max-env-steps", "2750000"),
+        ("--select-episodes", "30"),
+        ("--validate-top", "2"),
+    ):
         assert re.search(re.escape(option) + r" .*?\[default: " + re.escape(value) + r"\]", shown), option
 
 
 def test_a_stored_config_without_the_target_options_prunes_as_before():
     """Run files from before the target options store strategy options without them: read
     back, they have no target (the agent's own pruning), as when they were made."""
-    stored = ('{"agent": "pruned-mlp", "env": "LunarLander-v3", "hidden": [16], "strategy": "openai-es", '
-              '"strategy_options": {"prune_every": 10, "sigma": 0.1}}')
+    stored = (
+        '{"agent": "pruned-mlp", "env": "LunarLander-v3", "hidden": [16], "strategy": "openai-es", '
+        '"strategy_options": {"prune_every": 10, "sigma": 0.1}}'
+    )
     cfg = EvolveConfig.from_json(stored)
     assert cfg.options["prune_to"] == 0.0 and cfg.options["prune"] is True
     assert Schedule.of(build_agent(cfg), cfg.options) is None

@@ -14,8 +14,24 @@ import pytest
 from conftest import assert_same_run, run_cli
 from private_fs import on_tmpfs
 
-RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "8", "--generations", "4",
-       "--episodes", "2", "--hidden", "4", "--seed", "4", "--test-episodes", "4"]
+RUN = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "8",
+    "--generations",
+    "4",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--seed",
+    "4",
+    "--test-episodes",
+    "4",
+]
 SIZE = 600 * 1024
 PAGE = 4096
 
@@ -41,8 +57,7 @@ def reference(tmp_path_factory):
         assert proc.returncode == 0, proc.stderr
         with h5py.File(path, "r") as f:
             E = EvolveRunWriter.estimated_size(EvolveConfig.from_json(f.attrs["config"]), int(f.attrs["n_params"]))
-        out[name] = (path, pages(path.stat().st_size), pages((d / f"{name}.h5.ckpt").stat().st_size), pages(E),
-                     extra)
+        out[name] = (path, pages(path.stat().st_size), pages((d / f"{name}.h5.ckpt").stat().st_size), pages(E), extra)
     return out
 
 
@@ -53,8 +68,13 @@ def check_full(result, run_file: str, resume: bool) -> None:
     assert result["returncode"] == 1, (result["step"], result["returncode"], result["stderr"][-4000:])
     assert err and err[0].startswith("error: ") and run_file in err[0] and "no space left" in err[0], err
     if resume:
-        assert len(err) == 2 and err[1].startswith("resume with: ") and err[1].endswith(
-            f" evolve --resume {run_file}" + (" --workers 2" if result["step"][0] == "mpirun" else "")), err
+        assert (
+            len(err) == 2
+            and err[1].startswith("resume with: ")
+            and err[1].endswith(
+                f" evolve --resume {run_file}" + (" --workers 2" if result["step"][0] == "mpirun" else "")
+            )
+        ), err
     else:
         assert len(err) == 1, err
 
@@ -63,8 +83,10 @@ def no_leftovers(files: dict) -> None:
     assert not [f for f in files if f.endswith((".tmp", ".lock"))], files
 
 
-@pytest.mark.parametrize("level, ranks", [("run file", None), ("second checkpoint", None),
-                                           ("second checkpoint", 3), ("final selection", None)])
+@pytest.mark.parametrize(
+    "level, ranks",
+    [("run file", None), ("second checkpoint", None), ("second checkpoint", 3), ("final selection", None)],
+)
 def test_disk_full(tmp_path, reference, level, ranks):
     name = "select" if level == "final selection" else "plain"
     ref, R, C, E, extra = reference[name]
@@ -83,8 +105,15 @@ def test_disk_full(tmp_path, reference, level, ranks):
     again = ["run", resume, 300] if ranks is None else ["mpirun", ranks, resume, 300]
     steps = [["leave_free", "{mnt}/filler", free], start, ["ls"]]
     if level != "run file":
-        steps += [["snapshot", "before"], again, ["snapshot", "after"], ["rm", "{mnt}/filler"], again,
-                  ["copy", run_file, str(tmp_path / "resumed.h5")], ["ls"]]
+        steps += [
+            ["snapshot", "before"],
+            again,
+            ["snapshot", "after"],
+            ["rm", "{mnt}/filler"],
+            again,
+            ["copy", run_file, str(tmp_path / "resumed.h5")],
+            ["ls"],
+        ]
     mnt, results = on_tmpfs(tmp_path, SIZE, steps)
     path = str(mnt / "r.h5")
     first, files = results[1], results[2]["files"]

@@ -60,8 +60,13 @@ def test_a_large_payload_for_a_busy_worker_delays_no_other_worker(tmp_path):
     busy receiver) would serve worker 2 nothing more until task 0 ended; here every
     short task arrives before task 0 does."""
     out = tmp_path / "order.npz"
-    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable, __file__, "busy", str(out)],
-                          capture_output=True, text=True, timeout=120, env=_env())
+    proc = subprocess.run(
+        [MPIEXEC, "-n", "3", sys.executable, __file__, "busy", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     r = np.load(out)
     order = r["order"].tolist()
@@ -71,25 +76,49 @@ def test_a_large_payload_for_a_busy_worker_delays_no_other_worker(tmp_path):
 
 
 # -- noise keys over the wire --------------------------------------------------------
-LUNAR = ["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", "6", "--population", "8",
-         "--generations", "3", "--episodes", "1", "--validate-top", "2", "--validate-episodes", "3",
-         "--select-episodes", "2", "--test-episodes", "2", "--seed", "5"]
+LUNAR = [
+    "--env",
+    "LunarLander-v3",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "6",
+    "--population",
+    "8",
+    "--generations",
+    "3",
+    "--episodes",
+    "1",
+    "--validate-top",
+    "2",
+    "--validate-episodes",
+    "3",
+    "--select-episodes",
+    "2",
+    "--test-episodes",
+    "2",
+    "--seed",
+    "5",
+]
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy, extra", [
-    ("openai-es", ["--obs-norm"]),
-    ("pgpe", []),
-    ("cmaes", ["--strategy-option", "separable=true"]),
-])
+@pytest.mark.parametrize(
+    "strategy, extra",
+    [
+        ("openai-es", ["--obs-norm"]),
+        ("pgpe", []),
+        ("cmaes", ["--strategy-option", "separable=true"]),
+    ],
+)
 def test_noise_keys_over_the_wire_equal_genomes_for_any_rank_count(tmp_path, strategy, extra):
     """The run file of a run whose tasks carry noise keys equals, bit for bit, the one of
     the same command sending whole genomes, in one process and under 3 and 5 ranks."""
     args = [*LUNAR, "--strategy", strategy, *extra]
     ref = tmp_path / "genomes.h5"
     assert run_cli("evolve", *args, "--wire", "genomes", "--out", ref).returncode == 0
-    for ranks in ((1, 3, 5) if strategy == "openai-es" else (3,)):
+    for ranks in (1, 3, 5) if strategy == "openai-es" else (3,):
         got = tmp_path / f"keys{ranks}.h5"
         res = run_cli("evolve", *args, "--wire", "keys", "--out", got, ranks=ranks if ranks > 1 else None)
         assert res.returncode == 0, res.stderr
@@ -99,9 +128,30 @@ def test_noise_keys_over_the_wire_equal_genomes_for_any_rank_count(tmp_path, str
 @pytest.mark.mpi
 def test_batched_chunks_of_noise_keys_equal_genomes(tmp_path):
     """CartPole evaluated in lockstep chunks whose genomes workers rebuild from keys."""
-    args = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "4", "--population", "16",
-            "--generations", "2", "--episodes", "2", "--strategy", "openai-es", "--validate-top", "2",
-            "--validate-episodes", "2", "--test-episodes", "2", "--seed", "3"]
+    args = [
+        "--env",
+        "CartPole-v1",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "4",
+        "--population",
+        "16",
+        "--generations",
+        "2",
+        "--episodes",
+        "2",
+        "--strategy",
+        "openai-es",
+        "--validate-top",
+        "2",
+        "--validate-episodes",
+        "2",
+        "--test-episodes",
+        "2",
+        "--seed",
+        "3",
+    ]
     ref, got = tmp_path / "genomes.h5", tmp_path / "keys.h5"
     assert run_cli("evolve", *args, "--wire", "genomes", "--out", ref).returncode == 0
     res = run_cli("evolve", *args, "--out", got, ranks=3)
@@ -145,8 +195,9 @@ def test_episodes_evaluated_apart_merge_into_the_evaluation_of_all(seeds):
     genome = np.random.default_rng(0).standard_normal(agent.n_params)
     seeds = np.array(seeds)
     whole = evaluate(agent, NaNRewardCartPole.make, genome, seeds, want_stats=False)
-    parts = [evaluate(agent, NaNRewardCartPole.make, genome, seeds[e:e + 1], want_stats=False)
-             for e in range(len(seeds))]
+    parts = [
+        evaluate(agent, NaNRewardCartPole.make, genome, seeds[e : e + 1], want_stats=False) for e in range(len(seeds))
+    ]
     merged = merge_episodes(parts, agent.penalty(genome))
     assert merged.fitness == whole.fitness and merged.nonfinite == whole.nonfinite
     assert np.array_equal(merged.returns, whole.returns, equal_nan=True)
@@ -173,9 +224,19 @@ def test_a_phase_deals_one_task_per_candidate_and_episode(tmp_path):
             self.sizes.append(len(payloads))
             return super().map(payloads, **kw)
 
-    cfg = EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=[4], population=6, generations=2,
-                       strategy="openai-es", validate_top=2, validate_episodes=5, select_episodes=3,
-                       test_episodes=4, seed=1)
+    cfg = EvolveConfig(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=[4],
+        population=6,
+        generations=2,
+        strategy="openai-es",
+        validate_top=2,
+        validate_episodes=5,
+        select_episodes=3,
+        test_episodes=4,
+        seed=1,
+    )
     farm = Counting()
     run_evolution(cfg, tmp_path / "r.h5", farm, log=lambda s: None, options=_unbatched())
     # per generation: 6 training tasks, 2 x 5 validation tasks; then selection, then 4 test tasks
@@ -222,15 +283,31 @@ def test_a_stop_signal_is_honoured_between_validation_episodes(tmp_path):
 
     if "CountingCartPole-v0" not in gym.registry:
         gym.register("CountingCartPole-v0", entry_point=CountingCartPole.make)
-    cfg = EvolveConfig(env="CountingCartPole-v0", agent="pruned-mlp", hidden=[4], population=4, episodes=1,
-                       generations=3, strategy="openai-es", validate_top=2, validate_episodes=500, test_episodes=0,
-                       seed=1)
+    cfg = EvolveConfig(
+        env="CountingCartPole-v0",
+        agent="pruned-mlp",
+        hidden=[4],
+        population=4,
+        episodes=1,
+        generations=3,
+        strategy="openai-es",
+        validate_top=2,
+        validate_episodes=500,
+        test_episodes=0,
+        seed=1,
+    )
     EPISODES.clear()
     training = cfg.population * cfg.episodes
     stop_after = training + 3  # three validation episodes into generation 0's validation
     with pytest.raises(RunStopped) as stopped:
-        run_evolution(cfg, tmp_path / "r.h5", SerialFarm(), log=lambda s: None, options=RunOptions(batch="off"),
-                      stop=lambda: len(EPISODES) >= stop_after)
+        run_evolution(
+            cfg,
+            tmp_path / "r.h5",
+            SerialFarm(),
+            log=lambda s: None,
+            options=RunOptions(batch="off"),
+            stop=lambda: len(EPISODES) >= stop_after,
+        )
     assert stopped.value.generation == 0
     assert len(EPISODES) == stop_after  # the episode in flight ends, no other starts
     with RunData(tmp_path / "r.h5") as run:
@@ -303,10 +380,35 @@ def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_pa
     its resume command finishes the run as if nothing had happened."""
     import re
 
-    args = ["evolve", "--env", "failing_env:DyingCartPole-v0", "--agent", "pruned-mlp", "--hidden", "4",
-            "--population", "8", "--generations", "3", "--episodes", "2", "--batch", "off", "--workers", "2",
-            "--strategy", "ga", "--validate-top", "0", "--validate-episodes", "16", "--select-episodes", "0",
-            "--max-env-steps", "0"]
+    args = [
+        "evolve",
+        "--env",
+        "failing_env:DyingCartPole-v0",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "4",
+        "--population",
+        "8",
+        "--generations",
+        "3",
+        "--episodes",
+        "2",
+        "--batch",
+        "off",
+        "--workers",
+        "2",
+        "--strategy",
+        "ga",
+        "--validate-top",
+        "0",
+        "--validate-episodes",
+        "16",
+        "--select-episodes",
+        "0",
+        "--max-env-steps",
+        "0",
+    ]
     marker = tmp_path / "died"
     out = tmp_path / "run.h5"
     res = run_cli(*args, "--out", out, extra_env={"SYNAPTO_TEST_DIE": marker})
@@ -314,8 +416,11 @@ def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_pa
     rank = int(marker.read_text().split()[0])
     assert res.returncode == 139, (res.returncode, res.stderr)
     last = res.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(rf"error: worker rank {rank} on \S+ died \(Fatal Python error: Segmentation fault\), "
-                        rf"which ended the MPI job \(exit 139\); .*--resume {re.escape(str(out))}", last), last
+    assert re.fullmatch(
+        rf"error: worker rank {rank} on \S+ died \(Fatal Python error: Segmentation fault\), "
+        rf"which ended the MPI job \(exit 139\); .*--resume {re.escape(str(out))}",
+        last,
+    ), last
     res = run_cli(*last.split("python -m synapto ")[1].split(), extra_env={"SYNAPTO_TEST_DIE": marker})
     assert res.returncode == 0, res.stderr
     ref = tmp_path / "ref.h5"

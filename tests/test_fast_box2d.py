@@ -39,18 +39,18 @@ def test_float64_rows_product_does_not_depend_on_the_batch():
     w, x = rng.standard_normal((24, 40, 65)), rng.standard_normal((24, 65))
     full = rows_product(w, x, np.zeros((40, 65)))
     for lo, hi in [(0, 1), (7, 8), (3, 6), (64, 65), (0, 33)]:
-        part = rows_product(np.ascontiguousarray(w[:, :, lo:hi]), np.ascontiguousarray(x[:, lo:hi]),
-                            np.zeros((40, hi - lo)))
+        part = rows_product(
+            np.ascontiguousarray(w[:, :, lo:hi]), np.ascontiguousarray(x[:, lo:hi]), np.zeros((40, hi - lo))
+        )
         assert part.tobytes() == np.ascontiguousarray(full[:, lo:hi]).tobytes()
 
 
 def tasks_for(agent, n, episodes, rng, norm=True, count=True, cap=150):
     out = []
-    for i in range(n):
+    for _ in range(n):
         g = agent.init_genome(rng) * 0.5 * rng.standard_normal(agent.n_params)
         mean, std = rng.standard_normal(agent.space.obs_dim) * 0.1, 0.5 + rng.random(agent.space.obs_dim)
-        out.append(EvalTask(g, rng.integers(0, 2 ** 62, episodes), True, (mean, std) if norm else None, count,
-                            True, cap))
+        out.append(EvalTask(g, rng.integers(0, 2**62, episodes), True, (mean, std) if norm else None, count, True, cap))
     return out
 
 
@@ -62,8 +62,10 @@ def assert_same_results(a, b):
             assert (u is None) == (v is None) and (u is None or same(u, v))
 
 
-@pytest.mark.parametrize("env, agent_name", [("BipedalWalker-v3", "pruned-mlp"), ("BipedalWalker-v3", "hebbian-dag"),
-                                             ("LunarLander-v3", "pruned-mlp")])
+@pytest.mark.parametrize(
+    "env, agent_name",
+    [("BipedalWalker-v3", "pruned-mlp"), ("BipedalWalker-v3", "hebbian-dag"), ("LunarLander-v3", "pruned-mlp")],
+)
 def test_a_row_does_not_depend_on_its_company_nor_on_chunking(env, agent_name):
     agent = build_agent(EvolveConfig(env=env, agent=agent_name, hidden=[4]))
     tasks = tasks_for(agent, 5, 2, np.random.default_rng(3))
@@ -93,8 +95,12 @@ def test_shaping_is_that_of_shaped_env():
             self.i += 1
             return None, r, term, False, {}
 
-    scripts = [[(-0.5, False), (-2.0, False), (-100.0, True)], [(1.0, False), (-1.0, False), (3.0, True)],
-               [(-1.0, False)] * 2 + [(0.5, False)] + [(-1.0, False)] * 5, [(0.25, False)] * 8]
+    scripts = [
+        [(-0.5, False), (-2.0, False), (-100.0, True)],
+        [(1.0, False), (-1.0, False), (3.0, True)],
+        [(-1.0, False)] * 2 + [(0.5, False)] + [(-1.0, False)] * 5,
+        [(0.25, False)] * 8,
+    ]
     for s in [Shaping(fall_reward=0.0, finish_bonus=10.0, reward_floor=-1.0, stall_steps=3), Shaping(stall_steps=2)]:
         st = _Rows(4, 1, [EvalTask(np.zeros(1), np.zeros(1), max_steps=6)] * 4, 1, False)
         envs = [ShapedEnv(Scripted(sc), s, 6) for sc in scripts]
@@ -124,14 +130,30 @@ def test_missing_envpool_is_one_line_naming_the_extra(monkeypatch):
         require(cfg, build_agent(cfg))
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--env", "BipedalWalker-v3", "--env-option", "train_backend=fast"], "train_backend must be"),
-    (["--env", "CartPole-v1", "--env-option", "train_backend=envpool"], "covers BipedalWalker-v3"),
-    (["--env", "LunarLander-v3", "--env-option", "train_backend=envpool", "--env-option", "continuous=true"],
-     "no options of the env"),
-    (["--env", "BipedalWalker-v3", "--env-option", "train_backend=envpool", "--agent", "hebbian-dag",
-      "--agent-option", "neuromodulate=true"], "no batched policy"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--env", "BipedalWalker-v3", "--env-option", "train_backend=fast"], "train_backend must be"),
+        (["--env", "CartPole-v1", "--env-option", "train_backend=envpool"], "covers BipedalWalker-v3"),
+        (
+            ["--env", "LunarLander-v3", "--env-option", "train_backend=envpool", "--env-option", "continuous=true"],
+            "no options of the env",
+        ),
+        (
+            [
+                "--env",
+                "BipedalWalker-v3",
+                "--env-option",
+                "train_backend=envpool",
+                "--agent",
+                "hebbian-dag",
+                "--agent-option",
+                "neuromodulate=true",
+            ],
+            "no batched policy",
+        ),
+    ],
+)
 def test_bad_backend_is_one_line_and_exit_2(tmp_path, args, needle):
     out = tmp_path / "never.h5"
     r = run_cli("evolve", *args, "--out", out)
@@ -141,11 +163,40 @@ def test_bad_backend_is_one_line_and_exit_2(tmp_path, args, needle):
     assert not out.exists()
 
 
-RUN = ["evolve", "--env", "BipedalWalker-v3", "--agent", "pruned-mlp", "--hidden", "4", "--strategy", "openai-es",
-       "--population", "4", "--generations", "3", "--episodes", "2", "--validate-episodes", "1",
-       "--validate-top", "1", "--test-episodes", "1", "--seed", "7", "--obs-norm",
-       "--env-option", "train_backend=envpool", "--env-option", "fall_reward=0", "--env-option", "stall_steps=40",
-       "--env-option", "cap_factor=1.5"]
+RUN = [
+    "evolve",
+    "--env",
+    "BipedalWalker-v3",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "4",
+    "--strategy",
+    "openai-es",
+    "--population",
+    "4",
+    "--generations",
+    "3",
+    "--episodes",
+    "2",
+    "--validate-episodes",
+    "1",
+    "--validate-top",
+    "1",
+    "--test-episodes",
+    "1",
+    "--seed",
+    "7",
+    "--obs-norm",
+    "--env-option",
+    "train_backend=envpool",
+    "--env-option",
+    "fall_reward=0",
+    "--env-option",
+    "stall_steps=40",
+    "--env-option",
+    "cap_factor=1.5",
+]
 
 
 @pytest.fixture(scope="module")

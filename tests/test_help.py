@@ -64,8 +64,9 @@ def _shown(value) -> str:
     return str(value)
 
 
-@pytest.mark.parametrize("command,cls", [("evolve", "synapto.evolution.config:EvolveConfig"),
-                                         ("ppo", "synapto.ppo.config:PPOConfig")])
+@pytest.mark.parametrize(
+    "command,cls", [("evolve", "synapto.evolution.config:EvolveConfig"), ("ppo", "synapto.ppo.config:PPOConfig")]
+)
 def test_the_defaults_shown_are_the_configs(command, cls, capsys, monkeypatch):
     import importlib
 

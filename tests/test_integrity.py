@@ -20,8 +20,20 @@ import numpy as np
 import pytest
 from conftest import ROOT, _env, assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
-CARTPOLE = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "8", "--episodes", "2",
-            "--hidden", "4", "--test-episodes", "4"]
+CARTPOLE = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "8",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--test-episodes",
+    "4",
+]
 
 
 def evolve_args(seed: int, generations: int = 6) -> list[str]:
@@ -57,6 +69,7 @@ def read_all_completed(path) -> int:
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset) and obj.shape and obj.shape[0] == rows:
                 obj[:done]
+
         f.visititems(visit)
         return done
 
@@ -71,8 +84,7 @@ def test_a_second_run_on_a_file_in_use_is_refused_and_touches_nothing(tmp_path):
         wait_for_line(first, "gen    1 ")
         os.killpg(first.pid, signal.SIGSTOP)  # it holds the file now, paused mid-run
         before = snapshot(tmp_path)
-        for cmd in (["evolve", *evolve_args(2, generations=8), "--out", out, "--force"],
-                    ["evolve", "--resume", out]):
+        for cmd in (["evolve", *evolve_args(2, generations=8), "--out", out, "--force"], ["evolve", "--resume", out]):
             proc = run_cli(*cmd, timeout=120)
             assert_one_line_error(proc, "in use by another synapto run")
             assert snapshot(tmp_path) == before, cmd
@@ -114,8 +126,7 @@ def test_a_second_ppo_run_on_a_file_in_use_is_refused(tmp_path):
         wait_for_line(first, "epoch    1")
         os.killpg(first.pid, signal.SIGSTOP)
         before = snapshot(tmp_path)
-        for cmd in (["ppo", *PPO, "--epochs", "6", "--out", out, "--force"],
-                    ["ppo", "--resume", out, "--epochs", "8"]):
+        for cmd in (["ppo", *PPO, "--epochs", "6", "--out", out, "--force"], ["ppo", "--resume", out, "--epochs", "8"]):
             proc = run_cli(*cmd, timeout=120)
             assert_one_line_error(proc, "in use by another synapto run")
             assert snapshot(tmp_path) == before, cmd
@@ -173,8 +184,9 @@ def test_another_runs_checkpoint_is_refused(tmp_path):
     shutil.copy(str(theirs) + ".ckpt", str(ours) + ".ckpt")
     before = snapshot(tmp_path)
     assert_one_line_error(run_cli("evolve", "--resume", ours, timeout=120), "belongs to another run")
-    assert_one_line_error(run_cli("replay", ours, "--generation", "3", "--individual", "0", timeout=120),
-                          "belongs to another run")
+    assert_one_line_error(
+        run_cli("replay", ours, "--generation", "3", "--individual", "0", timeout=120), "belongs to another run"
+    )
     assert snapshot(tmp_path) == before
 
 
@@ -237,24 +249,41 @@ def test_killed_at_random_moments_opens_with_plain_h5py(tmp_path):
 
 # ------------------------------------------------------------------ 4. truncated and damaged files
 def evolve_readers(path, tmp):
-    return [["evolve", "--resume", path], ["replay", path, "--sample", "1"],
-            ["plot", path, "--out", tmp / "plot.png"],
-            ["render", path, "--out", tmp / "a.gif", "--max-steps", "3"],
-            ["draw", path, "--out", tmp / "net.png"], ["export", path, "--csv", tmp / "csv"]]
+    return [
+        ["evolve", "--resume", path],
+        ["replay", path, "--sample", "1"],
+        ["plot", path, "--out", tmp / "plot.png"],
+        ["render", path, "--out", tmp / "a.gif", "--max-steps", "3"],
+        ["draw", path, "--out", tmp / "net.png"],
+        ["export", path, "--csv", tmp / "csv"],
+    ]
 
 
 def ppo_readers(path, tmp):
-    return [["ppo", "--resume", path, "--epochs", "6"], ["ppo-eval", path, "--episodes", "1"],
-            ["plot", path, "--out", tmp / "plot.png"], ["render", path, "--out", tmp / "a.gif", "--max-steps", "3"],
-            ["export", path, "--csv", tmp / "csv"]]
+    return [
+        ["ppo", "--resume", path, "--epochs", "6"],
+        ["ppo-eval", path, "--episodes", "1"],
+        ["plot", path, "--out", tmp / "plot.png"],
+        ["render", path, "--out", tmp / "a.gif", "--max-steps", "3"],
+        ["export", path, "--csv", tmp / "csv"],
+    ]
 
 
 def run_all(cmds, timeout: float = 120) -> list[subprocess.CompletedProcess]:
     """Run every command at once, each in its own process group; one still running at the
     deadline is killed and counts as a failure (returncode None)."""
-    procs = [subprocess.Popen([sys.executable, "-m", "synapto", *map(str, c)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT, start_new_session=True)
-             for c in cmds]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "synapto", *map(str, c)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        for c in cmds
+    ]
     deadline = time.monotonic() + timeout
     results = []
     for cmd, p in zip(cmds, procs):
@@ -287,9 +316,17 @@ def damaged_copies(good, folder, kind: str) -> list:
         out.append(p)
     p = folder / f"{kind}_damaged.h5"
     p.write_bytes(data)
-    names = (["fitness", "population", "stats/best_fitness", "champion/genome", "returns", "seeds"]
-             if kind == "evolve" else ["stats/AverageEpRet", "params/final/pi", "checkpoint/slot1/pi",
-                                       "checkpoint/slot0/pi", "params/epoch_0/pi"])
+    names = (
+        ["fitness", "population", "stats/best_fitness", "champion/genome", "returns", "seeds"]
+        if kind == "evolve"
+        else [
+            "stats/AverageEpRet",
+            "params/final/pi",
+            "checkpoint/slot1/pi",
+            "checkpoint/slot0/pi",
+            "params/epoch_0/pi",
+        ]
+    )
     for name in names:
         damage(p, name, n=16, skip=0)
     out.append(p)
@@ -313,8 +350,11 @@ def test_truncated_or_damaged_run_files_are_refused_at_once(good_runs, tmp_path,
     before = {p: p.read_bytes() for p in files}
     for proc, out in zip(run_all(cmds, timeout=240), outs):
         lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
-            (proc.args, proc.returncode, proc.stderr[-3000:])
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (
+            proc.args,
+            proc.returncode,
+            proc.stderr[-3000:],
+        )
         assert not any(out.iterdir()), (proc.args, list(out.iterdir()))
     assert {p: p.read_bytes() for p in files} == before
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("*.lock"))

@@ -12,20 +12,23 @@ from synapto.parallel import launch, supervise
 INT, TERM = signal.SIGINT, signal.SIGTERM
 
 
-@pytest.mark.parametrize("rc, received, recorded, rank0, code", [
-    (0, [], [], 0, 0),  # a finished run
-    (1, [], [], 1, 1),  # a failed run, as rank 0 says
-    (130, [INT], [INT], 130, 130),  # Ctrl-C: the coordinator stopped
-    (255, [INT], [INT], 130, 130),  # ... whatever mpiexec makes of the end
-    (0, [TERM], [TERM], 143, 143),
-    (255, [INT, INT], [INT, INT], None, 130),  # a second Ctrl-C: at once, whatever happened
-    (0, [INT, INT], [], None, 130),
-    (137, [TERM], [], None, 143),  # rank 0 died before it recorded anything
-    (255, [], [INT], None, 130),  # mpiexec was signalled, not this process
-    (0, [INT], [INT], 0, 0),  # the run finished before the signal stopped it
-    (3, [], [], 0, 3),  # rank 0 done, another rank failed
-    (-9, [], [], None, 137),
-])
+@pytest.mark.parametrize(
+    "rc, received, recorded, rank0, code",
+    [
+        (0, [], [], 0, 0),  # a finished run
+        (1, [], [], 1, 1),  # a failed run, as rank 0 says
+        (130, [INT], [INT], 130, 130),  # Ctrl-C: the coordinator stopped
+        (255, [INT], [INT], 130, 130),  # ... whatever mpiexec makes of the end
+        (0, [TERM], [TERM], 143, 143),
+        (255, [INT, INT], [INT, INT], None, 130),  # a second Ctrl-C: at once, whatever happened
+        (0, [INT, INT], [], None, 130),
+        (137, [TERM], [], None, 143),  # rank 0 died before it recorded anything
+        (255, [], [INT], None, 130),  # mpiexec was signalled, not this process
+        (0, [INT], [INT], 0, 0),  # the run finished before the signal stopped it
+        (3, [], [], 0, 3),  # rank 0 done, another rank failed
+        (-9, [], [], None, 137),
+    ],
+)
 def test_exit_code(rc, received, recorded, rank0, code):
     assert supervise.exit_code(rc, received, recorded, rank0) == code
 

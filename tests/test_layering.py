@@ -44,10 +44,17 @@ def test_no_private_agent_attributes_outside_agents(path):
     assert not private, private
 
 
-@pytest.mark.parametrize("low, high", [("synapto.store", "synapto.evolution"), ("synapto.ppo", "synapto.bench"),
-                                       ("synapto.agents", "synapto.evolution"),
-                                       ("synapto.parallel", "synapto.evolution"),
-                                       ("synapto.store", "synapto.parallel"), ("synapto.agents", "synapto.store")])
+@pytest.mark.parametrize(
+    "low, high",
+    [
+        ("synapto.store", "synapto.evolution"),
+        ("synapto.ppo", "synapto.bench"),
+        ("synapto.agents", "synapto.evolution"),
+        ("synapto.parallel", "synapto.evolution"),
+        ("synapto.store", "synapto.parallel"),
+        ("synapto.agents", "synapto.store"),
+    ],
+)
 def test_no_arrow_back_up(low, high):
     for path in PKG.joinpath(*low.split(".")[1:]).rglob("*.py"):
         assert not any(m == high or m.startswith(high + ".") for m in imports(path)), (rel(path), high)
@@ -152,20 +159,28 @@ def test_no_import_cycle():
     found = cycles(GRAPH)
     assert not found, "import circles:\n" + "\n".join(
         "  " + ", ".join(c) + "\n    " + "; ".join(f"{m} -> {', '.join(sorted(GRAPH[m] & set(c)))}" for m in c)
-        for c in found)
+        for c in found
+    )
 
 
 #: the coordinator's side of evolution, and the run store: a worker rank runs none of it
-COORDINATOR_SIDE = ("synapto.evolution.loop", "synapto.evolution.generation", "synapto.evolution.strategies",
-                    "synapto.evolution.champion", "synapto.evolution.command", "synapto.evolution.replay",
-                    "synapto.evolution.callbacks", "synapto.evolution.progress", "synapto.evolution.config",
-                    "synapto.store")
+COORDINATOR_SIDE = (
+    "synapto.evolution.loop",
+    "synapto.evolution.generation",
+    "synapto.evolution.strategies",
+    "synapto.evolution.champion",
+    "synapto.evolution.command",
+    "synapto.evolution.replay",
+    "synapto.evolution.callbacks",
+    "synapto.evolution.progress",
+    "synapto.evolution.config",
+    "synapto.store",
+)
 
 
 @pytest.mark.parametrize("path", sorted(PKG.joinpath("evolution", "worker").rglob("*.py")), ids=rel)
 def test_worker_imports_nothing_of_the_coordinator(path):
-    wrong = sorted(m for m in module_imports(path)
-                   if any(m == c or m.startswith(c + ".") for c in COORDINATOR_SIDE))
+    wrong = sorted(m for m in module_imports(path) if any(m == c or m.startswith(c + ".") for c in COORDINATOR_SIDE))
     assert not wrong, (rel(path), wrong)
 
 
@@ -183,6 +198,8 @@ OPTION_TABLES = {
     ("synapto/evolution/cli.py", "evolve"),  # `synapto evolve`
     ("synapto/ppo/cli.py", "ppo"),  # `synapto ppo`
     ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
+    ("synapto/bench/learn.py", "bench_learn"),  # `synapto bench learn`
+    ("synapto/bench/race/__init__.py", "bench_race"),  # `synapto bench race`
 }
 
 
@@ -199,8 +216,11 @@ def function_lengths(path: Path) -> list[tuple[str, int]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             lines = node.end_lineno - node.lineno + 1 - table_params(node)
-            lines -= sum(table_params(inner) for inner in ast.walk(node)
-                         if inner is not node and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            lines -= sum(
+                table_params(inner)
+                for inner in ast.walk(node)
+                if inner is not node and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
             out.append((node.name, lines))
     return out
 

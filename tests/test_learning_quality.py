@@ -9,11 +9,38 @@ from synapto import seeding
 from synapto.evolution.strategies.ga import perturb
 from synapto.store import RunData
 
-RUN = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "12", "--generations", "4",
-       "--episodes", "2", "--hidden", "4", "--seed", "21", "--test-episodes", "3",
-       "--validate-episodes", "3", "--validate-top", "3", "--mutation-std", "0.1", "--crn",
-       # the GA, champion on validation fitness: spelled, as evolve's defaults are the default experiment's
-       "--strategy", "ga", "--select-episodes", "0", "--max-env-steps", "0"]
+RUN = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "12",
+    "--generations",
+    "4",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "--seed",
+    "21",
+    "--test-episodes",
+    "3",
+    "--validate-episodes",
+    "3",
+    "--validate-top",
+    "3",
+    "--mutation-std",
+    "0.1",
+    "--crn",
+    # the GA, champion on validation fitness: spelled, as evolve's defaults are the default experiment's
+    "--strategy",
+    "ga",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+]
 
 
 def test_validation_training_and_test_streams_are_distinct_and_pure():

@@ -22,9 +22,15 @@ def run_capped(*args, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
     try:
-        return subprocess.run([sys.executable, "-m", "synapto", *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, env={**_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
-                              cwd=cwd, preexec_fn=cap)
+        return subprocess.run(
+            [sys.executable, "-m", "synapto", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
+            cwd=cwd,
+            preexec_fn=cap,
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"timed out: {args}\n{exc.stderr}")
 
@@ -37,8 +43,9 @@ def assert_refused(proc, tmp_path, keep=()) -> None:
 
 
 def test_huge_population_from_a_config_file(tmp_path):
-    (tmp_path / "big.toml").write_text('env = "CartPole-v1"\nagent = "pruned-mlp"\npopulation = 1000000000000\n'
-                                       'generations = 2\n')
+    (tmp_path / "big.toml").write_text(
+        'env = "CartPole-v1"\nagent = "pruned-mlp"\npopulation = 1000000000000\ngenerations = 2\n'
+    )
     proc = run_capped("evolve", "--config", "big.toml", "--out", "out/r.h5", cwd=tmp_path)
     assert_refused(proc, tmp_path, keep=["big.toml"])
 
@@ -55,7 +62,26 @@ def test_huge_ppo_epoch_or_network(tmp_path, option):
 
 
 def test_a_sensible_run_is_not_refused(tmp_path):
-    proc = run_capped("evolve", "--env", "CartPole-v1", "--population", "4096", "--hidden", "8", "8", "--generations",
-                      "1", "--episodes", "1", "--test-episodes", "0", "--validate-episodes", "0", "--out", "r.h5",
-                      cwd=tmp_path, timeout=300)
+    proc = run_capped(
+        "evolve",
+        "--env",
+        "CartPole-v1",
+        "--population",
+        "4096",
+        "--hidden",
+        "8",
+        "8",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--test-episodes",
+        "0",
+        "--validate-episodes",
+        "0",
+        "--out",
+        "r.h5",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]

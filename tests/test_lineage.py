@@ -18,13 +18,63 @@ from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_l
 DATA = Path(__file__).parent / "data"
 #: main 8e2a0e2's defaults that the fixtures' commands relied on (evolve's defaults are now the
 #: default experiment's); the tests check that the stored configs are the same
-THEN = ["--strategy", "ga", "--validate-top", "0", "--validate-episodes", "16", "--select-episodes", "0",
-        "--max-env-steps", "0", "--crn"]
-MLP = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "8", "--population", "8", "--generations", "4",
-       "--episodes", "1", "--test-episodes", "0", "--seed", "5", *THEN]
-DAG = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--hidden", "4", "--population", "8", "--generations", "4",
-       "--episodes", "1", "--test-episodes", "0", "--seed", "6", "--strategy-option", "prune_to=0.5",
-       "--strategy-option", "prune_end=3", "--strategy-option", "prune_by=trace", *THEN]
+THEN = [
+    "--strategy",
+    "ga",
+    "--validate-top",
+    "0",
+    "--validate-episodes",
+    "16",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+    "--crn",
+]
+MLP = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "8",
+    "--population",
+    "8",
+    "--generations",
+    "4",
+    "--episodes",
+    "1",
+    "--test-episodes",
+    "0",
+    "--seed",
+    "5",
+    *THEN,
+]
+DAG = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--hidden",
+    "4",
+    "--population",
+    "8",
+    "--generations",
+    "4",
+    "--episodes",
+    "1",
+    "--test-episodes",
+    "0",
+    "--seed",
+    "6",
+    "--strategy-option",
+    "prune_to=0.5",
+    "--strategy-option",
+    "prune_end=3",
+    "--strategy-option",
+    "prune_by=trace",
+    *THEN,
+]
 #: the fixtures and the commands main 8e2a0e2 wrote them with
 RUNS = {"ga_mlp.h5": MLP, "ga_dag.h5": DAG}
 
@@ -92,8 +142,12 @@ def test_the_wire_and_the_file_rebuild_every_genome_the_ga_asked_for():
 
     cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=(4,), population=9)
     agent = build_agent(cfg)
-    for options in ({}, {"prune": False}, {"mutation_std": 0.0},
-                    {"prune_to": 0.4, "prune_end": 3, "prune_by": "magnitude"}):
+    for options in (
+        {},
+        {"prune": False},
+        {"mutation_std": 0.0},
+        {"prune_to": 0.4, "prune_end": 3, "prune_by": "magnitude"},
+    ):
         ga = GA(agent, 9, options, np.random.default_rng(4))
         ga.start()
         stored, asked = {}, {}

@@ -10,13 +10,65 @@ def evolve(out, *args, ranks=None, timeout=300):
     return proc
 
 
-CARTPOLE = ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--population", "12", "--generations", "3",
-            "--episodes", "2", "--hidden", "4", "4", "--seed", "5", "--test-episodes", "6", "--validate-episodes", "3",
-            # main 8e2a0e2's defaults, spelled: these cases were written for them
-            "--strategy", "ga", "--validate-top", "0", "--select-episodes", "0", "--max-env-steps", "0"]
-BIPEDAL = ["--env", "BipedalWalker-v3", "--agent", "hebbian-dag", "--population", "6", "--generations", "2",
-           "--episodes", "1", "--hidden", "4", "4", "--seed", "11", "--test-episodes", "2", "--validate-episodes", "3",
-           "--strategy", "ga", "--validate-top", "0", "--select-episodes", "0", "--max-env-steps", "0"]
+CARTPOLE = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "12",
+    "--generations",
+    "3",
+    "--episodes",
+    "2",
+    "--hidden",
+    "4",
+    "4",
+    "--seed",
+    "5",
+    "--test-episodes",
+    "6",
+    "--validate-episodes",
+    "3",
+    # main 8e2a0e2's defaults, spelled: these cases were written for them
+    "--strategy",
+    "ga",
+    "--validate-top",
+    "0",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+]
+BIPEDAL = [
+    "--env",
+    "BipedalWalker-v3",
+    "--agent",
+    "hebbian-dag",
+    "--population",
+    "6",
+    "--generations",
+    "2",
+    "--episodes",
+    "1",
+    "--hidden",
+    "4",
+    "4",
+    "--seed",
+    "11",
+    "--test-episodes",
+    "2",
+    "--validate-episodes",
+    "3",
+    "--strategy",
+    "ga",
+    "--validate-top",
+    "0",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+]
 
 
 @pytest.mark.mpi
@@ -53,8 +105,22 @@ def test_run_file_differs_when_the_seed_differs(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.long
 def test_64_ranks_on_two_cores_equal_one_process(tmp_path):
-    args = ["--env", "CartPole-v1", "--population", "64", "--generations", "2", "--episodes", "1",
-            "--hidden", "4", "--seed", "2", "--test-episodes", "8"]
+    args = [
+        "--env",
+        "CartPole-v1",
+        "--population",
+        "64",
+        "--generations",
+        "2",
+        "--episodes",
+        "1",
+        "--hidden",
+        "4",
+        "--seed",
+        "2",
+        "--test-episodes",
+        "8",
+    ]
     serial, wide = tmp_path / "serial.h5", tmp_path / "wide.h5"
     evolve(serial, *args)
     proc = evolve(wide, *args, ranks=64, timeout=600)

@@ -22,11 +22,44 @@ from synapto.store import RunData
 
 CAP = 10
 #: ARS V2-t on a linear policy, Hopper-v5 capped at 10 steps, with the survival bonus shifted out
-RUN = ["evolve", "--env", "Hopper-v5", "--agent", "pruned-mlp", "--hidden", "0", "--strategy", "ars",
-       "--strategy-option", "top=2", "--strategy-option", "init_std=0.5", "--strategy-option", "prune_every=1",
-       "--population", "6", "--generations", "3", "--episodes", "2", "--obs-norm",
-       "--validate-episodes", "2", "--validate-top", "2", "--select-episodes", "2", "--test-episodes", "3",
-       "--env-option", f"max_episode_steps={CAP}", "--env-option", "reward_shift=1", "--seed", "4"]
+RUN = [
+    "evolve",
+    "--env",
+    "Hopper-v5",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "0",
+    "--strategy",
+    "ars",
+    "--strategy-option",
+    "top=2",
+    "--strategy-option",
+    "init_std=0.5",
+    "--strategy-option",
+    "prune_every=1",
+    "--population",
+    "6",
+    "--generations",
+    "3",
+    "--episodes",
+    "2",
+    "--obs-norm",
+    "--validate-episodes",
+    "2",
+    "--validate-top",
+    "2",
+    "--select-episodes",
+    "2",
+    "--test-episodes",
+    "3",
+    "--env-option",
+    f"max_episode_steps={CAP}",
+    "--env-option",
+    "reward_shift=1",
+    "--seed",
+    "4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +102,22 @@ def test_reward_shift_changes_what_the_strategy_learns_not_the_stored_returns(tm
     """Generation 0 is the same with and without the shift (same genomes, same returns in
     the run file); the strategy, told returns less 1 per step, moves elsewhere when the
     episodes' lengths differ."""
+
     def run(shift):
-        cfg = EvolveConfig(env="Hopper-v5", agent="pruned-mlp", hidden=(), population=8, generations=2,
-                           episodes=1, validate_episodes=0, test_episodes=0, seed=2, strategy="ars",
-                           strategy_options={"top": 2, "init_std": 0.5, "prune": False},
-                           env_options={"max_episode_steps": 60, "reward_shift": shift})
+        cfg = EvolveConfig(
+            env="Hopper-v5",
+            agent="pruned-mlp",
+            hidden=(),
+            population=8,
+            generations=2,
+            episodes=1,
+            validate_episodes=0,
+            test_episodes=0,
+            seed=2,
+            strategy="ars",
+            strategy_options={"top": 2, "init_std": 0.5, "prune": False},
+            env_options={"max_episode_steps": 60, "reward_shift": shift},
+        )
         out = tmp_path / f"shift{shift}.h5"
         run_evolution(cfg, out, SerialFarm(), log=lambda s: None)
         with RunData(out) as r:

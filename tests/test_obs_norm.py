@@ -81,7 +81,7 @@ def test_counted_observations_are_the_ones_the_policy_saw():
     raw = raw_observations(seeds)
     assert r.obs_count == len(raw) == int(r.steps.sum())
     np.testing.assert_allclose(r.obs_sum, raw.sum(axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(r.obs_sumsq, (raw ** 2).sum(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(r.obs_sumsq, (raw**2).sum(axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(np.array(agent.seen), raw)  # not normalised: no obs_norm given
 
 
@@ -108,8 +108,9 @@ def test_uncounted_evaluations_return_no_statistics():
 
 
 def _result(obs: np.ndarray) -> EvalResult:
-    return EvalResult(0.0, np.zeros(1), np.zeros(1, np.int64), None, False, 0.0, 0.0,
-                      len(obs), obs.sum(axis=0), (obs ** 2).sum(axis=0))
+    return EvalResult(
+        0.0, np.zeros(1), np.zeros(1, np.int64), None, False, 0.0, 0.0, len(obs), obs.sum(axis=0), (obs**2).sum(axis=0)
+    )
 
 
 def test_frozen_statistics_are_the_pooled_mean_and_floored_std():
@@ -148,7 +149,8 @@ def test_one_running_moments_class_serves_evolution_and_ppo_and_keeps_both_order
 
     tree = ast.parse(Path(moments_module.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert not any(m and m.startswith(("synapto.evolution", "synapto.ppo")) for m in imported)
     assert issubclass(ObsStats, RunningMoments)
     assert isinstance(Moments(2)._local, RunningMoments)

@@ -20,8 +20,18 @@ else:
     ort = pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.slow  # the module's runs take ~20 s on 2 cores
 
-BASE = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(4,), population=8, generations=2,
-                            episodes=1, validate_episodes=2, test_episodes=2, strategy="openai-es", seed=0)
+BASE = synapto.EvolveConfig(
+    env="CartPole-v1",
+    agent="pruned-mlp",
+    hidden=(4,),
+    population=8,
+    generations=2,
+    episodes=1,
+    validate_episodes=2,
+    test_episodes=2,
+    strategy="openai-es",
+    seed=0,
+)
 
 
 def _ppo(path, env, **kw):
@@ -107,9 +117,9 @@ def test_npz_layout_is_enough_to_compute_the_actions(runs, name, tmp_path):
         inp = acts[-1] if layer["input"] == "previous" else np.hstack(acts)
         h = inp @ f[f"layer{i}_weight"] + (f[f"layer{i}_bias"] if layer["bias"] else 0)
         acts.append(np.tanh(h) if layer["activation"] == "tanh" else h)
-    out = acts[-1][:, layout["output_start"]:layout["output_start"] + layout["act_dim"]]
+    out = acts[-1][:, layout["output_start"] : layout["output_start"] + layout["act_dim"]]
     head = layout["head"]
-    action = (out.argmax(axis=1) if head == "argmax" else out if head == "identity" else np.tanh(out))
+    action = out.argmax(axis=1) if head == "argmax" else out if head == "identity" else np.tanh(out)
     if head == "tanh-scaled":
         action = f["action_low"] + (action + 1.0) * 0.5 * (f["action_high"] - f["action_low"])
     want = synapto_actions(policy, obs)
@@ -159,8 +169,9 @@ def run_main(*args, capsys):
 
 
 def test_cli_exports_onnx_and_npz_and_no_csv(runs, tmp_path, capsys):
-    code, out, err = run_main("export", runs["ppo-box"], "--onnx", tmp_path / "d/p.onnx", "--npz",
-                              tmp_path / "d/p.npz", capsys=capsys)
+    code, out, err = run_main(
+        "export", runs["ppo-box"], "--onnx", tmp_path / "d/p.onnx", "--npz", tmp_path / "d/p.npz", capsys=capsys
+    )
     assert code == 0, err
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["p.npz", "p.onnx"]
     assert not (tmp_path / "csv").exists() and "p.onnx" in out

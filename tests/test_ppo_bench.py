@@ -9,8 +9,29 @@ from conftest import run_cli
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_bench_ppo_writes_markdown_and_json(tmp_path):
-    proc = run_cli("bench", "ppo", "--epochs", "2", "--steps", "200", "--procs", "1", "2", "--seed", "5", "7",
-                   "--env", "Pendulum-v1", "--hid", "4", "--max-ep-len", "100", "--out-dir", tmp_path, timeout=240)
+    proc = run_cli(
+        "bench",
+        "ppo",
+        "--epochs",
+        "2",
+        "--steps",
+        "200",
+        "--procs",
+        "1",
+        "2",
+        "--seed",
+        "5",
+        "7",
+        "--env",
+        "Pendulum-v1",
+        "--hid",
+        "4",
+        "--max-ep-len",
+        "100",
+        "--out-dir",
+        tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "ppo.json").read_text())
     assert sorted(result["runs"]) == ["1", "2"]

@@ -25,7 +25,7 @@ def test_gae_path_against_the_definition():
     for t in range(9):
         k = np.arange(9 - t)
         assert adv[t] == pytest.approx(np.sum((gamma * lam) ** k * delta[t:]), rel=1e-12)
-        assert ret[t] == pytest.approx(np.sum(gamma ** k * rew[t:]) + gamma ** (9 - t) * last, rel=1e-12)
+        assert ret[t] == pytest.approx(np.sum(gamma**k * rew[t:]) + gamma ** (9 - t) * last, rel=1e-12)
     # lam = 1: advantage = reward-to-go - V
     adv1, ret1 = gae_path(rew, val, last, gamma, 1.0)
     np.testing.assert_allclose(adv1, ret1 - val, rtol=1e-12, atol=1e-12)
@@ -83,11 +83,14 @@ class ToyEnv(gym.Env):
 gym.register("SynaptoToy-v0", entry_point=ToyEnv, max_episode_steps=7)
 
 
-@pytest.mark.parametrize("max_ep_len, ends, logged", [
-    # terminated at 5, truncated by the time limit at 7, terminated at 5, cut by the epoch end
-    (None, [5, 12, 17, 20], [5, 7, 5]),
-    (6, [5, 11, 16, 20], [5, 6, 5]),  # --max-ep-len 6 truncates first
-])
+@pytest.mark.parametrize(
+    "max_ep_len, ends, logged",
+    [
+        # terminated at 5, truncated by the time limit at 7, terminated at 5, cut by the epoch end
+        (None, [5, 12, 17, 20], [5, 7, 5]),
+        (6, [5, 11, 16, 20], [5, 6, 5]),  # --max-ep-len 6 truncates first
+    ],
+)
 def test_rollout_marks_terminations_and_truncations(max_ep_len, ends, logged):
     cfg = PPOConfig(env="SynaptoToy-v0", hid=(4,), steps_per_epoch=20, max_ep_len=max_ep_len, dtype="float64")
     handle, info = open_env(cfg)

@@ -9,8 +9,20 @@ from synapto.cli import main
 from synapto.errors import UsageError
 from synapto.ppo.config import PPOConfig, parse_hid
 
-SMALL = ["--env", "Pendulum-v1", "--hid", "4", "--epochs", "1", "--steps-per-epoch", "50",
-         "--train-pi-iters", "1", "--train-v-iters", "1"]
+SMALL = [
+    "--env",
+    "Pendulum-v1",
+    "--hid",
+    "4",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "50",
+    "--train-pi-iters",
+    "1",
+    "--train-v-iters",
+    "1",
+]
 
 
 def call(capsys, *args):
@@ -28,28 +40,31 @@ def assert_one_line_error(code, err, *needles):
         assert needle in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--hid", "abc"], ["--hid", "abc"]),
-    (["--hid", "[32,x]"], ["--hid", "[32,x]"]),
-    (["--hid", "32", "0"], ["--hid", "positive"]),
-    (["--hid", "-3"], ["--hid"]),
-    (["--gamma", "1.5"], ["--gamma", "1.5"]),
-    (["--lam", "-0.1"], ["--lam"]),
-    (["--epochs", "0"], ["--epochs", "0"]),
-    (["--steps-per-epoch", "0"], ["--steps-per-epoch"]),
-    (["--steps-per-epoch", "abc"], ["--steps-per-epoch", "integer"]),
-    (["--clip-ratio", "0"], ["--clip-ratio"]),
-    (["--target-kl", "-1"], ["--target-kl"]),
-    (["--pi-lr", "0"], ["--pi-lr"]),
-    (["--max-ep-len", "0"], ["--max-ep-len"]),
-    (["--train-pi-iters", "0"], ["--train-pi-iters"]),
-    (["--save-freq", "0"], ["--save-freq"]),
-    (["--env", "NoSuchEnv-v0"], ["NoSuchEnv-v0"]),
-    (["--dtype", "float16"], ["--dtype", "float16"]),
-    (["--seed", "-1"], ["--seed"]),
-    (["--seed", "4", "4"], ["--seed", "repeated"]),
-    (["--cpu", "0"], ["--cpu"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--hid", "abc"], ["--hid", "abc"]),
+        (["--hid", "[32,x]"], ["--hid", "[32,x]"]),
+        (["--hid", "32", "0"], ["--hid", "positive"]),
+        (["--hid", "-3"], ["--hid"]),
+        (["--gamma", "1.5"], ["--gamma", "1.5"]),
+        (["--lam", "-0.1"], ["--lam"]),
+        (["--epochs", "0"], ["--epochs", "0"]),
+        (["--steps-per-epoch", "0"], ["--steps-per-epoch"]),
+        (["--steps-per-epoch", "abc"], ["--steps-per-epoch", "integer"]),
+        (["--clip-ratio", "0"], ["--clip-ratio"]),
+        (["--target-kl", "-1"], ["--target-kl"]),
+        (["--pi-lr", "0"], ["--pi-lr"]),
+        (["--max-ep-len", "0"], ["--max-ep-len"]),
+        (["--train-pi-iters", "0"], ["--train-pi-iters"]),
+        (["--save-freq", "0"], ["--save-freq"]),
+        (["--env", "NoSuchEnv-v0"], ["NoSuchEnv-v0"]),
+        (["--dtype", "float16"], ["--dtype", "float16"]),
+        (["--seed", "-1"], ["--seed"]),
+        (["--seed", "4", "4"], ["--seed", "repeated"]),
+        (["--cpu", "0"], ["--cpu"]),
+    ],
+)
 def test_bad_options(tmp_path, capsys, args, needles):
     out = tmp_path / "r.h5"
     code, err = call(capsys, "ppo", *SMALL, "--out", out, *args)
@@ -132,8 +147,9 @@ def test_config_file_is_read_and_overridden(tmp_path):
     values = load_ppo_toml(cfg)
     assert values["hid"] == (16, 16) and values["seed"] == [1, 2] and values["cpu"] == 2
     values.pop("seed"), values.pop("cpu")
-    assert build_config({**values, "gamma": 0.5}) == PPOConfig(env="CartPole-v1", hid=(16, 16),
-                                                               steps_per_epoch=100, gamma=0.5)
+    assert build_config({**values, "gamma": 0.5}) == PPOConfig(
+        env="CartPole-v1", hid=(16, 16), steps_per_epoch=100, gamma=0.5
+    )
 
 
 def test_experiment_config_parses():
@@ -163,9 +179,16 @@ def make_files(tmp_path):
     return {"missing": tmp_path / "none.h5", "text": text, "plain": plain, "evolve": evolve, "future": future}
 
 
-@pytest.mark.parametrize("which, needle", [("missing", "no such file"), ("text", "HDF5"),
-                                           ("plain", "not a synapto run"), ("evolve", "'evolve' run"),
-                                           ("future", "version 99")])
+@pytest.mark.parametrize(
+    "which, needle",
+    [
+        ("missing", "no such file"),
+        ("text", "HDF5"),
+        ("plain", "not a synapto run"),
+        ("evolve", "'evolve' run"),
+        ("future", "version 99"),
+    ],
+)
 def test_bad_run_files(tmp_path, capsys, which, needle):
     path = make_files(tmp_path)[which]
     before = path.read_bytes() if path.exists() else None

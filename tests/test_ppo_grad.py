@@ -44,7 +44,8 @@ def in_dtype(dtype, *arrays):
 def test_mlp_backward_matches_finite_differences(sizes, dtype):
     rng = np.random.default_rng(0)
     (params, x, w), (params64, x64, w64) = in_dtype(
-        dtype, init_params(sizes, rng) * 2.0, rng.standard_normal((9, sizes[0])), rng.standard_normal((9, sizes[-1])))
+        dtype, init_params(sizes, rng) * 2.0, rng.standard_normal((9, sizes[0])), rng.standard_normal((9, sizes[-1]))
+    )
     mlp, mlp64 = MLP(sizes, params), MLP(sizes, params64)  # loss = sum(w * y)
 
     mlp.forward(x)
@@ -80,7 +81,7 @@ def test_init_is_pytorch_linear_default_and_seeded():
     a = init_params(sizes, np.random.default_rng(5))
     b = init_params(sizes, np.random.default_rng(5))
     assert a.tobytes() == b.tobytes()
-    W1 = a[:16 * 32]
+    W1 = a[: 16 * 32]
     assert np.abs(W1).max() <= 1 / np.sqrt(16) and np.abs(W1).max() > 0.9 / np.sqrt(16)
 
 
@@ -199,8 +200,11 @@ def test_ppo_clip_surrogate_gradient(discrete, dtype, ent_coef):
 def test_value_loss_gradient(dtype):
     rng = np.random.default_rng(7)
     (params, obs, ret), (params64, obs64, ret64) = in_dtype(
-        dtype, ValueFunction.init_params(4, (5, 5), rng, np.float64), rng.standard_normal((12, 4)),
-        rng.standard_normal(12))
+        dtype,
+        ValueFunction.init_params(4, (5, 5), rng, np.float64),
+        rng.standard_normal((12, 4)),
+        rng.standard_normal(12),
+    )
     vf, vf64 = ValueFunction(4, (5, 5), params), ValueFunction(4, (5, 5), params64)
     loss = vf.loss(obs, ret)
     assert loss == pytest.approx(np.mean((vf64.values(obs64) - ret64) ** 2), rel=1e-12 if dtype == np.float64 else 1e-5)
@@ -220,7 +224,7 @@ def test_adam_matches_the_formula_and_restores_state():
         opt.step(p, g)
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
-        q = q - 0.01 / (1 - 0.9 ** t) * m / (np.sqrt(v) / np.sqrt(1 - 0.999 ** t) + 1e-8)
+        q = q - 0.01 / (1 - 0.9**t) * m / (np.sqrt(v) / np.sqrt(1 - 0.999**t) + 1e-8)
     np.testing.assert_allclose(p, q, rtol=1e-12)
     again = Adam(5, lr=0.01)
     again.load_state(opt.state())

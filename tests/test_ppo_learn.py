@@ -16,8 +16,24 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 def test_cartpole_learns_under_two_ranks(tmp_path):
     out = tmp_path / "cartpole.h5"
-    proc = run_cli("ppo", "--env", "CartPole-v1", "--hid", "32", "32", "--epochs", "10",
-                   "--steps-per-epoch", "4000", "--seed", "0", "--out", out, ranks=2, timeout=300)
+    proc = run_cli(
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--hid",
+        "32",
+        "32",
+        "--epochs",
+        "10",
+        "--steps-per-epoch",
+        "4000",
+        "--seed",
+        "0",
+        "--out",
+        out,
+        ranks=2,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with h5py.File(out, "r") as f:
         ret = f["stats/AverageEpRet"][()]

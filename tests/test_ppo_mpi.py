@@ -10,8 +10,23 @@ import pytest
 from conftest import MPIEXEC, _env, assert_same_run, run_cli
 
 # Pendulum: Gaussian policy, a 200-step time limit (truncation) and epoch-end cuts.
-TINY = ["--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "500", "--train-pi-iters", "5",
-        "--train-v-iters", "5", "--seed", "3", "--save-freq", "2"]
+TINY = [
+    "--env",
+    "Pendulum-v1",
+    "--hid",
+    "8",
+    "8",
+    "--steps-per-epoch",
+    "500",
+    "--train-pi-iters",
+    "5",
+    "--train-v-iters",
+    "5",
+    "--seed",
+    "3",
+    "--save-freq",
+    "2",
+]
 
 
 def _pooled_gradients(out: str) -> None:
@@ -160,9 +175,27 @@ def test_progress_txt_is_spinning_up_compatible(one_rank_run):
     folder = run.with_suffix("")
     header, *rows = (folder / "progress.txt").read_text().splitlines()
     assert header.split("\t") == [
-        "Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet", "EpLen", "AverageVVals", "StdVVals",
-        "MaxVVals", "MinVVals", "TotalEnvInteracts", "LossPi", "LossV", "DeltaLossPi", "DeltaLossV",
-        "Entropy", "KL", "ClipFrac", "StopIter", "Time"]
+        "Epoch",
+        "AverageEpRet",
+        "StdEpRet",
+        "MaxEpRet",
+        "MinEpRet",
+        "EpLen",
+        "AverageVVals",
+        "StdVVals",
+        "MaxVVals",
+        "MinVVals",
+        "TotalEnvInteracts",
+        "LossPi",
+        "LossV",
+        "DeltaLossPi",
+        "DeltaLossV",
+        "Entropy",
+        "KL",
+        "ClipFrac",
+        "StopIter",
+        "Time",
+    ]
     assert len(rows) == 2
     values = [[float(x) for x in row.split("\t")] for row in rows]
     assert [v[0] for v in values] == [0, 1] and [v[10] for v in values] == [500, 1000]

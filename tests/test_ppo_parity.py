@@ -16,10 +16,43 @@ from synapto.ppo.normalise import PRIOR, Moments, ObsNormaliser, RewardScaler
 from synapto.store import PPORun
 
 # Pendulum: a Gaussian policy, a 200-step time limit and epoch-end cuts; 4 envs, split over the ranks
-PARITY = ["ppo", "--env", "Pendulum-v1", "--hid", "8", "8", "--steps-per-epoch", "480", "--n-envs", "4",
-          "--obs-norm", "--reward-scale", "--minibatch-size", "40", "--update-epochs", "2", "--lr-schedule",
-          "linear", "--ent-coef", "0.01", "--max-grad-norm", "0.5", "--ortho-init", "--log-std-init", "0",
-          "--adam-eps", "1e-5", "--target-kl", "0", "--test-episodes", "3", "--seed", "5", "--save-freq", "2"]
+PARITY = [
+    "ppo",
+    "--env",
+    "Pendulum-v1",
+    "--hid",
+    "8",
+    "8",
+    "--steps-per-epoch",
+    "480",
+    "--n-envs",
+    "4",
+    "--obs-norm",
+    "--reward-scale",
+    "--minibatch-size",
+    "40",
+    "--update-epochs",
+    "2",
+    "--lr-schedule",
+    "linear",
+    "--ent-coef",
+    "0.01",
+    "--max-grad-norm",
+    "0.5",
+    "--ortho-init",
+    "--log-std-init",
+    "0",
+    "--adam-eps",
+    "1e-5",
+    "--target-kl",
+    "0",
+    "--test-episodes",
+    "3",
+    "--seed",
+    "5",
+    "--save-freq",
+    "2",
+]
 
 
 @pytest.mark.mpi
@@ -66,9 +99,28 @@ def test_killed_during_the_final_test_resumes_into_the_test(tmp_path):
 @pytest.fixture(scope="module")
 def cart(tmp_path_factory):
     out = tmp_path_factory.mktemp("cart") / "cart.h5"
-    args = ["ppo", "--env", "CartPole-v1", "--hid", "16", "--steps-per-epoch", "600", "--n-envs", "2", "--epochs",
-            "3", "--obs-norm", "--minibatch-size", "100", "--update-epochs", "3", "--test-episodes", "4",
-            "--seed", "2"]
+    args = [
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--hid",
+        "16",
+        "--steps-per-epoch",
+        "600",
+        "--n-envs",
+        "2",
+        "--epochs",
+        "3",
+        "--obs-norm",
+        "--minibatch-size",
+        "100",
+        "--update-epochs",
+        "3",
+        "--test-episodes",
+        "4",
+        "--seed",
+        "2",
+    ]
     r = run_cli(*args, "--out", out, timeout=300)
     assert r.returncode == 0, r.stderr
     return out
@@ -97,25 +149,41 @@ def test_render_plays_the_stored_test_episodes(cart, tmp_path):
 
 def test_linear_schedule_refuses_other_epochs_on_resume(tmp_path):
     out = tmp_path / "lin.h5"
-    args = ["ppo", "--env", "CartPole-v1", "--hid", "4", "--steps-per-epoch", "100", "--epochs", "1",
-            "--lr-schedule", "linear", "--out", out]
+    args = [
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--hid",
+        "4",
+        "--steps-per-epoch",
+        "100",
+        "--epochs",
+        "1",
+        "--lr-schedule",
+        "linear",
+        "--out",
+        out,
+    ]
     assert run_cli(*args, timeout=120).returncode == 0
     r = run_cli("ppo", "--resume", out, "--epochs", "3", timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "linear learning-rate schedule" in r.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--n-envs", "0"], "--n-envs must be an integer >= 1, got 0"),
-    (["--n-envs", "30"], "--steps-per-epoch 20 is below --n-envs 30"),
-    (["--minibatch-size", "-1"], "--minibatch-size must be an integer >= 0, got -1"),
-    (["--minibatch-size", "21"], "--minibatch-size 21 is above --steps-per-epoch 20"),
-    (["--update-epochs", "0"], "--update-epochs must be an integer >= 1, got 0"),
-    (["--lr-schedule", "cosine"], "--lr-schedule must be constant or linear, got 'cosine'"),
-    (["--ent-coef", "-0.1"], "--ent-coef must be a number in [0.0, inf]"),
-    (["--max-grad-norm", "nan"], "--max-grad-norm must be a number"),
-    (["--adam-eps", "0"], "--adam-eps must be a number in (0.0, 1.0]"),
-    (["--test-episodes", "-2"], "--test-episodes must be an integer >= 0, got -2"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--n-envs", "0"], "--n-envs must be an integer >= 1, got 0"),
+        (["--n-envs", "30"], "--steps-per-epoch 20 is below --n-envs 30"),
+        (["--minibatch-size", "-1"], "--minibatch-size must be an integer >= 0, got -1"),
+        (["--minibatch-size", "21"], "--minibatch-size 21 is above --steps-per-epoch 20"),
+        (["--update-epochs", "0"], "--update-epochs must be an integer >= 1, got 0"),
+        (["--lr-schedule", "cosine"], "--lr-schedule must be constant or linear, got 'cosine'"),
+        (["--ent-coef", "-0.1"], "--ent-coef must be a number in [0.0, inf]"),
+        (["--max-grad-norm", "nan"], "--max-grad-norm must be a number"),
+        (["--adam-eps", "0"], "--adam-eps must be a number in (0.0, 1.0]"),
+        (["--test-episodes", "-2"], "--test-episodes must be an integer >= 0, got -2"),
+    ],
+)
 def test_bad_values_are_one_line_and_exit_2(tmp_path, capsys, args, needle):
     out = tmp_path / "bad.h5"
     with pytest.raises(SystemExit) as exc:
@@ -153,7 +221,7 @@ def test_moments_merged_over_ranks_are_the_pooled_moments():
     pooled = np.concatenate([x0, x1, x2])
     n = pooled.shape[0] + PRIOR
     mean = pooled.sum(axis=0) / n
-    var = (np.square(pooled).sum(axis=0) + PRIOR) / n - mean ** 2
+    var = (np.square(pooled).sum(axis=0) + PRIOR) / n - mean**2
     got_mean, got_std = a.mean_std()
     np.testing.assert_allclose(got_mean, mean, rtol=1e-12)
     np.testing.assert_allclose(got_std, np.sqrt(var + 1e-8), rtol=1e-12)
@@ -164,7 +232,7 @@ def test_observations_join_the_moments_before_they_are_normalised():
     def expected(seen, x):
         n = len(seen) + PRIOR
         mean = seen.sum(axis=0) / n
-        std = np.sqrt((np.square(seen).sum(axis=0) + PRIOR) / n - mean ** 2 + 1e-8)
+        std = np.sqrt((np.square(seen).sum(axis=0) + PRIOR) / n - mean**2 + 1e-8)
         return np.clip((x - mean) / std, -10, 10)
 
     norm = ObsNormaliser(2)

@@ -12,8 +12,16 @@ from synapto.ppo.threads import update_threads
 from synapto.ppo.train import train
 from synapto.store import PPORun
 
-CFG = PPOConfig(env="Pendulum-v1", hid=(8, 8), steps_per_epoch=400, epochs=2, train_pi_iters=6,
-                train_v_iters=9, target_kl=1e9, seed=5)
+CFG = PPOConfig(
+    env="Pendulum-v1",
+    hid=(8, 8),
+    steps_per_epoch=400,
+    epochs=2,
+    train_pi_iters=6,
+    train_v_iters=9,
+    target_kl=1e9,
+    seed=5,
+)
 
 
 def _run(tmp_path, monkeypatch, threads: str):
@@ -65,4 +73,4 @@ def test_files_without_the_update_timing_still_read_and_resume(tmp_path, monkeyp
     with PPORun(path) as run:
         assert run.completed == CFG.epochs + 1
         update = run.timing("update")
-        assert np.isnan(update[:CFG.epochs]).all() and update[CFG.epochs] > 0
+        assert np.isnan(update[: CFG.epochs]).all() and update[CFG.epochs] > 0

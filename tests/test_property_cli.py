@@ -24,11 +24,17 @@ import synapto  # noqa: E402
 from synapto.cli import main  # noqa: E402
 from synapto.errors import UsageError  # noqa: E402
 
-SETTINGS = settings(max_examples=int(os.environ.get("SYNAPTO_PROPERTY_EXAMPLES", "30")), deadline=None, database=None,
-                    derandomize=False, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=int(os.environ.get("SYNAPTO_PROPERTY_EXAMPLES", "30")),
+    deadline=None,
+    database=None,
+    derandomize=False,
+    suppress_health_check=list(HealthCheck),
+)
 
 #: a module that raises on import, for ``--env raising_on_import:Foo-v0``
 RAISING = "raise RuntimeError('this module cannot be imported')\n"
+
 
 def mostly(valid: list, invalid: list):
     """Three valid values for each invalid one: most commands run, the rest probe refusals."""
@@ -37,19 +43,43 @@ def mostly(valid: list, invalid: list):
 
 numbers = st.sampled_from([-3, -1, 0, 1, 2, 5, 0.5, -1.0, 1e-9, 1e12, float("nan"), float("inf"), "x", "", "true"])
 env_options = st.one_of(
-    st.just({}), st.just({}), st.sampled_from([{"max_episode_steps": 5}, {"max_episode_steps": 50},
-                                               {"reward_shift": 0.5}]),
-    st.dictionaries(st.sampled_from(["max_episode_steps", "reward_shift", "g", "sutton_barto_reward", "gravity",
-                                     "bogus"]), numbers, max_size=1))
+    st.just({}),
+    st.just({}),
+    st.sampled_from([{"max_episode_steps": 5}, {"max_episode_steps": 50}, {"reward_shift": 0.5}]),
+    st.dictionaries(
+        st.sampled_from(["max_episode_steps", "reward_shift", "g", "sutton_barto_reward", "gravity", "bogus"]),
+        numbers,
+        max_size=1,
+    ),
+)
 strategy_options = st.one_of(
-    st.just({}), st.just({}), st.sampled_from([{"sigma": 0.2}, {"prune": "off"}, {"prune_to": 0.5}]),
-    st.dictionaries(st.sampled_from(["sigma", "lr", "prune", "prune_to", "prune_by", "mutation_std", "separable",
-                                     "init_std", "popsize", "bogus"]),
-                    st.one_of(numbers, st.sampled_from(["on", "off", "magnitude", "trace", "random"]), st.booleans()),
-                    max_size=1))
+    st.just({}),
+    st.just({}),
+    st.sampled_from([{"sigma": 0.2}, {"prune": "off"}, {"prune_to": 0.5}]),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "sigma",
+                "lr",
+                "prune",
+                "prune_to",
+                "prune_by",
+                "mutation_std",
+                "separable",
+                "init_std",
+                "popsize",
+                "bogus",
+            ]
+        ),
+        st.one_of(numbers, st.sampled_from(["on", "off", "magnitude", "trace", "random"]), st.booleans()),
+        max_size=1,
+    ),
+)
 RUN_OPTIONS = {
-    "--env": mostly(["CartPole-v1", "Pendulum-v1"], ["NoSuchEnv-v9", ":Foo-v0", "raising_on_import:Foo-v0",
-                                                     "CartPole", "gymnasium:NoSuch-v0"]),
+    "--env": mostly(
+        ["CartPole-v1", "Pendulum-v1"],
+        ["NoSuchEnv-v9", ":Foo-v0", "raising_on_import:Foo-v0", "CartPole", "gymnasium:NoSuch-v0"],
+    ),
     "--agent": mostly(["pruned-mlp", "hebbian-dag"], ["nope", "synapto:Nothing", "synapto.cli:main"]),
     "--hidden": st.one_of(st.lists(st.integers(1, 3), min_size=1, max_size=2), st.sampled_from([[0], [-1], [2, 0]])),
     "--population": mostly([4, 5, 6], [-1, 0, 1, 100_000_000_000]),
@@ -68,10 +98,29 @@ RUN_OPTIONS = {
     "--prune": mostly(["on", "off"], ["maybe"]),
 }
 #: keys of a generated config file (TOML values)
-CONFIG_KEYS = ["env", "agent", "hidden", "population", "episodes", "strategy", "validate_episodes", "max-env-steps",
-               "max_env_steps", "test_episodes", "seed", "sigma", "prune", "crn", "out", "nonsense"]
-toml_values = st.one_of(st.integers(-2, 4), st.booleans(), st.sampled_from(['"CartPole-v1"', '"ga"', '"x"', "[2]",
-                                                                            "[]", "0.5", '"pruned-mlp"']))
+CONFIG_KEYS = [
+    "env",
+    "agent",
+    "hidden",
+    "population",
+    "episodes",
+    "strategy",
+    "validate_episodes",
+    "max-env-steps",
+    "max_env_steps",
+    "test_episodes",
+    "seed",
+    "sigma",
+    "prune",
+    "crn",
+    "out",
+    "nonsense",
+]
+toml_values = st.one_of(
+    st.integers(-2, 4),
+    st.booleans(),
+    st.sampled_from(['"CartPole-v1"', '"ga"', '"x"', "[2]", "[]", "0.5", '"pruned-mlp"']),
+)
 
 
 def toml_literal(v) -> str:
@@ -99,10 +148,10 @@ def command_lines(draw):
         args.append("--obs-norm")
     config = None
     if draw(st.integers(0, 3)) == 0:
-        config = {k: draw(toml_values) for k in draw(st.lists(st.sampled_from(CONFIG_KEYS), unique=True,
-                                                               max_size=3))}
-        config = "\n".join(f"{k} = {toml_literal(v) if not isinstance(v, str) else v}"
-                           for k, v in config.items()).encode()
+        config = {k: draw(toml_values) for k in draw(st.lists(st.sampled_from(CONFIG_KEYS), unique=True, max_size=3))}
+        config = "\n".join(
+            f"{k} = {toml_literal(v) if not isinstance(v, str) else v}" for k, v in config.items()
+        ).encode()
         if draw(st.booleans()):
             config += b"\n# \xff\n"  # not UTF-8
     return args, config, draw(st.booleans())
@@ -111,9 +160,28 @@ def command_lines(draw):
 def tiny(args: list[str]) -> list[str]:
     """Bounds on what an accepted command may cost (one generation, small population), put
     first so that a generated option of the same name wins."""
-    return ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
-            "--generations", "1", "--episodes", "1", "--validate-episodes", "1", "--select-episodes", "0",
-            "--test-episodes", "0", "-q", *args]
+    return [
+        "--env",
+        "CartPole-v1",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "2",
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--validate-episodes",
+        "1",
+        "--select-episodes",
+        "0",
+        "--test-episodes",
+        "0",
+        "-q",
+        *args,
+    ]
 
 
 def run_main(argv) -> tuple[int, str]:
@@ -178,30 +246,41 @@ def test_evolve_command_line_is_a_run_or_one_line(case):
                 assert files_under(d) <= inputs, f"refused, yet wrote {files_under(d) - inputs}: {argv}\n{err}"
 
 
-api_fields = st.fixed_dictionaries({}, optional={
-    "env": st.sampled_from(["CartPole-v1", "Pendulum-v1", "NoSuchEnv-v9", ":Foo-v0", 3]),
-    "agent": st.sampled_from(["pruned-mlp", "hebbian-dag", "nope", None]),
-    "hidden": st.one_of(st.lists(st.integers(-1, 3), max_size=2).map(tuple), st.just("8")),
-    "population": st.one_of(st.integers(-1, 6), st.just(2.5), st.just(True)),
-    "episodes": st.integers(-1, 2),
-    "seed": st.integers(-1, 3),
-    "strategy": st.sampled_from(["ga", "openai-es", "pgpe", "cmaes", "ars", "bogus"]),
-    "strategy_options": strategy_options,
-    "env_options": env_options,
-    "validate_episodes": st.integers(-1, 2),
-    "validate_top": st.integers(-1, 3),
-    "select_episodes": st.integers(-1, 1),
-    "max_env_steps": st.integers(-1, 300),
-    "obs_norm": st.one_of(st.booleans(), st.just("yes")),
-    "crn": st.one_of(st.booleans(), st.just(1)),
-})
+api_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "env": st.sampled_from(["CartPole-v1", "Pendulum-v1", "NoSuchEnv-v9", ":Foo-v0", 3]),
+        "agent": st.sampled_from(["pruned-mlp", "hebbian-dag", "nope", None]),
+        "hidden": st.one_of(st.lists(st.integers(-1, 3), max_size=2).map(tuple), st.just("8")),
+        "population": st.one_of(st.integers(-1, 6), st.just(2.5), st.just(True)),
+        "episodes": st.integers(-1, 2),
+        "seed": st.integers(-1, 3),
+        "strategy": st.sampled_from(["ga", "openai-es", "pgpe", "cmaes", "ars", "bogus"]),
+        "strategy_options": strategy_options,
+        "env_options": env_options,
+        "validate_episodes": st.integers(-1, 2),
+        "validate_top": st.integers(-1, 3),
+        "select_episodes": st.integers(-1, 1),
+        "max_env_steps": st.integers(-1, 300),
+        "obs_norm": st.one_of(st.booleans(), st.just("yes")),
+        "crn": st.one_of(st.booleans(), st.just(1)),
+    },
+)
 
 
 @SETTINGS
 @given(api_fields, st.booleans())
 def test_api_is_a_run_or_a_usage_error(fields, run):
-    base = dict(env="CartPole-v1", agent="pruned-mlp", hidden=(2,), population=4, generations=1, episodes=1,
-                validate_episodes=1, test_episodes=0)
+    base = dict(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=(2,),
+        population=4,
+        generations=1,
+        episodes=1,
+        validate_episodes=1,
+        test_episodes=0,
+    )
     with tempfile.TemporaryDirectory(prefix="synapto-prop-") as d:
         out = Path(d) / "out" / "r.h5"
         try:

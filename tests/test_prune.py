@@ -31,9 +31,16 @@ def test_budgets_follow_the_cubic_in_steps():
 # pruned-mlp 2-2-1: W1 (2 inputs x 2 hidden) = genome[0:4] row-major, W2 (2 hidden x 1) = genome[4:6].
 # Hidden unit 1 sends nothing (W2[1] = 0): its inputs W1[:, 1] (genome 1 and 3) are inert.
 MLP = PrunedMLP(BOX, (2,))
-GENOME = np.array([0.5, -2.0,  # x0 -> h0, x0 -> h1 (inert, the largest weight)
-                   0.1, 0.3,  # x1 -> h0, x1 -> h1 (inert)
-                   1.0, 0.0])  # h0 -> out, h1 -> out (pruned)
+GENOME = np.array(
+    [
+        0.5,
+        -2.0,  # x0 -> h0, x0 -> h1 (inert, the largest weight)
+        0.1,
+        0.3,  # x1 -> h0, x1 -> h1 (inert)
+        1.0,
+        0.0,
+    ]
+)  # h0 -> out, h1 -> out (pruned)
 
 
 def test_inert_connections_are_those_that_cannot_reach_an_action():
@@ -56,8 +63,16 @@ def test_magnitude_removes_inert_connections_then_the_smallest_weights():
 def test_a_unit_cut_off_by_a_removal_loses_its_other_connections_next():
     """h0's only input is the smallest weight: once it goes, h0 -> out (the largest weight)
     cannot change the action any more and goes before the next smallest, x0 -> h1."""
-    genome = np.array([0.1, 0.5, 0.0, 0.6,  # x0 -> h0, x0 -> h1, x1 -> h0 (pruned), x1 -> h1
-                       3.0, 0.7])  # h0 -> out, h1 -> out
+    genome = np.array(
+        [
+            0.1,
+            0.5,
+            0.0,
+            0.6,  # x0 -> h0, x0 -> h1, x1 -> h0 (pruned), x1 -> h1
+            3.0,
+            0.7,
+        ]
+    )  # h0 -> out, h1 -> out
     assert not inert(MLP.layout(), genome).any()
     out = prune_to(genome, 3, "magnitude", None, np.random.default_rng(0), MLP.layout())
     assert out.tolist() == [0.0, 0.5, 0.0, 0.6, 0.0, 0.7]
@@ -96,7 +111,7 @@ def test_the_modulation_unit_is_inert_unless_it_modulates():
     last = plain.layout().blocks
     expected = np.zeros(plain.n_params, bool)
     start = plain._slices[-1].start
-    expected[start:start + 8:2] = True  # the (4 x 2) matrix, column 0
+    expected[start : start + 8 : 2] = True  # the (4 x 2) matrix, column 0
     assert inert(plain.layout(), full).tolist() == expected.tolist()
     assert not inert(modulated.layout(), full).any() and len(last) == 3
 
@@ -104,8 +119,14 @@ def test_the_modulation_unit_is_inert_unless_it_modulates():
 # ---------------------------------------------------------------- strategies on schedule
 def _feedback(g, x, fitness, stats=None):
     """What a generation without validation tells its strategy."""
-    return Feedback(g, fitness, np.abs(x) if stats is None else stats, np.count_nonzero(x, axis=1),
-                    Candidates(np.zeros(0, np.int64), np.zeros((0, x.shape[1]))), np.zeros(0))
+    return Feedback(
+        g,
+        fitness,
+        np.abs(x) if stats is None else stats,
+        np.count_nonzero(x, axis=1),
+        Candidates(np.zeros(0, np.int64), np.zeros((0, x.shape[1]))),
+        np.zeros(0),
+    )
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
@@ -148,8 +169,9 @@ def test_the_ga_prunes_every_child_by_the_trace_of_its_parent():
     """hebbian-dag with stats = |weight| reversed in rank: pruning by trace keeps the
     connections whose (reported) trace is strongest, whatever their weights."""
     agent = HebbianDAG(BOX, (3,), {"init_prune": 0.0})
-    s = strategy_class("ga")(agent, 8, {"prune_to": 0.5, "prune_end": 1, "prune_by": "trace",
-                                        "mutation_std": 0.0}, np.random.default_rng(0))
+    s = strategy_class("ga")(
+        agent, 8, {"prune_to": 0.5, "prune_end": 1, "prune_by": "trace", "mutation_std": 0.0}, np.random.default_rng(0)
+    )
     s.start()
     x = s.ask()
     stats = np.tile(np.arange(agent.n_params, dtype=np.float64), (8, 1))  # later connections: stronger
@@ -165,10 +187,16 @@ def test_the_ga_prunes_every_child_by_the_trace_of_its_parent():
 
 
 # ---------------------------------------------------------------- bad options
-BAD = [({"prune_to": 1.5}, "prune_to"), ({"prune_to": -0.1}, "prune_to"), ({"prune_to": True}, "prune_to"),
-       ({"prune_to": 0.5, "prune_by": "size"}, "prune_by"), ({"prune_start": -1}, "prune_start"),
-       ({"prune_start": 10, "prune_end": 10}, "prune_end"), ({"prune_end": 2.5}, "prune_end"),
-       ({"prune_to": 0.5, "prune": False}, "prune_to")]
+BAD = [
+    ({"prune_to": 1.5}, "prune_to"),
+    ({"prune_to": -0.1}, "prune_to"),
+    ({"prune_to": True}, "prune_to"),
+    ({"prune_to": 0.5, "prune_by": "size"}, "prune_by"),
+    ({"prune_start": -1}, "prune_start"),
+    ({"prune_start": 10, "prune_end": 10}, "prune_end"),
+    ({"prune_end": 2.5}, "prune_end"),
+    ({"prune_to": 0.5, "prune": False}, "prune_to"),
+]
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
@@ -182,7 +210,20 @@ def test_bad_target_options_are_refused_in_one_line(name, options, needle):
 def test_pruning_by_trace_needs_an_agent_with_traces(tmp_path):
     """Refused before anything is written: one line, exit 2."""
     out = tmp_path / "run.h5"
-    r = run_cli("evolve", "--env", "CartPole-v1", "--agent", "pruned-mlp", "--strategy", "openai-es",
-                "--strategy-option", "prune_to=0.5", "--strategy-option", "prune_by='trace'", "--out", out)
+    r = run_cli(
+        "evolve",
+        "--env",
+        "CartPole-v1",
+        "--agent",
+        "pruned-mlp",
+        "--strategy",
+        "openai-es",
+        "--strategy-option",
+        "prune_to=0.5",
+        "--strategy-option",
+        "prune_by='trace'",
+        "--out",
+        out,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "traces" in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []

@@ -22,8 +22,9 @@ def readme_example() -> str:
 
 def test_readme_api_example_runs(tmp_path):
     code = readme_example() + "\nprint('state keys', sorted(state))\n"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "state keys ['arrays', 'best', 'rng', 'scalars', 'search']"

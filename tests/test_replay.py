@@ -8,10 +8,37 @@ from conftest import run_cli
 @pytest.fixture(scope="module")
 def run_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("replay") / "run.h5"
-    proc = run_cli("evolve", "--env", "BipedalWalker-v3", "--agent", "hebbian-dag", "--population", "6",
-                   "--generations", "2", "--episodes", "2", "--hidden", "4", "--seed", "4",
-                   "--test-episodes", "0", "--validate-episodes", "2", "--strategy", "ga", "--validate-top", "0",
-                   "--select-episodes", "0", "--max-env-steps", "0", "--out", out)
+    proc = run_cli(
+        "evolve",
+        "--env",
+        "BipedalWalker-v3",
+        "--agent",
+        "hebbian-dag",
+        "--population",
+        "6",
+        "--generations",
+        "2",
+        "--episodes",
+        "2",
+        "--hidden",
+        "4",
+        "--seed",
+        "4",
+        "--test-episodes",
+        "0",
+        "--validate-episodes",
+        "2",
+        "--strategy",
+        "ga",
+        "--validate-top",
+        "0",
+        "--select-episodes",
+        "0",
+        "--max-env-steps",
+        "0",
+        "--out",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 

@@ -14,8 +14,18 @@ import synapto
 from synapto.cli import main
 from synapto.errors import UsageError
 
-CFG = dict(env="CartPole-v1", agent="pruned-mlp", hidden=(2,), population=4, generations=2, episodes=1,
-           validate_episodes=2, test_episodes=3, select_episodes=2, strategy="openai-es")
+CFG = dict(
+    env="CartPole-v1",
+    agent="pruned-mlp",
+    hidden=(2,),
+    population=4,
+    generations=2,
+    episodes=1,
+    validate_episodes=2,
+    test_episodes=3,
+    select_episodes=2,
+    strategy="openai-es",
+)
 
 
 def call(capsys, *args):

@@ -17,8 +17,24 @@ from conftest import assert_same_run, run_cli
 
 from synapto.cli import main
 
-SMALL = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "3", "--population", "8", "--generations",
-         "2", "--episodes", "1", "--validate-episodes", "2", "--test-episodes", "2"]
+SMALL = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "3",
+    "--population",
+    "8",
+    "--generations",
+    "2",
+    "--episodes",
+    "1",
+    "--validate-episodes",
+    "2",
+    "--test-episodes",
+    "2",
+]
 
 
 def call(capsys, *argv) -> tuple[int, str, str]:
@@ -43,8 +59,17 @@ def test_nonfinite_genomes_are_counted(tmp_path, monkeypatch):
         return genomes
 
     monkeypatch.setattr(OpenAIES, "ask", poisoned)
-    cfg = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(3,), population=8, generations=1,
-                               episodes=1, validate_episodes=0, test_episodes=0, strategy="openai-es")
+    cfg = synapto.EvolveConfig(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=(3,),
+        population=8,
+        generations=1,
+        episodes=1,
+        validate_episodes=0,
+        test_episodes=0,
+        strategy="openai-es",
+    )
     synapto.evolve(cfg, tmp_path / "n.h5", log=lambda m: None)
     with h5py.File(tmp_path / "n.h5", "r") as f:
         fitness, flags = f["fitness"][0], f["nonfinite"][0]
@@ -54,9 +79,30 @@ def test_nonfinite_genomes_are_counted(tmp_path, monkeypatch):
 
 def test_nan_observations_are_flagged_and_never_reach_the_statistics(tmp_path):
     out = tmp_path / "o.h5"
-    proc = run_cli("evolve", "--env", "failing_env:NaNObsCartPole-v0", "--agent", "pruned-mlp", "--hidden", "3",
-                   "--population", "6", "--generations", "2", "--episodes", "2", "--no-crn", "--obs-norm",
-                   "--validate-episodes", "0", "--test-episodes", "0", "--out", out, timeout=120)
+    proc = run_cli(
+        "evolve",
+        "--env",
+        "failing_env:NaNObsCartPole-v0",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "3",
+        "--population",
+        "6",
+        "--generations",
+        "2",
+        "--episodes",
+        "2",
+        "--no-crn",
+        "--obs-norm",
+        "--validate-episodes",
+        "0",
+        "--test-episodes",
+        "0",
+        "--out",
+        out,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out, "r") as f:
         seeds, flags, fitness = f["seeds"][:2], f["nonfinite"][:2], f["fitness"][:2]
@@ -84,15 +130,18 @@ def test_a_run_file_larger_than_the_free_disk_is_refused(tmp_path, capsys, monke
     assert code == 2 and "its file system has 9.8 KB free" in err and not (tmp_path / "d.h5").exists()
 
 
-@pytest.mark.parametrize("line,needle", [
-    ("seed = 1.5", "--seed must be one or more integers >= 0, got 1.5"),
-    ("out = 5", "--out must be a file path, got 5"),
-    ("generations = true", "--generations must be an integer >= 1, got True"),
-    ("hidden = [true, 3]", "--hidden must be positive integers (none: no hidden layer), got [True, 3]"),
-    ("validate_top = true", "--validate-top must be an integer"),
-    ("workers = true", "--workers must be an integer >= 0, got True"),
-    ("agent_options = 3", "agent_options must be a table"),
-])
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        ("seed = 1.5", "--seed must be one or more integers >= 0, got 1.5"),
+        ("out = 5", "--out must be a file path, got 5"),
+        ("generations = true", "--generations must be an integer >= 1, got True"),
+        ("hidden = [true, 3]", "--hidden must be positive integers (none: no hidden layer), got [True, 3]"),
+        ("validate_top = true", "--validate-top must be an integer"),
+        ("workers = true", "--workers must be an integer >= 0, got True"),
+        ("agent_options = 3", "agent_options must be a table"),
+    ],
+)
 def test_toml_values_of_the_wrong_type(line, needle, tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text('env = "CartPole-v1"\nagent = "pruned-mlp"\n' + line + "\n")
@@ -165,8 +214,16 @@ def test_timing_wall_covers_writes_and_checkpoints(tmp_path, monkeypatch):
         return slow(*args, **kwargs)
 
     monkeypatch.setattr(loop, "write_checkpoint", write_slowly)
-    cfg = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(3,), population=8, generations=3,
-                               episodes=1, validate_episodes=0, test_episodes=0)
+    cfg = synapto.EvolveConfig(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=(3,),
+        population=8,
+        generations=3,
+        episodes=1,
+        validate_episodes=0,
+        test_episodes=0,
+    )
     t0 = time.perf_counter()
     synapto.evolve(cfg, tmp_path / "t.h5", log=lambda m: None)
     total = time.perf_counter() - t0
@@ -178,9 +235,29 @@ def test_timing_wall_covers_writes_and_checkpoints(tmp_path, monkeypatch):
 
 def test_unbounded_action_space_is_said_in_the_run_file(tmp_path, user_unbounded_env):
     out = tmp_path / "u.h5"
-    proc = run_cli("evolve", "--env", "unbounded_env:UnboundedPendulum-v0", "--agent", "pruned-mlp", "--hidden",
-                   "2", "--population", "4", "--generations", "1", "--episodes", "1", "--validate-episodes", "0",
-                   "--test-episodes", "0", "--out", out, timeout=120, extra_env={"PYTHONPATH": user_unbounded_env})
+    proc = run_cli(
+        "evolve",
+        "--env",
+        "unbounded_env:UnboundedPendulum-v0",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "2",
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--validate-episodes",
+        "0",
+        "--test-episodes",
+        "0",
+        "--out",
+        out,
+        timeout=120,
+        extra_env={"PYTHONPATH": user_unbounded_env},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "action space is unbounded" in proc.stdout
     with h5py.File(out, "r") as f:
@@ -201,7 +278,8 @@ def user_unbounded_env(tmp_path):
         "        self.action_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)\n"
         "    def step(self, u):\n"
         "        return super().step(np.clip(u, -2, 2))\n"
-        "gym.register('UnboundedPendulum-v0', entry_point=UnboundedPendulum, max_episode_steps=20)\n")
+        "gym.register('UnboundedPendulum-v0', entry_point=UnboundedPendulum, max_episode_steps=20)\n"
+    )
     from conftest import _env
 
     return os.pathsep.join([str(tmp_path), _env()["PYTHONPATH"]])
@@ -226,8 +304,16 @@ def test_a_full_disk_while_the_run_file_grows_says_so(tmp_path, monkeypatch):
         return reserve(path, nbytes)
 
     monkeypatch.setattr(files, "reserve_space", full_after_creation)
-    cfg = synapto.EvolveConfig(env="CartPole-v1", agent="pruned-mlp", hidden=(3,), population=8, generations=4,
-                               episodes=1, validate_episodes=0, test_episodes=0)
+    cfg = synapto.EvolveConfig(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=(3,),
+        population=8,
+        generations=4,
+        episodes=1,
+        validate_episodes=0,
+        test_episodes=0,
+    )
     with pytest.raises(DiskFullError, match=r"no space left on device \(growing it\)"):
         synapto.evolve(cfg, tmp_path / "g.h5", log=lambda m: None)
     with h5py.File(tmp_path / "g.h5", "r") as f:  # the file before the growth, whole

@@ -15,8 +15,18 @@ from synapto.store import FORMAT, FORMAT_VERSION, STATS, TIMING, RunData
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", population=10, generations=3,
-                       hidden=(4,), episodes=2, seed=3, test_episodes=4, crn=False, validate_episodes=0)
+    cfg = EvolveConfig(
+        env="CartPole-v1",
+        agent="hebbian-dag",
+        population=10,
+        generations=3,
+        hidden=(4,),
+        episodes=2,
+        seed=3,
+        test_episodes=4,
+        crn=False,
+        validate_episodes=0,
+    )
     out = tmp_path_factory.mktemp("rf") / "run.h5"
     run_evolution(cfg, out, SerialFarm(), log=lambda m: None)
     return cfg, out
@@ -70,19 +80,29 @@ def test_contents_are_consistent(run):
 
 
 def test_a_generations_row_is_built_from_the_row_table():
-    """synapto.store.evolve.record: one generation's row in the order of ROWS, the strategy's
+    """synapto.store.evolve_rows.record: one generation's row in the order of ROWS, the strategy's
     own figures and arrays under /strategy, missing timing as NaN; a misspelt or missing
     dataset is refused."""
-    from synapto.store.evolve import PER_GENERATION, ROWS, record
+    from synapto.store.evolve_rows import PER_GENERATION, ROWS, record
 
-    values = {name: np.zeros(1) for name in PER_GENERATION
-              if not name.startswith(("stats/", "timing/", "obs_norm/", "population"))}
+    values = {
+        name: np.zeros(1)
+        for name in PER_GENERATION
+        if not name.startswith(("stats/", "timing/", "obs_norm/", "population"))
+    }
     stats = {**dict.fromkeys(STATS, 1.0), "sigma_mean": 0.5}
-    row = record(values, stats, {"wall": 2.0}, samples={"keys": np.zeros((2, 6))},
-                 arrays={"centre": np.ones(3)}, norm=(np.zeros(2), np.ones(2)))
+    row = record(
+        values,
+        stats,
+        {"wall": 2.0},
+        samples={"keys": np.zeros((2, 6))},
+        arrays={"centre": np.ones(3)},
+        norm=(np.zeros(2), np.ones(2)),
+    )
     order = [r.name for r in ROWS]
     assert [order.index(n if n in order else n.split("/")[0] + "/*") for n in row] == sorted(
-        order.index(n if n in order else n.split("/")[0] + "/*") for n in row)
+        order.index(n if n in order else n.split("/")[0] + "/*") for n in row
+    )
     assert row["strategy/sigma_mean"] == 0.5 and row["strategy/centre"].tolist() == [1.0, 1.0, 1.0]
     assert "samples/keys" in row and "population" not in row and row["obs_norm/std"].tolist() == [1.0, 1.0]
     assert row["timing/wall"] == 2.0 and np.isnan(row["timing/update"]) and row["stats/prune_rate"] == 1.0

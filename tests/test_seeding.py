@@ -13,9 +13,13 @@ def test_seed_is_a_pure_function_of_its_keys():
 
 def test_every_key_changes_the_seed():
     base = seeding.int_seed(7, Stream.TRAIN, 3, 4, 5)
-    variants = [seeding.int_seed(8, Stream.TRAIN, 3, 4, 5), seeding.int_seed(7, Stream.TEST, 3, 4, 5),
-                seeding.int_seed(7, Stream.TRAIN, 2, 4, 5), seeding.int_seed(7, Stream.TRAIN, 3, 5, 5),
-                seeding.int_seed(7, Stream.TRAIN, 3, 4, 6)]
+    variants = [
+        seeding.int_seed(8, Stream.TRAIN, 3, 4, 5),
+        seeding.int_seed(7, Stream.TEST, 3, 4, 5),
+        seeding.int_seed(7, Stream.TRAIN, 2, 4, 5),
+        seeding.int_seed(7, Stream.TRAIN, 3, 5, 5),
+        seeding.int_seed(7, Stream.TRAIN, 3, 4, 6),
+    ]
     assert base not in variants and len(set(variants)) == len(variants)
 
 

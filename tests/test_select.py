@@ -5,14 +5,8 @@ import numpy as np
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
-from synapto.evolution.strategies.ga import (
-    EvolutionState,
-    merge_hall_of_fame,
-    next_generation,
-    rank_order,
-    rank_weights,
-    recombine,
-)
+from synapto.evolution.strategies.ga import EvolutionState, next_generation, rank_order
+from synapto.evolution.strategies.ga_operators import merge_hall_of_fame, rank_weights, recombine
 
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
 
@@ -53,9 +47,16 @@ def test_elites_best_ever_and_size():
 
 
 def test_hall_of_fame_keeps_the_best_seen():
-    f, g, _s = merge_hall_of_fame(np.array([9.0, 5.0]), np.array([[9.0], [5.0]]), np.zeros((2, 1)),
-                                 np.array([1.0, 7.0, 3.0]), np.array([[1.0], [7.0], [3.0]]),
-                                 np.zeros((3, 1)), rank_order(np.array([1.0, 7.0, 3.0])), 2)
+    f, g, _s = merge_hall_of_fame(
+        np.array([9.0, 5.0]),
+        np.array([[9.0], [5.0]]),
+        np.zeros((2, 1)),
+        np.array([1.0, 7.0, 3.0]),
+        np.array([[1.0], [7.0], [3.0]]),
+        np.zeros((3, 1)),
+        rank_order(np.array([1.0, 7.0, 3.0])),
+        2,
+    )
     assert f.tolist() == [9.0, 7.0] and g[:, 0].tolist() == [9.0, 7.0]
 
 
@@ -68,8 +69,9 @@ def test_offspring_never_revive_pruned_connections():
         step(state, agent, k, rng.standard_normal(16), np.abs(rng.standard_normal(state.genomes.shape)))
     assert np.all(state.genomes[:, pruned_everywhere] == 0)
     # weights only ever come from ancestors: every value existed in generation 0
-    assert np.isin(state.genomes[state.genomes != 0], EvolutionState.initial(
-        agent, 16, k, np.random.default_rng(0)).genomes).all()
+    assert np.isin(
+        state.genomes[state.genomes != 0], EvolutionState.initial(agent, 16, k, np.random.default_rng(0)).genomes
+    ).all()
 
 
 def test_update_is_deterministic_given_the_generator():
@@ -96,8 +98,10 @@ def test_recombination_swaps_whole_blocks_with_their_stats():
             assert np.all(children[:, s] == children[:, s][:, :1])
     assert not np.all(children == np.arange(P)[:, None])  # something moved
     # the multiset of blocks is preserved
-    np.testing.assert_array_equal(np.sort(children, axis=0), np.sort(
-        np.repeat(np.arange(P, dtype=float)[:, None], agent.n_params, axis=1), axis=0))
+    np.testing.assert_array_equal(
+        np.sort(children, axis=0),
+        np.sort(np.repeat(np.arange(P, dtype=float)[:, None], agent.n_params, axis=1), axis=0),
+    )
 
 
 def test_pruning_uses_parent_trace_statistics():

@@ -88,10 +88,19 @@ def test_cap_is_the_factor_times_the_previous_mean_length_rounded_up():
     assert Shaping().cap(np.array([100]), 1) == 0
 
 
-@pytest.mark.parametrize("option, value", [("fall_reward", "nan"), ("fall_reward", "true"),
-                                           ("stall_steps", "-1"), ("stall_steps", "2.5"),
-                                           ("cap_factor", "0.5"), ("cap_factor", "inf"),
-                                           ("reward_floor", '"low"'), ("finish_bonus", "inf")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("fall_reward", "nan"),
+        ("fall_reward", "true"),
+        ("stall_steps", "-1"),
+        ("stall_steps", "2.5"),
+        ("cap_factor", "0.5"),
+        ("cap_factor", "inf"),
+        ("reward_floor", '"low"'),
+        ("finish_bonus", "inf"),
+    ],
+)
 def test_bad_shaping_options_are_one_line_and_exit_2(tmp_path, option, value):
     out = tmp_path / "never.h5"
     r = run_cli("evolve", "--env", "LunarLander-v3", "--env-option", f"{option}={value}", "--out", out)
@@ -106,11 +115,42 @@ def test_shaping_parse_refuses_in_the_api_too():
         Shaping.pop({"cap_factor": 0.99})
 
 
-SHAPING = ["--env-option", "fall_reward=0", "--env-option", "reward_floor=-1", "--env-option", "stall_steps=30",
-           "--env-option", "cap_factor=1"]
-RUN = ["evolve", "--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", "4", "--strategy", "openai-es",
-       "--population", "6", "--generations", "4", "--episodes", "2", "--validate-episodes", "2",
-       "--validate-top", "2", "--test-episodes", "3", "--seed", "5", *SHAPING]
+SHAPING = [
+    "--env-option",
+    "fall_reward=0",
+    "--env-option",
+    "reward_floor=-1",
+    "--env-option",
+    "stall_steps=30",
+    "--env-option",
+    "cap_factor=1",
+]
+RUN = [
+    "evolve",
+    "--env",
+    "LunarLander-v3",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "4",
+    "--strategy",
+    "openai-es",
+    "--population",
+    "6",
+    "--generations",
+    "4",
+    "--episodes",
+    "2",
+    "--validate-episodes",
+    "2",
+    "--validate-top",
+    "2",
+    "--test-episodes",
+    "3",
+    "--seed",
+    "5",
+    *SHAPING,
+]
 
 
 @pytest.fixture(scope="module")

@@ -62,10 +62,17 @@ def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, c
     (tmp_path / "c.toml").write_text(CONFIG)
     job = tmp_path / "job.sh"
     job.write_text(script(capsys))
-    env = {**_env(), "OUT": str(tmp_path / "job.h5"), "CONFIG": str(tmp_path / "c.toml"), "PYTHONUNBUFFERED": "1",
-           "SYNAPTO_MPIEXEC": str(launcher(tmp_path)), "SLURM_SUBMIT_DIR": str(tmp_path)}
-    first = subprocess.Popen(["bash", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             start_new_session=True)
+    env = {
+        **_env(),
+        "OUT": str(tmp_path / "job.h5"),
+        "CONFIG": str(tmp_path / "c.toml"),
+        "PYTHONUNBUFFERED": "1",
+        "SYNAPTO_MPIEXEC": str(launcher(tmp_path)),
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+    }
+    first = subprocess.Popen(
+        ["bash", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     wait_for_line(first, "gen    1 ")
     kill_group(first, signal.SIGTERM)  # Slurm's --signal=B:TERM ahead of the time limit
     out, err = finish(first)

@@ -10,9 +10,30 @@ from synapto.cli import main
 from synapto.shell import synapto_command
 from synapto.store import compare
 
-RUN = ["evolve", "--env", "CartPole-v1", "--population", "6", "--generations", "9", "--episodes", "1",
-       "--hidden", "4", "--seed", "3", "--test-episodes", "2", "--validate-episodes", "2",
-       "--strategy", "openai-es", "--obs-norm", "--select-episodes", "2"]
+RUN = [
+    "evolve",
+    "--env",
+    "CartPole-v1",
+    "--population",
+    "6",
+    "--generations",
+    "9",
+    "--episodes",
+    "1",
+    "--hidden",
+    "4",
+    "--seed",
+    "3",
+    "--test-episodes",
+    "2",
+    "--validate-episodes",
+    "2",
+    "--strategy",
+    "openai-es",
+    "--obs-norm",
+    "--select-episodes",
+    "2",
+]
 
 
 def run(out, *extra):
@@ -26,8 +47,9 @@ def completed_rows(path):
     data = compare.datasets(path)
     with h5py.File(path, "r") as f:
         done, capacity = int(f["completed"][0]), f["fitness"].shape[0]
-    return {k: (v[:done] if v.ndim and v.shape[0] == capacity and k != "completed" else v)
-            for k, v in data.items()}, capacity
+    return {
+        k: (v[:done] if v.ndim and v.shape[0] == capacity and k != "completed" else v) for k, v in data.items()
+    }, capacity
 
 
 def test_a_run_that_grows_equals_one_that_did_not(tmp_path, monkeypatch, capsys):
@@ -36,8 +58,10 @@ def test_a_run_that_grows_equals_one_that_did_not(tmp_path, monkeypatch, capsys)
     run(tmp_path / "whole.h5")
     last = capsys.readouterr().out.strip().splitlines()[-2:]  # a finished run says how to look at it
     whole = tmp_path / "whole.h5"
-    assert last == [f"learning curves:  {synapto_command('plot', whole, '--out', tmp_path / 'whole_curves.png')}",
-                    f"the champion:     {synapto_command('render', whole, '--out', tmp_path / 'whole_champion.gif')}"]
+    assert last == [
+        f"learning curves:  {synapto_command('plot', whole, '--out', tmp_path / 'whole_curves.png')}",
+        f"the champion:     {synapto_command('render', whole, '--out', tmp_path / 'whole_champion.gif')}",
+    ]
     monkeypatch.setattr(store_evolve, "FIRST_ROWS", 2)
     run(tmp_path / "grown.h5")
     whole, whole_rows = completed_rows(tmp_path / "whole.h5")

@@ -8,10 +8,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
 #: what synapto.store may import from synapto (besides itself): the rebuilding of stored
 #: genomes (noise keys, GA lineages) included
-#: synapto.resources is a leaf beside synapto.errors (limits and folder checks, importing nothing else of
-#: synapto): the store checks an --out folder with it
-STORE_MAY_IMPORT = {"synapto.errors", "synapto.faults", "synapto.config", "synapto.ppo.config", "synapto.noise",
-                    "synapto.lineage", "synapto.resources", "synapto.folders"}
+#: synapto.resources and synapto.folders are leaves beside synapto.errors (limits; folder checks),
+#: importing nothing else of synapto: the store checks an --out folder with folders
+STORE_MAY_IMPORT = {
+    "synapto.errors",
+    "synapto.faults",
+    "synapto.config",
+    "synapto.ppo.config",
+    "synapto.noise",
+    "synapto.lineage",
+    "synapto.resources",
+    "synapto.folders",
+}
 
 
 def imports(path: Path) -> set[str]:
@@ -38,6 +46,12 @@ def test_only_the_store_imports_h5py(path):
 
 def test_the_store_is_a_low_layer():
     for path in sorted((PACKAGE / "store").rglob("*.py")):
-        upward = {m for m in imports(path) if m.startswith("synapto") and not m.startswith("synapto.store")
-                  and m != "synapto" and m not in STORE_MAY_IMPORT}
+        upward = {
+            m
+            for m in imports(path)
+            if m.startswith("synapto")
+            and not m.startswith("synapto.store")
+            and m != "synapto"
+            and m not in STORE_MAY_IMPORT
+        }
         assert not upward, f"{path.name} imports {sorted(upward)}"

@@ -114,18 +114,22 @@ def test_cmaes_learns_an_ill_conditioned_ellipsoid(separable):
     s = make("cmaes", Vector(np.ones(10)), population=32, prune=False, sigma=0.5, separable=separable)
     for g in range(240):
         generation(s, g, lambda x: -np.sum(scale * x * x, axis=1))
-    assert np.sum(scale * s.centre ** 2) < 1e-10
+    assert np.sum(scale * s.centre**2) < 1e-10
     cov = s.state()[0]["cov"]
     diag = cov if separable else np.diag(cov)
     assert diag[0] / diag[-1] > 1e3  # C is close to the inverse Hessian up to scale
 
 
 def test_cmaes_separable_option():
-    """"auto" is diagonal above SEPARABLE_ABOVE weights only; true / false force it."""
+    """ "auto" is diagonal above SEPARABLE_ABOVE weights only; true / false force it."""
     from synapto.evolution.strategies.cmaes import SEPARABLE_ABOVE
 
-    for n, option, diagonal in [(10, "auto", False), (SEPARABLE_ABOVE + 1, "auto", True),
-                                (10, True, True), (SEPARABLE_ABOVE + 1, False, False)]:
+    for n, option, diagonal in [
+        (10, "auto", False),
+        (SEPARABLE_ABOVE + 1, "auto", True),
+        (10, True, True),
+        (SEPARABLE_ABOVE + 1, False, False),
+    ]:
         s = make("cmaes", Vector(np.ones(n)), population=6, separable=option)
         assert s.state()[0]["cov"].ndim == (1 if diagonal else 2)
 
@@ -146,8 +150,9 @@ def test_pgpe_clipup_steps():
 def test_pgpe_sigma_adapts_within_its_bound():
     """Centred on a sphere's optimum, the standard deviations shrink, by at most the
     fraction sigma_max_change per generation."""
-    s = make("pgpe", Vector(np.full(6, 0.5)), population=32, prune=False, sigma=0.3, max_speed=1e-6,
-             sigma_max_change=0.1)
+    s = make(
+        "pgpe", Vector(np.full(6, 0.5)), population=32, prune=False, sigma=0.3, max_speed=1e-6, sigma_max_change=0.1
+    )
     sigma = s.state()[0]["sigma"]
     for g in range(40):
         generation(s, g, sphere(0.5))
@@ -168,8 +173,9 @@ def test_openai_es_reaches_the_analytic_env_optimum_with_a_real_agent():
     seeds = np.array([1])
 
     def fitness(x):
-        return np.array([evaluate(agent, lambda: make_env("analytic_env:Analytic-v0"), g, seeds, False).returns[0]
-                         for g in x])
+        return np.array(
+            [evaluate(agent, lambda: make_env("analytic_env:Analytic-v0"), g, seeds, False).returns[0] for g in x]
+        )
 
     s = make("openai-es", agent, population=16, init_std=0.5, sigma=0.05, lr=0.05, weight_decay=0.0, prune=False)
     first = fitness(s.centre[None])[0]
@@ -217,6 +223,7 @@ def test_state_round_trip_continues_bit_for_bit(variant, tmp_path):
         assert all(np.array_equal(arrays[k], states[g][0][k]) for k in arrays), g
     assert np.array_equal(resumed.ask(), straight.ask())
     assert np.array_equal(resumed.champion.genome, straight.champion.genome)
+
     def final(s):  # NaN fitness (the last centre) compared by its bits
         return [(c.genome.tobytes(), np.float64(c.fitness).tobytes(), c.generation) for c in s.final_candidates()]
 
@@ -279,6 +286,7 @@ def test_pruning_schedule_and_hebbian_statistics():
             return super().mutate(genome, stats, rate, rng)
 
     s = make("openai-es", Recording(np.ones(5), rate=0.0), population=4, prune_every=3)
+
     def stats(x):  # row i is 0, 1, ..., 4 plus i
         return np.tile(np.arange(5.0), (x.shape[0], 1)) + np.arange(x.shape[0])[:, None]
 
@@ -312,11 +320,11 @@ def test_openai_es_pgpe_and_ars_refuse_an_odd_population():
 
 
 def test_centred_ranks():
-    np.testing.assert_array_equal(centred_ranks(np.array([3.0, -1.0, 10.0, 0.0, 7.0])),
-                                  [0.0, -0.5, 0.5, -0.25, 0.25])
+    np.testing.assert_array_equal(centred_ranks(np.array([3.0, -1.0, 10.0, 0.0, 7.0])), [0.0, -0.5, 0.5, -0.25, 0.25])
     # ties share their mean rank; -inf and NaN are the worst
-    np.testing.assert_array_equal(centred_ranks(np.array([1.0, 1.0, -np.inf, 5.0, np.nan])),
-                                  [0.125, 0.125, -0.375, 0.5, -0.375])
+    np.testing.assert_array_equal(
+        centred_ranks(np.array([1.0, 1.0, -np.inf, 5.0, np.nan])), [0.125, 0.125, -0.375, 0.5, -0.375]
+    )
     u = centred_ranks(np.random.default_rng(0).standard_normal(33))
     assert abs(u.sum()) < 1e-12 and u.min() == -0.5 and u.max() == 0.5
 
@@ -374,15 +382,33 @@ def test_record(name):
 
 # ---------------------------------------------------------------- options
 BAD = [
-    ("openai-es", {"sigma": 0}), ("openai-es", {"sigma": -0.1}), ("openai-es", {"sigma": "big"}),
-    ("openai-es", {"sigma": True}), ("openai-es", {"lr": 0.0}), ("openai-es", {"lr": float("inf")}),
-    ("openai-es", {"beta1": 1.0}), ("openai-es", {"weight_decay": -1}), ("openai-es", {"sigma_decay": 1.5}),
-    ("pgpe", {"sigma": 0}), ("pgpe", {"max_speed": -1}), ("pgpe", {"sigma_max_change": 1.0}),
-    ("pgpe", {"momentum": "high"}), ("cmaes", {"sigma": float("nan")}), ("cmaes", {"separable": "maybe"}),
-    ("cmaes", {"prune": "yes"}), ("pgpe", {"prune_every": 0}), ("openai-es", {"prune_every": 2.5}),
-    ("cmaes", {"init_std": -1}), ("openai-es", {"lerning_rate": 0.1}),
-    ("ars", {"sigma": 0}), ("ars", {"lr": -0.02}), ("ars", {"top": -1}), ("ars", {"top": 2.5}),
-    ("ars", {"top": 5}), ("ars", {"prune_every": 0}), ("ars", {"init_std": "small"}),
+    ("openai-es", {"sigma": 0}),
+    ("openai-es", {"sigma": -0.1}),
+    ("openai-es", {"sigma": "big"}),
+    ("openai-es", {"sigma": True}),
+    ("openai-es", {"lr": 0.0}),
+    ("openai-es", {"lr": float("inf")}),
+    ("openai-es", {"beta1": 1.0}),
+    ("openai-es", {"weight_decay": -1}),
+    ("openai-es", {"sigma_decay": 1.5}),
+    ("pgpe", {"sigma": 0}),
+    ("pgpe", {"max_speed": -1}),
+    ("pgpe", {"sigma_max_change": 1.0}),
+    ("pgpe", {"momentum": "high"}),
+    ("cmaes", {"sigma": float("nan")}),
+    ("cmaes", {"separable": "maybe"}),
+    ("cmaes", {"prune": "yes"}),
+    ("pgpe", {"prune_every": 0}),
+    ("openai-es", {"prune_every": 2.5}),
+    ("cmaes", {"init_std": -1}),
+    ("openai-es", {"lerning_rate": 0.1}),
+    ("ars", {"sigma": 0}),
+    ("ars", {"lr": -0.02}),
+    ("ars", {"top": -1}),
+    ("ars", {"top": 2.5}),
+    ("ars", {"top": 5}),
+    ("ars", {"prune_every": 0}),
+    ("ars", {"init_std": "small"}),
 ]
 
 
@@ -393,8 +419,9 @@ def test_bad_options_are_refused_in_one_line(name, options):
     assert "\n" not in str(exc.value) and next(iter(options)) in str(exc.value)
 
 
-@pytest.mark.parametrize("name,population", [("openai-es", 0), ("pgpe", 1), ("cmaes", 1), ("cmaes", 3),
-                                             ("ars", 0), ("ars", 5)])
+@pytest.mark.parametrize(
+    "name,population", [("openai-es", 0), ("pgpe", 1), ("cmaes", 1), ("cmaes", 3), ("ars", 0), ("ars", 5)]
+)
 def test_too_small_populations_are_refused(name, population):
     with pytest.raises(UsageError, match="population") as exc:
         strategy_class(name)(Vector(np.ones(3)), population, {}, np.random.default_rng(0))

@@ -22,10 +22,13 @@ BUDGETS = [33, 21, 17, 16]
 #: ga and pgpe prune to a target (by the Hebbian traces the workers return, and at random from
 #: the checkpointed Generator), the others by the agent's rate (cmaes spells no target: without
 #: --config, evolve's cmaes options are the default experiment's, which prune to a target)
-OPTIONS = {"ga": {**TARGET, "prune_by": "trace"}, "openai-es": {"prune_every": 1, "init_std": 0.5},
-           "pgpe": {**TARGET, "prune_by": "random", "init_std": 0.5},
-           "cmaes": {"prune_every": 1, "init_std": 0.5, "prune_to": 0},
-           "ars": {"prune_every": 1, "init_std": 0.5, "top": 2}}
+OPTIONS = {
+    "ga": {**TARGET, "prune_by": "trace"},
+    "openai-es": {"prune_every": 1, "init_std": 0.5},
+    "pgpe": {**TARGET, "prune_by": "random", "init_std": 0.5},
+    "cmaes": {"prune_every": 1, "init_std": 0.5, "prune_to": 0},
+    "ars": {"prune_every": 1, "init_std": 0.5, "top": 2},
+}
 
 
 def _flags(strategy: str) -> list[str]:
@@ -35,9 +38,34 @@ def _flags(strategy: str) -> list[str]:
     return out
 
 
-RUN = ["evolve", "--env", "CartPole-v1", "--agent", "hebbian-dag", "--hidden", "3", "--population", "6",
-       "--generations", "4", "--episodes", "2", "--validate-episodes", "2", "--validate-top", "2",
-       "--select-episodes", "3", "--test-episodes", "3", "--obs-norm", "--seed", "7", "--max-env-steps", "0"]
+RUN = [
+    "evolve",
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "hebbian-dag",
+    "--hidden",
+    "3",
+    "--population",
+    "6",
+    "--generations",
+    "4",
+    "--episodes",
+    "2",
+    "--validate-episodes",
+    "2",
+    "--validate-top",
+    "2",
+    "--select-episodes",
+    "3",
+    "--test-episodes",
+    "3",
+    "--obs-norm",
+    "--seed",
+    "7",
+    "--max-env-steps",
+    "0",
+]
 
 
 @pytest.fixture(scope="module", params=STRATEGIES)
@@ -137,9 +165,19 @@ def test_pruned_connections_never_revive_in_a_run(strategy, tmp_path):
     """A connection absent from every genome evaluated so far never appears in a later
     one; for the ES strategies every genome of a generation has its centre's zeros and
     the centre's connections only shrink -- while pruning does remove connections."""
-    cfg = EvolveConfig(env="CartPole-v1", agent="hebbian-dag", hidden=(6,), population=8, generations=8,
-                       episodes=1, validate_episodes=1, test_episodes=0, seed=3, strategy=strategy,
-                       strategy_options={**OPTIONS[strategy], "prune_every": 1} if strategy != "ga" else {})
+    cfg = EvolveConfig(
+        env="CartPole-v1",
+        agent="hebbian-dag",
+        hidden=(6,),
+        population=8,
+        generations=8,
+        episodes=1,
+        validate_episodes=1,
+        test_episodes=0,
+        seed=3,
+        strategy=strategy,
+        strategy_options={**OPTIONS[strategy], "prune_every": 1} if strategy != "ga" else {},
+    )
     out = tmp_path / "run.h5"
     run_evolution(cfg, out, SerialFarm(), log=lambda s: None)
     with RunData(out) as run:
@@ -158,21 +196,36 @@ def test_pruned_connections_never_revive_in_a_run(strategy, tmp_path):
             assert np.all(alive[1:] <= alive[:-1]) and alive[-1].sum() < alive[0].sum()
 
 
-@pytest.mark.parametrize("strategy,options,threshold", [
-    ("ga", {"mutation_std": 0.2}, -1e-3),
-    ("openai-es", {"sigma": 0.05, "lr": 0.05, "prune": False, "init_std": 0.5}, -1e-3),
-    ("pgpe", {"sigma": 0.1, "max_speed": 0.1, "prune": False, "init_std": 0.5}, -1e-3),
-    ("cmaes", {"sigma": 0.3, "prune": False, "init_std": 0.5}, -1e-3),
-    ("ars", {"sigma": 0.05, "lr": 0.05, "top": 4, "prune": False, "init_std": 0.5}, -1e-3),
-])
+@pytest.mark.parametrize(
+    "strategy,options,threshold",
+    [
+        ("ga", {"mutation_std": 0.2}, -1e-3),
+        ("openai-es", {"sigma": 0.05, "lr": 0.05, "prune": False, "init_std": 0.5}, -1e-3),
+        ("pgpe", {"sigma": 0.1, "max_speed": 0.1, "prune": False, "init_std": 0.5}, -1e-3),
+        ("cmaes", {"sigma": 0.3, "prune": False, "init_std": 0.5}, -1e-3),
+        ("ars", {"sigma": 0.05, "lr": 0.05, "top": 4, "prune": False, "init_std": 0.5}, -1e-3),
+    ],
+)
 def test_each_strategy_reaches_the_analytic_optimum(strategy, options, threshold, tmp_path):
     """On the one-step env whose return is -|action - target|^2 (best 0), the whole loop
     -- rollouts, validation, final selection, test -- finds the optimum."""
     import analytic_env  # noqa: F401  (registers Analytic-v0)
 
-    cfg = EvolveConfig(env="analytic_env:Analytic-v0", agent="hebbian-dag", hidden=(3,), population=16,
-                       generations=60, episodes=1, validate_episodes=1, validate_top=2, select_episodes=2,
-                       test_episodes=2, seed=1, strategy=strategy, strategy_options=options)
+    cfg = EvolveConfig(
+        env="analytic_env:Analytic-v0",
+        agent="hebbian-dag",
+        hidden=(3,),
+        population=16,
+        generations=60,
+        episodes=1,
+        validate_episodes=1,
+        validate_top=2,
+        select_episodes=2,
+        test_episodes=2,
+        seed=1,
+        strategy=strategy,
+        strategy_options=options,
+    )
     out = tmp_path / "analytic.h5"
     summary = run_evolution(cfg, out, SerialFarm(), log=lambda s: None)
     assert threshold < summary.test_mean <= 0.0

@@ -4,6 +4,8 @@ budget (``prune_to``) and the count of generations."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -23,7 +25,7 @@ class Drift(Strategy):
     """Every genome's surviving weights take a Gaussian step: nothing but the hook."""
 
     name = "drift"
-    OPTIONS = {"step": Option(0.1, "std of each weight's step"), **prune.OPTIONS}
+    OPTIONS: ClassVar[dict[str, Option]] = {"step": Option(0.1, "std of each weight's step"), **prune.OPTIONS}
 
     @classmethod
     def check_options(cls, options):
@@ -55,8 +57,14 @@ class Drift(Strategy):
 
 
 def told(g, x, fitness, stats=None):
-    return Feedback(g, fitness, np.abs(x) if stats is None else stats, np.count_nonzero(x, axis=1),
-                    Candidates(np.zeros(0, np.int64), np.zeros((0, x.shape[1]))), np.zeros(0))
+    return Feedback(
+        g,
+        fitness,
+        np.abs(x) if stats is None else stats,
+        np.count_nonzero(x, axis=1),
+        Candidates(np.zeros(0, np.int64), np.zeros((0, x.shape[1]))),
+        np.zeros(0),
+    )
 
 
 def test_the_base_counts_generations_and_checks_what_it_is_told():
@@ -72,8 +80,14 @@ def test_the_base_counts_generations_and_checks_what_it_is_told():
         s.tell(told(0, s.ask(), np.arange(6.0)))
     with pytest.raises(RuntimeError, match="fitness values for a population of 6"):
         s.tell(told(1, s.ask(), np.arange(5.0)))
-    bad = Feedback(1, np.arange(6.0), np.abs(s.ask()), np.count_nonzero(s.ask(), axis=1),
-                   Candidates(np.zeros(2, np.int64), s.ask()[:2]), np.zeros(1))
+    bad = Feedback(
+        1,
+        np.arange(6.0),
+        np.abs(s.ask()),
+        np.count_nonzero(s.ask(), axis=1),
+        Candidates(np.zeros(2, np.int64), s.ask()[:2]),
+        np.zeros(1),
+    )
     with pytest.raises(RuntimeError, match="1 validation fitness values for 2 candidates"):
         s.tell(bad)
     assert s.generation == 1  # nothing refused was counted
@@ -91,8 +105,7 @@ def test_the_base_cuts_the_population_to_the_budget(by):
     """pruned-mlp 2-8-1 (24 connections), target 25 % = 6 from generation 1 to 5: budgets
     24, 24, 14, 8, 6, ... (as in test_prune); the hook never prunes, the base does."""
     agent = PrunedMLP(BOX, (8,))
-    s = Drift(agent, 6, {"prune_to": 0.25, "prune_start": 1, "prune_end": 5, "prune_by": by},
-              np.random.default_rng(3))
+    s = Drift(agent, 6, {"prune_to": 0.25, "prune_start": 1, "prune_end": 5, "prune_by": by}, np.random.default_rng(3))
     s.start()
     for g, budget in enumerate([24, 24, 14, 8, 6, 6, 6]):
         x = s.ask().copy()
@@ -106,8 +119,7 @@ def test_a_trace_budget_ranks_by_the_told_populations_mean_trace():
     """hebbian-dag, traces rising with the connection's index: the connections kept are
     the strongest by trace (inert ones go first), whatever the weights."""
     agent = HebbianDAG(BOX, (3,), {"init_prune": 0.0})
-    s = Drift(agent, 4, {"prune_to": 0.5, "prune_end": 1, "prune_by": "trace", "step": 1e-6},
-              np.random.default_rng(0))
+    s = Drift(agent, 4, {"prune_to": 0.5, "prune_end": 1, "prune_by": "trace", "step": 1e-6}, np.random.default_rng(0))
     s.start()
     x = s.ask().copy()
     stats = np.tile(np.arange(agent.n_params, dtype=np.float64), (4, 1))
@@ -116,8 +128,9 @@ def test_a_trace_budget_ranks_by_the_told_populations_mean_trace():
     for child in s.ask():
         alive = np.flatnonzero(child)
         assert alive.size <= keep
-        expected = prune.prune_to(np.ones(agent.n_params), keep, "trace", stats[0], np.random.default_rng(0),
-                                  agent.layout())
+        expected = prune.prune_to(
+            np.ones(agent.n_params), keep, "trace", stats[0], np.random.default_rng(0), agent.layout()
+        )
         assert alive.tolist() == np.flatnonzero(expected).tolist()
 
 

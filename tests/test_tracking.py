@@ -12,17 +12,45 @@ import numpy as np
 import pytest
 from conftest import ROOT, run_cli
 
-RUN = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "4", "--population", "8", "--generations",
-       "3", "--episodes", "1", "--validate-episodes", "2", "--test-episodes", "2", "--seed", "7",
-       "--max-env-steps", "0"]  # no env-step budget (the default experiment's): the generations end the run
+RUN = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "4",
+    "--population",
+    "8",
+    "--generations",
+    "3",
+    "--episodes",
+    "1",
+    "--validate-episodes",
+    "2",
+    "--test-episodes",
+    "2",
+    "--seed",
+    "7",
+    "--max-env-steps",
+    "0",
+]  # no env-step budget (the default experiment's): the generations end the run
 
 
 def test_tensorboard_and_live_logs_hold_every_generation(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "t.h5"
-    proc = run_cli("evolve", *RUN, "--out", out, "--tensorboard", tmp_path / "tb", "--live-log",
-                   tmp_path / "live.jsonl", timeout=120)
+    proc = run_cli(
+        "evolve",
+        *RUN,
+        "--out",
+        out,
+        "--tensorboard",
+        tmp_path / "tb",
+        "--live-log",
+        tmp_path / "live.jsonl",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out, "r") as f:
         best = f["stats/best_fitness"][:3]
@@ -92,8 +120,9 @@ def test_budget_progress_and_time_left():
 
 
 def test_a_step_budget_is_the_progress_of_the_run(tmp_path):
-    proc = run_cli("evolve", *RUN, "--generations", "100000", "--max-env-steps", "300", "--out", tmp_path / "s.h5",
-                   timeout=120)
+    proc = run_cli(
+        "evolve", *RUN, "--generations", "100000", "--max-env-steps", "300", "--out", tmp_path / "s.h5", timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("gen ")]
     assert "up to 300 env steps (at most 100,000 generations)" in proc.stdout

@@ -14,8 +14,23 @@ import pytest
 
 from synapto.cli import main
 
-RUN = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4", "--episodes", "1",
-       "--validate-episodes", "0", "--test-episodes", "0", "-q"]
+RUN = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "2",
+    "--population",
+    "4",
+    "--episodes",
+    "1",
+    "--validate-episodes",
+    "0",
+    "--test-episodes",
+    "0",
+    "-q",
+]
 
 
 def call(capsys, *args):
@@ -39,8 +54,23 @@ def test_live_log_appends_on_resume_and_across_seeds(tmp_path, capsys):
     with h5py.File(out, "r") as f:
         assert [float(r["best_fitness"]) for r in rows(log)] == list(f["stats/best_fitness"][:4])
     jsonl = tmp_path / "seeds.jsonl"
-    assert call(capsys, "evolve", *RUN, "--generations", "2", "--seed", "1", "2", "--out", tmp_path / "s.h5",
-                "--live-log", jsonl)[0] == 0
+    assert (
+        call(
+            capsys,
+            "evolve",
+            *RUN,
+            "--generations",
+            "2",
+            "--seed",
+            "1",
+            "2",
+            "--out",
+            tmp_path / "s.h5",
+            "--live-log",
+            jsonl,
+        )[0]
+        == 0
+    )
     seen = [(r["seed"], r["generation"]) for r in map(json.loads, jsonl.read_text().splitlines())]
     assert seen == [(1, 0), (1, 1), (2, 0), (2, 1)]
 
@@ -51,24 +81,43 @@ def test_tensorboard_keeps_one_event_file_per_run(tmp_path, capsys):
     for extra in ([], ["--force"]):
         assert call(capsys, "evolve", *RUN, "--generations", "2", "--out", out, "--tensorboard", tb, *extra)[0] == 0
         assert len(list(tb.glob("events.out.tfevents.*"))) == 1
-    assert call(capsys, "evolve", *RUN, "--generations", "1", "--seed", "3", "4", "--out", tmp_path / "s.h5",
-                "--tensorboard", tmp_path / "tb2")[0] == 0
+    assert (
+        call(
+            capsys,
+            "evolve",
+            *RUN,
+            "--generations",
+            "1",
+            "--seed",
+            "3",
+            "4",
+            "--out",
+            tmp_path / "s.h5",
+            "--tensorboard",
+            tmp_path / "tb2",
+        )[0]
+        == 0
+    )
     assert sorted(p.parent.name for p in (tmp_path / "tb2").glob("*/events.out.tfevents.*")) == ["s_s3", "s_s4"]
 
 
-@pytest.mark.parametrize("option, path, needle", [
-    ("--live-log", "full.csv", "is not a regular file"),
-    ("--tensorboard", "/sys/synapto-x", "nothing can be made in"),
-    ("--tensorboard", "/proc/synapto-x", "nothing can be made in"),
-])
+@pytest.mark.parametrize(
+    "option, path, needle",
+    [
+        ("--live-log", "full.csv", "is not a regular file"),
+        ("--tensorboard", "/sys/synapto-x", "nothing can be made in"),
+        ("--tensorboard", "/proc/synapto-x", "nothing can be made in"),
+    ],
+)
 def test_tracking_paths_that_cannot_be_written_are_refused_before_the_run(tmp_path, capsys, option, path, needle):
     if option == "--tensorboard":
         pytest.importorskip("tensorboardX")
     (tmp_path / "full.csv").symlink_to("/dev/full")
     target = tmp_path / path if not path.startswith("/") else path
     for check in (["--check"], []):
-        code, _, err = call(capsys, "evolve", *RUN, "--generations", "2", "--out", tmp_path / "sub" / "r.h5",
-                            option, target, *check)
+        code, _, err = call(
+            capsys, "evolve", *RUN, "--generations", "2", "--out", tmp_path / "sub" / "r.h5", option, target, *check
+        )
         assert code == 2 and err.startswith(f"error: {option}") and needle in err and len(err.splitlines()) == 1
         assert not (tmp_path / "sub").exists()
 

@@ -75,16 +75,16 @@ def test_a_bad_space_file_is_one_line_and_exit_2(capsys, tmp_path, base, line):
 
 
 def test_benchmark_seeds_are_refused(capsys, tmp_path, base):
-    code, _, err = tune(capsys, "--config", base, "--space", write(tmp_path, LR_SPACE), "--seeds", 1000, 2,
-                        "--study", tmp_path / "s.db")
+    code, _, err = tune(
+        capsys, "--config", base, "--space", write(tmp_path, LR_SPACE), "--seeds", 1000, 2, "--study", tmp_path / "s.db"
+    )
     assert code == 2 and "[2] are benchmark seeds" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "s.db").exists()
 
 
 def test_without_optuna_tune_names_its_extra(capsys, tmp_path, base, monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
-    code, _, err = tune(capsys, "--config", base, "--space", "cartpole", "--seeds", 1000, "--study",
-                        tmp_path / "s.db")
+    code, _, err = tune(capsys, "--config", base, "--space", "cartpole", "--seeds", 1000, "--study", tmp_path / "s.db")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "synapto-evo[tune]" in err, err
 
 
@@ -108,9 +108,25 @@ def test_each_shipped_space_is_found_by_name_fits_its_config_and_is_in_sync(path
 @pytest.mark.slow
 def test_the_search_finds_the_known_best_region_and_its_config_runs(capsys, tmp_path, base):
     db = tmp_path / "lr.db"
-    code, out, err = tune(capsys, "--config", base, "--space", write(tmp_path, LR_SPACE), "--seeds", 1000,
-                          "--trials", 6, "--study", db, "--pruner", "none", "--score-episodes", 10,
-                          "--sampler-seed", 2)
+    code, out, err = tune(
+        capsys,
+        "--config",
+        base,
+        "--space",
+        write(tmp_path, LR_SPACE),
+        "--seeds",
+        1000,
+        "--trials",
+        6,
+        "--study",
+        db,
+        "--pruner",
+        "none",
+        "--score-episodes",
+        10,
+        "--sampler-seed",
+        2,
+    )
     assert code == 0, err
     trials = finished(str(db))
     assert len(trials) == 6
@@ -137,8 +153,23 @@ def test_the_pruner_stops_a_trial_made_to_trail(capsys, tmp_path, base):
     study = optuna.create_study(study_name="p", storage=f"sqlite:///{db}", direction="maximize")
     for lr in (0.2, 0.2, 0.2, 0.0001):  # three that learn, then one that cannot keep up
         study.enqueue_trial({"lr": lr})
-    code, out, err = tune(capsys, "--config", base, "--space", space, "--seeds", 1000, "--trials", 4, "--study", db,
-                          "--pruner", "median", "--score-episodes", 5)
+    code, out, err = tune(
+        capsys,
+        "--config",
+        base,
+        "--space",
+        space,
+        "--seeds",
+        1000,
+        "--trials",
+        4,
+        "--study",
+        db,
+        "--pruner",
+        "median",
+        "--score-episodes",
+        5,
+    )
     assert code == 0, err
     states = [t.state.name for t in optuna.load_study(study_name="p", storage=f"sqlite:///{db}").trials]
     assert states == ["COMPLETE"] * 3 + ["PRUNED"], out
@@ -158,8 +189,9 @@ def _states(db) -> set[str]:
         return set()
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            rows = con.execute("SELECT t.state, (SELECT COUNT(*) FROM trial_params p WHERE p.trial_id = t.trial_id) "
-                               "FROM trials t").fetchall()
+            rows = con.execute(
+                "SELECT t.state, (SELECT COUNT(*) FROM trial_params p WHERE p.trial_id = t.trial_id) FROM trials t"
+            ).fetchall()
     except sqlite3.Error:  # no tables yet
         return set()
     return {state + (" with params" if state == "RUNNING" and n else "") for state, n in rows}
@@ -169,8 +201,22 @@ def _states(db) -> set[str]:
 @pytest.mark.slow
 def test_kill_9_then_the_same_command_equals_an_uninterrupted_study(capsys, tmp_path, base):
     space = write(tmp_path, LR_SPACE)
-    common = ["--config", base, "--space", space, "--seeds", 1000, "--trials", 4, "--pruner", "none",
-              "--score-episodes", 5, "--sampler-seed", 7]
+    common = [
+        "--config",
+        base,
+        "--space",
+        space,
+        "--seeds",
+        1000,
+        "--trials",
+        4,
+        "--pruner",
+        "none",
+        "--score-episodes",
+        5,
+        "--sampler-seed",
+        7,
+    ]
     code, _, err = tune(capsys, *common, "--study", tmp_path / "a.db")
     assert code == 0, err
     db = tmp_path / "b.db"
@@ -191,7 +237,8 @@ def test_kill_9_then_the_same_command_equals_an_uninterrupted_study(capsys, tmp_
 
 
 def test_a_ppo_config_is_refused_in_one_line(capsys, tmp_path):
-    code, _, err = tune(capsys, "--config", "ppo_lunarlander", "--space", "cartpole", "--seeds", 1000, "--study",
-                        tmp_path / "s.db")
+    code, _, err = tune(
+        capsys, "--config", "ppo_lunarlander", "--space", "cartpole", "--seeds", 1000, "--study", tmp_path / "s.db"
+    )
     assert code == 2 and "is a PPO config" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "s.db").exists()

@@ -10,18 +10,42 @@ import pytest
 from conftest import run_cli
 
 #: seed 3: generation 0's training episodes pass, its validation episodes (shared seeds) raise
-RUN = ["--env", "failing_env:FailingCartPole-v0", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
-       "--generations", "2", "--episodes", "1", "--validate-episodes", "2", "--test-episodes", "0",
-       "--strategy", "openai-es", "--seed", "3",
-       # the defaults the test was written for (evolve's are now the default experiment's): the
-       # centre alone validated, no final selection (a selection or test that raises always aborts)
-       "--validate-top", "0", "--select-episodes", "0", "--max-env-steps", "0"]
+RUN = [
+    "--env",
+    "failing_env:FailingCartPole-v0",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "2",
+    "--population",
+    "4",
+    "--generations",
+    "2",
+    "--episodes",
+    "1",
+    "--validate-episodes",
+    "2",
+    "--test-episodes",
+    "0",
+    "--strategy",
+    "openai-es",
+    "--seed",
+    "3",
+    # the defaults the test was written for (evolve's are now the default experiment's): the
+    # centre alone validated, no final selection (a selection or test that raises always aborts)
+    "--validate-top",
+    "0",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+]
 pytestmark = pytest.mark.slow  # four synapto processes
 
 
 def reproduce_command(text: str) -> list[str]:
     line = next(ln for ln in text.splitlines() if ln.startswith("reproduce: "))
-    return line.split()[line.split().index("replay") + 1:]
+    return line.split()[line.split().index("replay") + 1 :]
 
 
 def test_failed_validation_under_skip_warns_counts_and_reproduces(tmp_path):

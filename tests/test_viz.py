@@ -36,20 +36,72 @@ def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("viz_runs")
     cmds = [
         ["evolve", *TINY, "--strategy", "ga", "--generations", "3", "--seed", "1", "2", "--out", d / "dag.h5"],
-        ["evolve", *TINY, "--agent", "pruned-mlp", "--strategy", "ga", "--generations", "2", "--seed", "3",
-         "--out", d / "mlp.h5"],
-        ["ppo", "--env", "CartPole-v1", "--epochs", "2", "--steps-per-epoch", "200", "--hid", "4",
-         "--out", d / "ppo.h5"],
-        ["evolve", *TINY, "--agent", "pruned-mlp", "--strategy", "openai-es", "--prune", "off", "--generations",
-         "2", "--seed", "4", "--out", d / "es.h5"],
+        [
+            "evolve",
+            *TINY,
+            "--agent",
+            "pruned-mlp",
+            "--strategy",
+            "ga",
+            "--generations",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            d / "mlp.h5",
+        ],
+        [
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--epochs",
+            "2",
+            "--steps-per-epoch",
+            "200",
+            "--hid",
+            "4",
+            "--out",
+            d / "ppo.h5",
+        ],
+        [
+            "evolve",
+            *TINY,
+            "--agent",
+            "pruned-mlp",
+            "--strategy",
+            "openai-es",
+            "--prune",
+            "off",
+            "--generations",
+            "2",
+            "--seed",
+            "4",
+            "--out",
+            d / "es.h5",
+        ],
     ]
-    procs = [subprocess.Popen([sys.executable, "-m", "synapto", *map(str, c)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT) for c in cmds]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "synapto", *map(str, c)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            cwd=ROOT,
+        )
+        for c in cmds
+    ]
     for p, c in zip(procs, cmds):
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, f"{c}\n{out}\n{err}"
-    return {"dag1": d / "dag_s1.h5", "dag2": d / "dag_s2.h5", "mlp": d / "mlp.h5", "ppo": d / "ppo.h5",
-            "es": d / "es.h5", "dir": d}
+    return {
+        "dag1": d / "dag_s1.h5",
+        "dag2": d / "dag_s2.h5",
+        "mlp": d / "mlp.h5",
+        "ppo": d / "ppo.h5",
+        "es": d / "es.h5",
+        "dir": d,
+    }
 
 
 def assert_png(path: Path, width: int, height: int) -> np.ndarray:
@@ -75,8 +127,14 @@ def quiet(*_):
 def test_plot_evolution_and_ppo_on_two_axes(runs, tmp_path):
     from synapto.viz.plot import plot_runs
 
-    out = plot_runs([runs["dag1"], runs["dag2"], runs["mlp"], runs["ppo"]], tmp_path / "curves.png",
-                    axes=["env-steps,wall-time"], width=900, height=600, log=quiet)
+    out = plot_runs(
+        [runs["dag1"], runs["dag2"], runs["mlp"], runs["ppo"]],
+        tmp_path / "curves.png",
+        axes=["env-steps,wall-time"],
+        width=900,
+        height=600,
+        log=quiet,
+    )
     pixels = assert_png(out, 900, 600)
     # the colours of the three groups (C0 blue, C1 orange, C2 green) all appear
     for rgb in ((31, 119, 180), (255, 127, 14), (44, 160, 44)):
@@ -88,8 +146,9 @@ def test_plot_legend_stays_inside_the_figure_with_a_colour_per_line(runs, width)
     from synapto.viz import read_run
     from synapto.viz.plot import curves_figure
 
-    fig, _ = curves_figure([read_run(runs[k]) for k in ("dag1", "dag2", "mlp", "ppo")], ["generation"],
-                           width=width, height=520)
+    fig, _ = curves_figure(
+        [read_run(runs[k]) for k in ("dag1", "dag2", "mlp", "ppo")], ["generation"], width=width, height=520
+    )
     fig.canvas.draw()
     (legend,) = fig.legends
     box, frame = legend.get_window_extent(), fig.bbox
@@ -130,8 +189,15 @@ def test_plot_of_two_envs_gives_each_its_own_y_axis(runs, tmp_path):
 def test_plot_svg_and_generation_axis(runs, tmp_path):
     from synapto.viz.plot import plot_runs
 
-    out = plot_runs([runs["dag1"], runs["dag2"]], tmp_path / "curves.svg", axes=["generation"], band="std",
-                    width=640, height=480, log=quiet)
+    out = plot_runs(
+        [runs["dag1"], runs["dag2"]],
+        tmp_path / "curves.svg",
+        axes=["generation"],
+        band="std",
+        width=640,
+        height=480,
+        log=quiet,
+    )
     root = ET.parse(out).getroot()
     assert root.tag.endswith("svg")
     assert root.attrib["width"] == "460.8pt" and root.attrib["height"] == "345.6pt"  # 640x480 px at 100 dpi
@@ -157,8 +223,9 @@ def test_grouping_of_seeds(runs):
         ok = np.isfinite(mean)  # on a time axis, a gap between the seeds' ranges has no value
         assert ok.sum() > len(x) // 2 and np.array_equal(ok, np.isfinite(low) & np.isfinite(high))
         assert np.all(low[ok] <= mean[ok] + 1e-9) and np.all(mean[ok] <= high[ok] + 1e-9)
-    x, mean, low, high = aggregate([a.x["generation"], b.x["generation"]],
-                                   [a.curves["pop-mean"], b.curves["pop-mean"]], "generation", "std")
+    x, mean, low, high = aggregate(
+        [a.x["generation"], b.x["generation"]], [a.curves["pop-mean"], b.curves["pop-mean"]], "generation", "std"
+    )
     np.testing.assert_allclose(mean, (a.curves["pop-mean"] + b.curves["pop-mean"]) / 2)
     np.testing.assert_allclose(high - mean, np.abs(a.curves["pop-mean"] - b.curves["pop-mean"]) / 2)
 
@@ -209,8 +276,7 @@ def test_render_champion_gif_reproduces_test_returns(runs, tmp_path):
     from synapto.viz.render import render_run
 
     lines = []
-    info = render_run(runs["dag1"], tmp_path / "champion.gif", episodes=2, every=3, scale=0.25,
-                      log=lines.append)
+    info = render_run(runs["dag1"], tmp_path / "champion.gif", episodes=2, every=3, scale=0.25, log=lines.append)
     frames = np.asarray(__import__("imageio.v3", fromlist=["imread"]).imread(tmp_path / "champion.gif", index=None))
     # a 600x400 CartPole frame at a quarter, below a caption band
     assert frames.ndim == 4 and frames.shape[2] == 150 and frames.shape[1] > 100 and frames.shape[0] > 2
@@ -231,9 +297,31 @@ def test_gif_caption_is_outside_the_env_pixels_and_the_first_frame_shows_the_lan
     from synapto.viz.render import render_run
 
     run = tmp_path / "lunar.h5"
-    proc = run_cli("evolve", "--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", "2", "--population", "4",
-                   "--generations", "1", "--episodes", "1", "--validate-episodes", "0", "--test-episodes", "1",
-                   "--seed", "5", "--out", run, "-q", timeout=120)
+    proc = run_cli(
+        "evolve",
+        "--env",
+        "LunarLander-v3",
+        "--agent",
+        "pruned-mlp",
+        "--hidden",
+        "2",
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--episodes",
+        "1",
+        "--validate-episodes",
+        "0",
+        "--test-episodes",
+        "1",
+        "--seed",
+        "5",
+        "--out",
+        run,
+        "-q",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     render_run(run, tmp_path / "l.gif", max_steps=2, scale=0.5, log=quiet)
     first = np.asarray(__import__("imageio.v3", fromlist=["imread"]).imread(tmp_path / "l.gif", index=0))[..., :3]
@@ -256,8 +344,7 @@ def test_gif_caption_is_outside_the_env_pixels_and_the_first_frame_shows_the_lan
 def test_render_individual_and_ppo(runs, tmp_path):
     from synapto.viz.render import render_run
 
-    a = render_run(runs["mlp"], tmp_path / "i.gif", generation=1, individual=4, max_steps=20, scale=0.2,
-                   log=quiet)
+    a = render_run(runs["mlp"], tmp_path / "i.gif", generation=1, individual=4, max_steps=20, scale=0.2, log=quiet)
     assert max(a["lengths"]) <= 20 and a["width"] == 120 and a["height"] > 80
     render_run(runs["mlp"], tmp_path / "j.gif", generation=1, individual=4, max_steps=20, scale=0.2, log=quiet)
     assert (tmp_path / "i.gif").read_bytes() == (tmp_path / "j.gif").read_bytes()  # reproducible
@@ -334,8 +421,7 @@ def test_a_sparse_network_is_drawn_without_its_dead_ends():
     from synapto.envs import SpaceInfo
     from synapto.viz.draw import network, view
 
-    agent = PrunedMLP(SpaceInfo(obs_dim=8, act_dim=4, discrete=True, low=None, high=None,
-                                max_episode_steps=1000), (3,))
+    agent = PrunedMLP(SpaceInfo(obs_dim=8, act_dim=4, discrete=True, low=None, high=None, max_episode_steps=1000), (3,))
     genome = np.zeros(agent.n_params)
     w1, w2 = genome[:24].reshape(8, 3), genome[24:].reshape(3, 4)  # views
     w1[0, 0], w1[1, 1], w2[0, 2], w2[2, 1] = 0.7, -0.4, 1.5, 0.9
@@ -385,8 +471,23 @@ def assert_usage_error(proc, *needles):
 
 def test_cli_makes_pictures(runs, tmp_path):
     out = tmp_path / "cli.png"
-    proc = run_cli("plot", runs["dag1"], runs["dag2"], runs["ppo"], "--out", out, "--x", "env-steps",
-                   "--x", "wall-time", "--width", "800", "--height", "500", timeout=120)
+    proc = run_cli(
+        "plot",
+        runs["dag1"],
+        runs["dag2"],
+        runs["ppo"],
+        "--out",
+        out,
+        "--x",
+        "env-steps",
+        "--x",
+        "wall-time",
+        "--width",
+        "800",
+        "--height",
+        "500",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_png(out, 800, 500)
     proc = run_cli("export", runs["mlp"], "--csv", tmp_path / "c", timeout=120)
@@ -403,14 +504,20 @@ def not_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", ["plot", "render", "draw", "export"])
-@pytest.mark.parametrize("target, needle", [("missing.h5", "no such file"), ("text.h5", "not a readable HDF5"),
-                                            ("other.h5", "not a synapto run")])
+@pytest.mark.parametrize(
+    "target, needle",
+    [("missing.h5", "no such file"), ("text.h5", "not a readable HDF5"), ("other.h5", "not a synapto run")],
+)
 def test_bad_files_in_process(command, target, needle, not_runs, tmp_path, capsys):
     from synapto.cli import main
 
     new = tmp_path / "new"
-    out = {"plot": ["--out", new / "p.png"], "render": ["--out", new / "r.gif"],
-           "draw": ["--out", new / "d.png"], "export": ["--csv", new / "csv"]}[command]
+    out = {
+        "plot": ["--out", new / "p.png"],
+        "render": ["--out", new / "r.gif"],
+        "draw": ["--out", new / "d.png"],
+        "export": ["--csv", new / "csv"],
+    }[command]
     with pytest.raises(SystemExit) as exc:
         main([command, str(not_runs / target), *map(str, out)])
     assert exc.value.code == 2
@@ -419,16 +526,19 @@ def test_bad_files_in_process(command, target, needle, not_runs, tmp_path, capsy
     assert not list(tmp_path.iterdir())  # nothing written, no folder created
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["plot", "{dag1}", "--x", "time", "--out", "{tmp}/a.png"], "--x 'time' is not an axis"),
-    (["plot", "{dag1}", "--out", "{tmp}/a.jpg"], ".png or .svg"),
-    (["plot", "{dag1}", "--band", "iqr", "--out", "{tmp}/a.png"], "--band"),
-    (["plot", "{dag1}", "--curves", "worst", "--out", "{tmp}/a.png"], "worst"),
-    (["render", "{dag1}", "--out", "{tmp}/a.avi"], ".gif or .mp4"),
-    (["render", "{dag1}", "--episodes", "0", "--out", "{tmp}/a.gif"], "--episodes"),
-    (["render", "{dag1}", "--generation", "99", "--individual", "0", "--out", "{tmp}/a.gif"], "out of range"),
-    (["draw", "{ppo}", "--out", "{tmp}/a.png"], "PPO run"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["plot", "{dag1}", "--x", "time", "--out", "{tmp}/a.png"], "--x 'time' is not an axis"),
+        (["plot", "{dag1}", "--out", "{tmp}/a.jpg"], ".png or .svg"),
+        (["plot", "{dag1}", "--band", "iqr", "--out", "{tmp}/a.png"], "--band"),
+        (["plot", "{dag1}", "--curves", "worst", "--out", "{tmp}/a.png"], "worst"),
+        (["render", "{dag1}", "--out", "{tmp}/a.avi"], ".gif or .mp4"),
+        (["render", "{dag1}", "--episodes", "0", "--out", "{tmp}/a.gif"], "--episodes"),
+        (["render", "{dag1}", "--generation", "99", "--individual", "0", "--out", "{tmp}/a.gif"], "out of range"),
+        (["draw", "{ppo}", "--out", "{tmp}/a.png"], "PPO run"),
+    ],
+)
 def test_bad_options_in_process(args, needle, runs, tmp_path, capsys):
     from synapto.cli import main
 
@@ -441,12 +551,15 @@ def test_bad_options_in_process(args, needle, runs, tmp_path, capsys):
 
 
 def test_bad_input_through_the_real_cli(runs, not_runs, tmp_path):
-    assert_usage_error(run_cli("plot", tmp_path / "none.h5", "--out", tmp_path / "a.png", timeout=60),
-                       "no such file")
-    assert_usage_error(run_cli("plot", runs["dag1"], "--x", "steps", "--out", tmp_path / "a.png", timeout=60),
-                       "--x 'steps'", "env-steps")
-    assert_usage_error(run_cli("render", not_runs / "other.h5", "--out", tmp_path / "a.gif", timeout=60),
-                       "not a synapto run")
+    assert_usage_error(run_cli("plot", tmp_path / "none.h5", "--out", tmp_path / "a.png", timeout=60), "no such file")
+    assert_usage_error(
+        run_cli("plot", runs["dag1"], "--x", "steps", "--out", tmp_path / "a.png", timeout=60),
+        "--x 'steps'",
+        "env-steps",
+    )
+    assert_usage_error(
+        run_cli("render", not_runs / "other.h5", "--out", tmp_path / "a.gif", timeout=60), "not a synapto run"
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -463,15 +576,24 @@ for argv in {argvs!r}:
 
 
 def test_missing_plot_extra_says_what_to_install(runs, tmp_path):
-    argvs = [["plot", str(runs["dag1"]), "--out", str(tmp_path / "x.png")],
-             ["draw", str(runs["dag1"]), "--out", str(tmp_path / "x.png")],
-             ["render", str(runs["dag1"]), "--out", str(tmp_path / "x.gif")],
-             ["export", str(runs["dag1"]), "--csv", str(tmp_path / "c")]]  # needs neither
-    proc = subprocess.run([sys.executable, "-c", MISSING.format(argvs=argvs)], capture_output=True,
-                          text=True, env=_env(), cwd=ROOT, timeout=60)
+    argvs = [
+        ["plot", str(runs["dag1"]), "--out", str(tmp_path / "x.png")],
+        ["draw", str(runs["dag1"]), "--out", str(tmp_path / "x.png")],
+        ["render", str(runs["dag1"]), "--out", str(tmp_path / "x.gif")],
+        ["export", str(runs["dag1"]), "--csv", str(tmp_path / "c")],
+    ]  # needs neither
+    proc = subprocess.run(
+        [sys.executable, "-c", MISSING.format(argvs=argvs)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
     codes = [line for line in proc.stdout.splitlines() if not line.startswith("export:")]
     assert codes == ["plot 2", "draw 2", "render 2", "export 0"], proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
         f"error: {c} needs {m}: pip install 'synapto-evo[plot]' (in a checkout: make install)"
-        for c, m in (("plot", "matplotlib"), ("draw", "matplotlib"), ("render", "imageio"))]
+        for c, m in (("plot", "matplotlib"), ("draw", "matplotlib"), ("render", "imageio"))
+    ]
     assert not (tmp_path / "x.png").exists() and (tmp_path / "c" / "dag_s1.csv").exists()

@@ -22,9 +22,7 @@ def load_agent_class(spec: str):
 
     target = BUILTIN.get(spec, spec)
     if ":" not in target:
-        raise UsageError(
-            f"--agent {spec!r} is unknown: expected one of {', '.join(BUILTIN)} or package.module:Class"
-        )
+        raise UsageError(f"--agent {spec!r} is unknown: expected one of {', '.join(BUILTIN)} or package.module:Class")
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -60,7 +58,8 @@ def build_agent(cfg, space=None):
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"--agent {cfg.agent!r}: constructing {cls.__name__} raised "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise UsageError(
+            f"--agent {cfg.agent!r}: constructing {cls.__name__} raised {type(exc).__name__}: {exc}"
+        ) from None
     assert isinstance(agent, Agent)
     return agent

@@ -78,6 +78,7 @@ class Policy(ABC):
         """Per-connection statistics (genome layout) for :meth:`Agent.mutate`, or None."""
         return None
 
+
 class BatchPolicy(ABC):
     """Optional: many genomes acting in lockstep, one row (a sub-environment running one
     episode) each; see :meth:`Agent.batch_policy` and :mod:`synapto.evolution.worker.batched`.
@@ -105,6 +106,7 @@ class BatchPolicy(ABC):
     def trace_stats(self) -> np.ndarray | None:
         """Per-row statistics (original rows, n_params) summed over ended episodes, or None."""
         return None
+
 
 class Agent(ABC):
     """A family of networks for one environment (see the module docstring)."""
@@ -157,8 +159,7 @@ class Agent(ABC):
         """Recombination units: groups (e.g. all inputs of a layer) of matrices (slices)."""
 
     @abstractmethod
-    def mutate(self, genome: np.ndarray, stats: np.ndarray | None, rate: float,
-               rng: np.random.Generator) -> np.ndarray:
+    def mutate(self, genome: np.ndarray, stats: np.ndarray | None, rate: float, rng: np.random.Generator) -> np.ndarray:
         """A pruned copy of ``genome``; ``stats`` are its policy's trace statistics."""
 
     def connections(self, genome: np.ndarray) -> int:
@@ -212,8 +213,13 @@ class Agent(ABC):
             return cached
         lo, hi = self.space.low, self.space.high
         bounds = None
-        if lo is not None and hi is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) \
-                and not (np.all(lo == -1.0) and np.all(hi == 1.0)):
+        if (
+            lo is not None
+            and hi is not None
+            and np.all(np.isfinite(lo))
+            and np.all(np.isfinite(hi))
+            and not (np.all(lo == -1.0) and np.all(hi == 1.0))
+        ):
             bounds = (lo, hi)
         self.__dict__["_bounds_cache"] = bounds
         return bounds

@@ -79,9 +79,10 @@ class DAGPolicy(Policy):
         # per-step work: the current activity and views of it made once
         x = self._x = np.zeros(units)
         self._x_obs = x[: self.obs_dim]
-        self._layers = tuple((x[: self.cum[i + 1]], w, x[self.cum[i + 1]: self.cum[i + 2]])
-                             for i, w in enumerate(self.mats))
-        self._x_out = x[self.out_lo:]
+        self._layers = tuple(
+            (x[: self.cum[i + 1]], w, x[self.cum[i + 1] : self.cum[i + 2]]) for i, w in enumerate(self.mats)
+        )
+        self._x_out = x[self.out_lo :]
         self._ring = np.zeros((self.RING, units))
         self._ring_rows = list(self._ring)
         self._k = 0  # rows of the ring in use
@@ -109,7 +110,7 @@ class DAGPolicy(Policy):
             grow = max(self._rows, t0 + k - self._rows)
             self._acts = np.concatenate([self._acts, np.zeros((grow, self._acts.shape[1]))])
             self._rows += grow
-        self._acts[t0:t0 + k] = self._ring[:k]
+        self._acts[t0 : t0 + k] = self._ring[:k]
         self._k = 0
 
     def _make_act(self):
@@ -200,8 +201,9 @@ class HebbianDAG(Agent):
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
             raise UsageError(f"agent option trace_decay must be a number in [0, 1), got {d!r}")
         if not isinstance(self.options["plastic_pruned"], bool):
-            raise UsageError(f"agent option plastic_pruned must be true or false, "
-                             f"got {self.options['plastic_pruned']!r}")
+            raise UsageError(
+                f"agent option plastic_pruned must be true or false, got {self.options['plastic_pruned']!r}"
+            )
         self.sizes = [space.obs_dim, *self.hidden, space.act_dim + 1]
         self._cum = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
         self._shapes, self._slices, self._blocks = [], [], []
@@ -242,11 +244,19 @@ class HebbianDAG(Agent):
         return self._blocks
 
     def layout(self):
-        blocks = tuple(Block(j, i + 1, s, (self.sizes[j], self.sizes[i + 1]))
-                       for i, group in enumerate(self._blocks) for j, s in enumerate(group))
+        blocks = tuple(
+            Block(j, i + 1, s, (self.sizes[j], self.sizes[i + 1]))
+            for i, group in enumerate(self._blocks)
+            for j, s in enumerate(group)
+        )
         labels = ("mod", *(f"a{k}" for k in range(self.sizes[-1] - 1)))
-        return GenomeLayout(tuple(self.sizes), blocks, labels, modulation_unit=True,
-                            inert_outputs=() if self.options["neuromodulate"] else (0,))
+        return GenomeLayout(
+            tuple(self.sizes),
+            blocks,
+            labels,
+            modulation_unit=True,
+            inert_outputs=() if self.options["neuromodulate"] else (0,),
+        )
 
     def prune_probabilities(self, genome: np.ndarray, stats: np.ndarray, rate: float) -> np.ndarray:
         """Per-connection probability of Hebbian pruning (0 for pruned connections)."""

@@ -101,9 +101,11 @@ class PrunedMLP(Agent):
 
     def layout(self):
         sizes = (self._shapes[0][0], *(b for _, b in self._shapes))
-        return GenomeLayout(sizes, tuple(Block(i, i + 1, s, shape) for i, (s, shape)
-                                         in enumerate(zip(self._slices, self._shapes))),
-                            tuple(f"a{k}" for k in range(sizes[-1])))
+        return GenomeLayout(
+            sizes,
+            tuple(Block(i, i + 1, s, shape) for i, (s, shape) in enumerate(zip(self._slices, self._shapes))),
+            tuple(f"a{k}" for k in range(sizes[-1])),
+        )
 
     def mutate(self, genome, stats, rate, rng):
         return genome * (rng.random(genome.shape[0]) >= rate)

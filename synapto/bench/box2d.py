@@ -64,22 +64,41 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
         cpu["envpool"] += time.process_time() - t0
         steps["envpool"] += sum(int(x.steps.sum()) for x in res)
         r += 1
-    out = {k: {"steps": steps[k], "cpu_s": cpu[k], "per_core": steps[k] / cpu[k],
-               "mean_episode": steps[k] / (r * rows)} for k in cpu}
-    return {"env": ENV, "agent": "pruned-mlp 24-40-40-4", "rows": rows, "rounds": r, "paths": out,
-            "ratio": out["envpool"]["per_core"] / out["gymnasium"]["per_core"]}
+    out = {
+        k: {"steps": steps[k], "cpu_s": cpu[k], "per_core": steps[k] / cpu[k], "mean_episode": steps[k] / (r * rows)}
+        for k in cpu
+    }
+    return {
+        "env": ENV,
+        "agent": "pruned-mlp 24-40-40-4",
+        "rows": rows,
+        "rounds": r,
+        "paths": out,
+        "ratio": out["envpool"]["per_core"] / out["gymnasium"]["per_core"],
+    }
 
 
 def table(data: dict) -> str:
     from synapto.bench.common import md_table
 
     p = data["paths"]
-    rows = [["gymnasium, one env at a time", f"{p['gymnasium']['per_core']:,.0f}",
-             f"{p['gymnasium']['mean_episode']:.0f}", "1.00"],
-            [f"envpool, {data['rows']} envs in lockstep", f"{p['envpool']['per_core']:,.0f}",
-             f"{p['envpool']['mean_episode']:.0f}", f"{data['ratio']:.2f}"]]
-    return md_table(["BipedalWalker-v3, pruned-mlp 24-40-40-4", "steps/s per core (CPU time)", "mean episode",
-                     "ratio"], rows)
+    rows = [
+        [
+            "gymnasium, one env at a time",
+            f"{p['gymnasium']['per_core']:,.0f}",
+            f"{p['gymnasium']['mean_episode']:.0f}",
+            "1.00",
+        ],
+        [
+            f"envpool, {data['rows']} envs in lockstep",
+            f"{p['envpool']['per_core']:,.0f}",
+            f"{p['envpool']['mean_episode']:.0f}",
+            f"{data['ratio']:.2f}",
+        ],
+    ]
+    return md_table(
+        ["BipedalWalker-v3, pruned-mlp 24-40-40-4", "steps/s per core (CPU time)", "mean episode", "ratio"], rows
+    )
 
 
 def available() -> bool:

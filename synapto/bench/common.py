@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def fmt_mean_std(values: Iterable[float], digits: int = 1) -> str:
     return f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def speedups(times: Mapping[int, Mapping[object, float]]) -> dict[int, dict[str, float]]:
+def speedups(times: Mapping[int, Mapping[Any, float]]) -> dict[int, dict[str, float]]:
     """Speed-up and efficiency per worker count from ``times[workers][seed]``.
 
     The baseline is the smallest worker count ``b``.  For every other count ``n``
@@ -122,8 +123,16 @@ def load_average() -> float:
 
 
 #: variables that make a process an MPI rank: a child launched from under mpiexec drops them
-MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED",
-            "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
+MPI_VARS = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "SYNAPTO_LAUNCHED",
+    "MPI_LOCALNRANKS",
+    "MPI_LOCALRANKID",
+    "HYDRA_CONTROL_FD",
+)
 
 
 def child_env() -> dict:
@@ -151,8 +160,9 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> Logged:
     lines = []
     with open(log, "a" if append else "w", buffering=1) as logf:  # line-buffered: the log can be followed
         logf.write("$ " + shlex.join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=child_env(), bufsize=1)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), bufsize=1
+        )
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

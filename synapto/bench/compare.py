@@ -47,8 +47,15 @@ import typer
 from synapto.bench.common import md_table
 from synapto.errors import UsageError
 
-THRESHOLDS = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "HalfCheetah-v5": 2386.0, "Hopper-v5": 3403.0,
-              "Walker2d-v5": 3830.0, "Swimmer-v5": 355.0, "CartPole-v1": 475.0}
+THRESHOLDS = {
+    "LunarLander-v3": 200.0,
+    "BipedalWalker-v3": 300.0,
+    "HalfCheetah-v5": 2386.0,
+    "Hopper-v5": 3403.0,
+    "Walker2d-v5": 3830.0,
+    "Swimmer-v5": 355.0,
+    "CartPole-v1": 475.0,
+}
 
 
 @dataclass
@@ -130,8 +137,10 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
         cfg = run.parse_config(EvolveConfig.from_json)
         finished = run.tested
         if "centre" not in run.strategy_names():
-            raise UsageError(f"{str(path)!r} is a {cfg.strategy} run: bench compare needs a centre strategy's "
-                             f"checkpointed centres (openai-es, pgpe, cmaes, ars)")
+            raise UsageError(
+                f"{str(path)!r} is a {cfg.strategy} run: bench compare needs a centre strategy's "
+                f"checkpointed centres (openai-es, pgpe, cmaes, ars)"
+            )
         run_id, g_done = run.run_id, run.completed
         steps = run.stats("env_steps") + run.stats("validation_env_steps")
         wall = np.cumsum(np.nan_to_num(run.timing("wall")))
@@ -148,8 +157,11 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
     for g in picks:
         genome, norm = centres[g]
         log(f"  {path.name}: generation {g} centre on {episodes} test episodes")
-        mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", lambda: evaluate(
-            agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns)
+
+        def centre_returns(genome: np.ndarray = genome, norm=norm) -> np.ndarray:
+            return evaluate(agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns
+
+        mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", centre_returns)
         curve.points.append(Point(int(steps[g - 1]), float(wall[g - 1]), f"generation {g}", mean, std))
     if finished:
         total = int(steps[-1]) + (int(np.sum(selection.steps)) if selection is not None else 0)
@@ -179,7 +191,7 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
         run_id = run.run_id
         steps = run.stats("TotalEnvInteracts")
         wall = run.timing("Time")
-        kept = [k for k in range(0, done - 1, cfg.save_freq)]
+        kept = list(range(0, done - 1, cfg.save_freq))
         picks = spread(kept, points)
         params = {k: (run.params(str(k))[0], run.policy_norm(k)) for k in picks}
         final_params, final_norm, stored = run.params("latest")[0], run.policy_norm(done - 1), run.policy_test()
@@ -187,15 +199,20 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
     for k in picks:
         pi, norm = params[k]
         log(f"  {path.name}: epoch {k} policy on {episodes} test episodes")
-        mean, std = cache.get(f"{run_id}:epoch{k}:{episodes}", lambda: test_policy(cfg, pi, episodes, norm)["returns"])
+
+        def policy_returns(pi: np.ndarray = pi, norm=norm) -> np.ndarray:
+            return test_policy(cfg, pi, episodes, norm)["returns"]
+
+        mean, std = cache.get(f"{run_id}:epoch{k}:{episodes}", policy_returns)
         curve.points.append(Point(int(steps[k]), float(wall[k]), f"epoch {k}", mean, std))
     if stored is not None:
         mean, std = float(stored["returns"].mean()), float(stored["returns"].std())
     else:
-        mean, std = cache.get(f"{run_id}:{'final' if finished else f'latest{done}'}:{episodes}",
-                              lambda: test_policy(cfg, final_params, episodes, final_norm)["returns"])
-    curve.points.append(Point(int(steps[-1]), float(wall[-1]), "final" if finished else f"epoch {done - 1}",
-                              mean, std))
+        mean, std = cache.get(
+            f"{run_id}:{'final' if finished else f'latest{done}'}:{episodes}",
+            lambda: test_policy(cfg, final_params, episodes, final_norm)["returns"],
+        )
+    curve.points.append(Point(int(steps[-1]), float(wall[-1]), "final" if finished else f"epoch {done - 1}", mean, std))
     return curve
 
 
@@ -211,17 +228,25 @@ def summarise(curves: list[Curve], thresholds: dict[str, float]) -> list[dict]:
             finals = [c.final.test_mean for c in group]
             hits = [c.reached(threshold) for c in group]
             got = [h for h in hits if h is not None]
-            rows.append({
-                "env": env, "method": method, "kind": group[0].kind, "threshold": threshold,
-                "unfinished": sum(not c.finished for c in group),
-                "seeds": [c.seed for c in group], "final_means": finals,
-                "final_mean": float(np.mean(finals)), "final_min": float(np.min(finals)),
-                "reached": len(got), "runs": len(group),
-                "steps_to_threshold": float(np.median([h.env_steps for h in got])) if got else math.nan,
-                "wall_to_threshold": float(np.median([h.wall for h in got])) if got else math.nan,
-                "final_env_steps": float(np.median([c.final.env_steps for c in group])),
-                "final_wall": float(np.median([c.final.wall for c in group])),
-            })
+            rows.append(
+                {
+                    "env": env,
+                    "method": method,
+                    "kind": group[0].kind,
+                    "threshold": threshold,
+                    "unfinished": sum(not c.finished for c in group),
+                    "seeds": [c.seed for c in group],
+                    "final_means": finals,
+                    "final_mean": float(np.mean(finals)),
+                    "final_min": float(np.min(finals)),
+                    "reached": len(got),
+                    "runs": len(group),
+                    "steps_to_threshold": float(np.median([h.env_steps for h in got])) if got else math.nan,
+                    "wall_to_threshold": float(np.median([h.wall for h in got])) if got else math.nan,
+                    "final_env_steps": float(np.median([c.final.env_steps for c in group])),
+                    "final_wall": float(np.median([c.final.wall for c in group])),
+                }
+            )
     return rows
 
 
@@ -237,21 +262,43 @@ def _t(x: float) -> str:
 
 def markdown(rows: list[dict], command: str, episodes: int) -> str:
     table = md_table(
-        ["task (threshold)", "method", "seeds", "final test (each seed)", "reached", "env steps to it",
-         "wall time to it", "env steps, wall time in all"],
-        [[f"{r['env']} ({r['threshold']:g})", r["method"], " ".join(map(str, r["seeds"])),
-          f"{r['final_mean']:.1f} ({', '.join(f'{x:.0f}' for x in r['final_means'])})"
-          + (f"; {r['unfinished']} unfinished: latest policy" if r["unfinished"] else ""),
-          f"{r['reached']}/{r['runs']}", _m(r["steps_to_threshold"]), _t(r["wall_to_threshold"]),
-          f"{_m(r['final_env_steps'])}, {_t(r['final_wall'])}"] for r in rows], align="llllrrrr")
-    return (f"Evolution against PPO: test means over {episodes} episodes of the test stream; \"reached\": "
-            f"seeds whose tested policies passed the threshold, with the median env steps and wall time of "
-            f"the first tested point that did (an upper bound).\n\n```\n{command}\n```\n\n{table}\n")
+        [
+            "task (threshold)",
+            "method",
+            "seeds",
+            "final test (each seed)",
+            "reached",
+            "env steps to it",
+            "wall time to it",
+            "env steps, wall time in all",
+        ],
+        [
+            [
+                f"{r['env']} ({r['threshold']:g})",
+                r["method"],
+                " ".join(map(str, r["seeds"])),
+                f"{r['final_mean']:.1f} ({', '.join(f'{x:.0f}' for x in r['final_means'])})"
+                + (f"; {r['unfinished']} unfinished: latest policy" if r["unfinished"] else ""),
+                f"{r['reached']}/{r['runs']}",
+                _m(r["steps_to_threshold"]),
+                _t(r["wall_to_threshold"]),
+                f"{_m(r['final_env_steps'])}, {_t(r['final_wall'])}",
+            ]
+            for r in rows
+        ],
+        align="llllrrrr",
+    )
+    return (
+        f'Evolution against PPO: test means over {episodes} episodes of the test stream; "reached": '
+        f"seeds whose tested policies passed the threshold, with the median env steps and wall time of "
+        f"the first tested point that did (an upper bound).\n\n```\n{command}\n```\n\n{table}\n"
+    )
 
 
 def plot(curves: list[Curve], thresholds: dict[str, float], out: Path) -> bool:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -267,9 +314,17 @@ def plot(curves: list[Curve], thresholds: dict[str, float], out: Path) -> bool:
                 if c.env != env:
                     continue
                 xs = [getattr(p, x) / scale for p in c.points]
-                ax.plot(xs, [p.test_mean for p in c.points], "-o", ms=3, color=colours[c.method], alpha=0.8,
-                        label=c.method if c.seed == min(d.seed for d in curves if d.method == c.method
-                                                        and d.env == env) else None)
+                ax.plot(
+                    xs,
+                    [p.test_mean for p in c.points],
+                    "-o",
+                    ms=3,
+                    color=colours[c.method],
+                    alpha=0.8,
+                    label=c.method
+                    if c.seed == min(d.seed for d in curves if d.method == c.method and d.env == env)
+                    else None,
+                )
             if env in thresholds:
                 ax.axhline(thresholds[env], color="k", ls="--", lw=0.8)
             ax.set_xlabel(label)
@@ -282,8 +337,16 @@ def plot(curves: list[Curve], thresholds: dict[str, float], out: Path) -> bool:
     return True
 
 
-def compare(paths: list[Path], points: int, episodes: int, thresholds: dict[str, float], out_dir: Path,
-            name: str, command: str, log=print) -> dict:
+def compare(
+    paths: list[Path],
+    points: int,
+    episodes: int,
+    thresholds: dict[str, float],
+    out_dir: Path,
+    name: str,
+    command: str,
+    log=print,
+) -> dict:
     from synapto.store import RunData
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -294,8 +357,13 @@ def compare(paths: list[Path], points: int, episodes: int, thresholds: dict[str,
             kind = run.kind
         curves.append((evolve_curve if kind == "evolve" else ppo_curve)(Path(path), points, episodes, cache, log))
     rows = summarise(curves, thresholds)
-    result = {"command": command, "episodes": episodes, "thresholds": thresholds, "summary": rows,
-              "runs": [asdict(c) for c in curves]}
+    result = {
+        "command": command,
+        "episodes": episodes,
+        "thresholds": thresholds,
+        "summary": rows,
+        "runs": [asdict(c) for c in curves],
+    }
     (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
     (out_dir / f"{name}.md").write_text(markdown(rows, command, episodes))
     drawn = plot(curves, thresholds, out_dir / f"{name}.png")
@@ -340,13 +408,18 @@ def refuse_repeated_runs(paths) -> None:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("compare")
     def bench_compare(
-        runs: Annotated[list[Path], typer.Argument(help="Finished run files of synapto evolve (a centre "
-                                                         "strategy) and synapto ppo, any tasks and seeds.")],
-        points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final one.")]
-            = 10,
+        runs: Annotated[
+            list[Path],
+            typer.Argument(
+                help="Finished run files of synapto evolve (a centre strategy) and synapto ppo, any tasks and seeds."
+            ),
+        ],
+        points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final one.")] = 10,
         episodes: Annotated[int, typer.Option(help="Test episodes per policy.")] = 100,
-        threshold: Annotated[list[str] | None, typer.Option(
-            help="ENV=X: a task's threshold (repeatable).", show_default="each task's, docs/compare.md")] = None,
+        threshold: Annotated[
+            list[str] | None,
+            typer.Option(help="ENV=X: a task's threshold (repeatable).", show_default="each task's, docs/compare.md"),
+        ] = None,
         out_dir: Annotated[Path, typer.Option(help="Folder of the outputs and the test cache.")] = Path("bench"),
         name: Annotated[str, typer.Option(help="Output name: NAME.md, NAME.json, NAME.png.")] = "compare",
     ):
@@ -364,8 +437,17 @@ def register(bench_app: typer.Typer) -> None:
             if not Path(path).is_file():
                 raise UsageError(f"{str(path)!r} is not a run file")
         refuse_repeated_runs(runs)
-        words = [*map(str, runs), "--points", str(points), "--episodes", str(episodes),
-                 *(w for item in threshold or [] for w in ("--threshold", item)), "--out-dir", str(out_dir),
-                 "--name", name]
+        words = [
+            *map(str, runs),
+            "--points",
+            str(points),
+            "--episodes",
+            str(episodes),
+            *(w for item in threshold or [] for w in ("--threshold", item)),
+            "--out-dir",
+            str(out_dir),
+            "--name",
+            name,
+        ]
         command = "python -m synapto bench compare " + " ".join(shlex.quote(w) for w in words)
         compare([Path(p) for p in runs], points, episodes, thresholds, out_dir, name, command)

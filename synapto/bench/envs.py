@@ -92,8 +92,18 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
 
     from synapto.parallel.launch import find_mpiexec
 
-    cmd = [find_mpiexec(), "-n", str(workers + 1), sys.executable, "-m", "synapto.bench.envs",
-           str(n), str(int(with_agent)), str(int(batched)), str(steps)]
+    cmd = [
+        find_mpiexec(),
+        "-n",
+        str(workers + 1),
+        sys.executable,
+        "-m",
+        "synapto.bench.envs",
+        str(n),
+        str(int(with_agent)),
+        str(int(batched)),
+        str(steps),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "HYDRA_"))}
     env.pop("SYNAPTO_LAUNCHED", None)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
@@ -193,18 +203,36 @@ def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, back
                     sps = bench_gym(backend, n, steps, with_agent)
                     procs = n + 1 if backend == "async" else 1
                 busy = min(procs, cores)
-                results.append({"backend": backend, "agent": with_agent, "envs": n,
-                                "steps_per_s": sps, "per_core": sps / busy, "cores": busy})
-                print(f"  {backend:>6} {'agent' if with_agent else 'random':>6} n={n:<6} {sps:>14,.0f} steps/s",
-                      flush=True)
+                results.append(
+                    {
+                        "backend": backend,
+                        "agent": with_agent,
+                        "envs": n,
+                        "steps_per_s": sps,
+                        "per_core": sps / busy,
+                        "cores": busy,
+                    }
+                )
+                print(
+                    f"  {backend:>6} {'agent' if with_agent else 'random':>6} n={n:<6} {sps:>14,.0f} steps/s",
+                    flush=True,
+                )
     if "mpi" in backends:  # the batched evaluator on the same farm, agent in the loop
         for n in ns:
             if n > max_serial * 16:
                 continue
             sps = bench_mpi(n, workers, True, True, steps)
             busy = min(workers + 1, cores)
-            results.append({"backend": "mpi-batched", "agent": True, "envs": n, "steps_per_s": sps,
-                            "per_core": sps / busy, "cores": busy})
+            results.append(
+                {
+                    "backend": "mpi-batched",
+                    "agent": True,
+                    "envs": n,
+                    "steps_per_s": sps,
+                    "per_core": sps / busy,
+                    "cores": busy,
+                }
+            )
             print(f"  mpi-batched  agent n={n:<6} {sps:>14,.0f} steps/s", flush=True)
     return {"env": ENV, "steps": steps, "workers": workers, "cores": cores, "results": results}
 
@@ -255,20 +283,21 @@ def plot(data: dict, path: Path) -> bool:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("envs")
     def bench_envs(
-        max_envs: Annotated[int, typer.Option(help="Largest number of environments (powers of 4 from 1).")]
-            = 65536,
-        steps: Annotated[int, typer.Option(help="Env steps per measurement (at least 2 steps of all envs).")]
-            = 200000,
+        max_envs: Annotated[int, typer.Option(help="Largest number of environments (powers of 4 from 1).")] = 65536,
+        steps: Annotated[int, typer.Option(help="Env steps per measurement (at least 2 steps of all envs).")] = 200000,
         workers: Annotated[int, typer.Option(help="MPI worker ranks of the mpi backend.")] = 2,
         max_async: Annotated[int, typer.Option(help="Largest AsyncVectorEnv (one process per env).")] = 16,
-        max_serial: Annotated[int, typer.Option(help="Largest SyncVectorEnv / MPI farm (envs stepped one by one).")]
-            = 1024,
-        backend: Annotated[list[str] | None, typer.Option(
-            help="Backends to run: sync async vector mpi.", show_default="all")] = None,
+        max_serial: Annotated[
+            int, typer.Option(help="Largest SyncVectorEnv / MPI farm (envs stepped one by one).")
+        ] = 1024,
+        backend: Annotated[
+            list[str] | None, typer.Option(help="Backends to run: sync async vector mpi.", show_default="all")
+        ] = None,
         out_dir: Annotated[Path, typer.Option(help="Where envs.md, envs.json and envs.png go.")] = Path("bench"),
         bipedal_rows: Annotated[int, typer.Option(help="bipedal: envs stepped in lockstep on envpool.")] = 64,
-        bipedal_seconds: Annotated[float, typer.Option(
-            help="bipedal: CPU seconds per path (rounds alternate between the two).")] = 20.0,
+        bipedal_seconds: Annotated[
+            float, typer.Option(help="bipedal: CPU seconds per path (rounds alternate between the two).")
+        ] = 20.0,
     ):
         """CartPole-v1 steps/s against the number of environments, per backend; and BipedalWalker-v3 training
         steps per CPU second, gymnasium one env at a time against envpool in lockstep (backend bipedal)."""

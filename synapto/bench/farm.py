@@ -45,10 +45,32 @@ KEY_GENOME = 2720
 CONFIGS = (("experiments/bipedal_solve.toml", 400_000), ("experiments/lunarlander_learn.toml", 300_000))
 #: the GA at deep-neuroevolution scale (genomes as lineages, :mod:`synapto.lineage`):
 #: LunarLander with pruned-mlp networks of 68 k and 1.06 M weights (label, options, env steps)
-GA_RUNS = tuple((f"ga, pruned-mlp {a}x{a} ({label})",
-                 ["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", str(a), str(a), "--strategy", "ga",
-                  "--population", "32", "--episodes", "1", "--generations", "1000", "--seed", "3"], budget)
-                for a, label, budget in ((256, "68 k weights", 150_000), (1024, "1 M weights", 60_000)))
+GA_RUNS = tuple(
+    (
+        f"ga, pruned-mlp {a}x{a} ({label})",
+        [
+            "--env",
+            "LunarLander-v3",
+            "--agent",
+            "pruned-mlp",
+            "--hidden",
+            str(a),
+            str(a),
+            "--strategy",
+            "ga",
+            "--population",
+            "32",
+            "--episodes",
+            "1",
+            "--generations",
+            "1000",
+            "--seed",
+            "3",
+        ],
+        budget,
+    )
+    for a, label, budget in ((256, "68 k weights", 150_000), (1024, "1 M weights", 60_000))
+)
 _DONE = re.compile(r"done in .*coordinator CPU ([0-9.]+) s")
 
 
@@ -67,8 +89,12 @@ def _keys_context():
     from synapto.noise import KEY_WIDTH, Samples
 
     rng = np.random.default_rng(0)
-    return Samples("mirrored", rng.standard_normal(KEY_GENOME), 0.05,
-                   rng.integers(0, 2**63, size=(32, KEY_WIDTH)).astype(np.uint64))
+    return Samples(
+        "mirrored",
+        rng.standard_normal(KEY_GENOME),
+        0.05,
+        rng.integers(0, 2**63, size=(32, KEY_WIDTH)).astype(np.uint64),
+    )
 
 
 def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
@@ -91,8 +117,15 @@ def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
         for _ in range(repeats):
             res = farm.map(payloads, context=context)
             s = res.stats
-            fig = {"payload": label, "bytes": size or 0, "workers": W, "tasks": n, "wall": s.wall,
-                   "tasks_per_s": n / s.wall, "cpu_per_task_us": 1e6 * s.coordinator_cpu / n}
+            fig = {
+                "payload": label,
+                "bytes": size or 0,
+                "workers": W,
+                "tasks": n,
+                "wall": s.wall,
+                "tasks_per_s": n / s.wall,
+                "cpu_per_task_us": 1e6 * s.coordinator_cpu / n,
+            }
             if best is None or fig["cpu_per_task_us"] < best["cpu_per_task_us"]:
                 best = fig
         rows.append(best)
@@ -109,8 +142,18 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
     with tempfile.TemporaryDirectory() as tmp:
         for W in workers_list:
             out = Path(tmp) / f"probe{W}.json"
-            cmd = [find_mpiexec(), "-n", str(W + 1), sys.executable, "-m", "synapto.bench.farm", "probe", str(out),
-                   str(tasks_per_worker), str(repeats)]
+            cmd = [
+                find_mpiexec(),
+                "-n",
+                str(W + 1),
+                sys.executable,
+                "-m",
+                "synapto.bench.farm",
+                "probe",
+                str(out),
+                str(tasks_per_worker),
+                str(repeats),
+            ]
             log(f"farm probe: {W} worker(s) ...")
             run_logged(cmd, Path(tmp) / f"probe{W}.log")
             rows += json.loads(out.read_text())
@@ -128,12 +171,27 @@ def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[di
     with tempfile.TemporaryDirectory() as tmp:
         for config, budget in configs:
             for r in range(repeats):
-                for W in (workers if r % 2 == 0 else tuple(reversed(workers))):
+                for W in workers if r % 2 == 0 else tuple(reversed(workers)):
                     out = Path(tmp) / f"run{W}.h5"
-                    label, options = (config if isinstance(config, tuple) else (str(config), ["--config", str(config)]))
-                    cmd = [sys.executable, "-m", "synapto", "evolve", *options, "--workers", str(W),
-                           "--max-env-steps", str(budget), "--select-episodes", "0", "--test-episodes", "0",
-                           "--out", str(out), "--force"]
+                    label, options = config if isinstance(config, tuple) else (str(config), ["--config", str(config)])
+                    cmd = [
+                        sys.executable,
+                        "-m",
+                        "synapto",
+                        "evolve",
+                        *options,
+                        "--workers",
+                        str(W),
+                        "--max-env-steps",
+                        str(budget),
+                        "--select-episodes",
+                        "0",
+                        "--test-episodes",
+                        "0",
+                        "--out",
+                        str(out),
+                        "--force",
+                    ]
                     log(f"farm config: {label} with {W} worker(s), {budget:,} env steps ...")
                     logged = run_logged(cmd, Path(tmp) / f"run{W}.log")
                     cpu = next((float(m.group(1)) for _, line in logged.lines if (m := _DONE.search(line))), math.nan)
@@ -143,10 +201,21 @@ def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[di
                         compute = float(np.nansum(run.timing("worker_compute")))
                         wall = float(np.nansum(run.timing("wall")))
                         per_generation = out.stat().st_size / max(run.completed, 1)
-                    rows.append({"config": label, "budget": budget, "workers": W, "repeat": r,
-                                 "file_per_generation": per_generation,
-                                 "wall": logged.wall, "loop_wall": wall, "coordinator_cpu": cpu,
-                                 "env_steps": steps, "tasks": tasks, "worker_compute": compute})
+                    rows.append(
+                        {
+                            "config": label,
+                            "budget": budget,
+                            "workers": W,
+                            "repeat": r,
+                            "file_per_generation": per_generation,
+                            "wall": logged.wall,
+                            "loop_wall": wall,
+                            "coordinator_cpu": cpu,
+                            "env_steps": steps,
+                            "tasks": tasks,
+                            "worker_compute": compute,
+                        }
+                    )
     return rows
 
 
@@ -162,11 +231,20 @@ def speedup_rows(runs: list[dict]) -> list[dict]:
             wall = statistics.median(r["loop_wall"] for r in rs)
             process = statistics.median(r["wall"] for r in rs)
             cpu = statistics.median(r["coordinator_cpu"] / r["loop_wall"] for r in rs)
-            out.append({"config": config, "workers": W, "wall": wall, "speedup": base / wall,
-                        "efficiency": base / wall / W, "coordinator_cpu_share": cpu,
-                        "process_wall": process, "process_speedup": base_process / process,
-                        "file_per_generation": statistics.median(r.get("file_per_generation", math.nan) for r in rs),
-                        "env_steps": rs[0]["env_steps"]})
+            out.append(
+                {
+                    "config": config,
+                    "workers": W,
+                    "wall": wall,
+                    "speedup": base / wall,
+                    "efficiency": base / wall / W,
+                    "coordinator_cpu_share": cpu,
+                    "process_wall": process,
+                    "process_speedup": base_process / process,
+                    "file_per_generation": statistics.median(r.get("file_per_generation", math.nan) for r in rs),
+                    "env_steps": rs[0]["env_steps"],
+                }
+            )
     return out
 
 
@@ -180,52 +258,105 @@ def saturation(probes: list[dict], runs: list[dict]) -> dict:
         return {}
     episode = statistics.median(r["worker_compute"] / r["tasks"] for r in bip)
     at = max(keys, key=lambda p: p["workers"])
-    return {"episode_s": episode, "cpu_per_task_us": at["cpu_per_task_us"], "measured_at_workers": at["workers"],
-            "workers": episode / (1e-6 * at["cpu_per_task_us"])}
+    return {
+        "episode_s": episode,
+        "cpu_per_task_us": at["cpu_per_task_us"],
+        "measured_at_workers": at["workers"],
+        "workers": episode / (1e-6 * at["cpu_per_task_us"]),
+    }
 
 
 def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
     lines = [f"# bench farm ({cpu_count()} cores, load {load_average():.1f} at the end)", ""]
     if probes:
-        lines += ["## The farm alone: zero-cost tasks", "",
-                  "Coordinator CPU per task (µs) and tasks/s, by payload and worker ranks"
-                  + (" (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count()
-                     else "") + ".", ""]
+        lines += [
+            "## The farm alone: zero-cost tasks",
+            "",
+            "Coordinator CPU per task (µs) and tasks/s, by payload and worker ranks"
+            + (" (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count() else "")
+            + ".",
+            "",
+        ]
         ws = sorted({p["workers"] for p in probes})
         payloads = list(dict.fromkeys(p["payload"] for p in probes))
         cell = {(p["payload"], p["workers"]): p for p in probes}
-        lines.append(md_table(["payload", *[f"{w} w: µs/task" for w in ws], *[f"{w} w: tasks/s" for w in ws]],
-                              [[pl, *[f"{cell[pl, w]['cpu_per_task_us']:.0f}" for w in ws],
-                                *[f"{cell[pl, w]['tasks_per_s']:,.0f}" for w in ws]] for pl in payloads]))
+        lines.append(
+            md_table(
+                ["payload", *[f"{w} w: µs/task" for w in ws], *[f"{w} w: tasks/s" for w in ws]],
+                [
+                    [
+                        pl,
+                        *[f"{cell[pl, w]['cpu_per_task_us']:.0f}" for w in ws],
+                        *[f"{cell[pl, w]['tasks_per_s']:,.0f}" for w in ws],
+                    ]
+                    for pl in payloads
+                ],
+            )
+        )
         lines.append("")
     if sat:
-        lines += [f"A BipedalWalker task of the bipedal config takes {1e3 * sat['episode_s']:.0f} ms of a worker "
-                  f"(median at 1 worker); a noise-key task costs the coordinator {sat['cpu_per_task_us']:.0f} µs "
-                  f"of CPU (at {sat['measured_at_workers']} workers): one coordinator keeps about "
-                  f"**{sat['workers']:,.0f} workers** busy before it becomes the bottleneck.", ""]
+        lines += [
+            f"A BipedalWalker task of the bipedal config takes {1e3 * sat['episode_s']:.0f} ms of a worker "
+            f"(median at 1 worker); a noise-key task costs the coordinator {sat['cpu_per_task_us']:.0f} µs "
+            f"of CPU (at {sat['measured_at_workers']} workers): one coordinator keeps about "
+            f"**{sat['workers']:,.0f} workers** busy before it becomes the bottleneck.",
+            "",
+        ]
     if speed:
-        lines += ["## The shipped configs: 1 and 2 workers", "",
-                  "wall: the run's own wall time (its generations, from /timing/wall); with start-up: the "
-                  "whole command, mpiexec and every rank's imports included.", "",
-                  md_table(["config", "env steps", "workers", "wall (s)", "speed-up", "efficiency",
-                            "coordinator CPU / wall", "with start-up (s)", "speed-up", "run file / generation"],
-                           [[r["config"], f"{r['env_steps']:,}", r["workers"], f"{r['wall']:.1f}",
-                             f"{r['speedup']:.2f}", f"{100 * r['efficiency']:.0f} %",
-                             f"{100 * r['coordinator_cpu_share']:.1f} %", f"{r['process_wall']:.1f}",
-                             f"{r['process_speedup']:.2f}", f"{r.get('file_per_generation', math.nan) / 1e6:.2f} MB"]
-                            for r in speed]), ""]
+        lines += [
+            "## The shipped configs: 1 and 2 workers",
+            "",
+            "wall: the run's own wall time (its generations, from /timing/wall); with start-up: the "
+            "whole command, mpiexec and every rank's imports included.",
+            "",
+            md_table(
+                [
+                    "config",
+                    "env steps",
+                    "workers",
+                    "wall (s)",
+                    "speed-up",
+                    "efficiency",
+                    "coordinator CPU / wall",
+                    "with start-up (s)",
+                    "speed-up",
+                    "run file / generation",
+                ],
+                [
+                    [
+                        r["config"],
+                        f"{r['env_steps']:,}",
+                        r["workers"],
+                        f"{r['wall']:.1f}",
+                        f"{r['speedup']:.2f}",
+                        f"{100 * r['efficiency']:.0f} %",
+                        f"{100 * r['coordinator_cpu_share']:.1f} %",
+                        f"{r['process_wall']:.1f}",
+                        f"{r['process_speedup']:.2f}",
+                        f"{r.get('file_per_generation', math.nan) / 1e6:.2f} MB",
+                    ]
+                    for r in speed
+                ],
+            ),
+            "",
+        ]
     return "\n".join(lines)
 
 
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("farm")
     def bench_farm(
-        workers_list: Annotated[list[int] | None, typer.Option(
-            help="Worker ranks of the zero-cost probes (each one mpiexec job).",
-            show_default="1 2 8 32 64")] = None,
+        workers_list: Annotated[
+            list[int] | None,
+            typer.Option(
+                help="Worker ranks of the zero-cost probes (each one mpiexec job).", show_default="1 2 8 32 64"
+            ),
+        ] = None,
         tasks_per_worker: Annotated[int, typer.Option(help="Zero-cost tasks per worker in a probe map.")] = 50,
-        repeats: Annotated[int, typer.Option(help="Maps per probe (the lowest CPU per task is kept); runs "
-                                                  "per config and worker count.")] = 3,
+        repeats: Annotated[
+            int,
+            typer.Option(help="Maps per probe (the lowest CPU per task is kept); runs per config and worker count."),
+        ] = 3,
         configs: Annotated[bool, typer.Option(help="Also time the shipped configs at 1 and 2 workers.")] = True,
         out_dir: Annotated[Path, typer.Option(help="Where farm.md and farm.json go.")] = Path("bench"),
     ):
@@ -239,14 +370,21 @@ def register(bench_app: typer.Typer) -> None:
         check_out_dir(out_dir)
         t0 = time.perf_counter()
         probes = run_probes(workers_list, tasks_per_worker, repeats)
-        runs = run_configs([*CONFIGS, *(((label, options), budget) for label, options, budget in GA_RUNS)],
-                           repeats=max(1, repeats // 2)) if configs else []
+        runs = (
+            run_configs(
+                [*CONFIGS, *(((label, options), budget) for label, options, budget in GA_RUNS)],
+                repeats=max(1, repeats // 2),
+            )
+            if configs
+            else []
+        )
         speed = speedup_rows(runs) if runs else []
         sat = saturation(probes, runs)
         md = report(probes, speed, sat)
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "farm.json").write_text(json.dumps({"probes": probes, "runs": runs, "speedups": speed,
-                                                       "saturation": sat}, indent=2))
+        (out_dir / "farm.json").write_text(
+            json.dumps({"probes": probes, "runs": runs, "speedups": speed, "saturation": sat}, indent=2)
+        )
         (out_dir / "farm.md").write_text(md + "\n")
         print(md)
         print(f"-> {out_dir / 'farm.md'}, {out_dir / 'farm.json'} ({time.perf_counter() - t0:.0f} s)")

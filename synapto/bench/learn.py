@@ -36,10 +36,25 @@ from synapto.errors import UsageError
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
-_GA = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64",
-       "--episodes", "4"]
-_CENTRE = ["--agent", "pruned-mlp", "--hidden", "16", "--population", "64", "--episodes", "1",
-           "--validate-top", "2", "--validate-episodes", "8", "--sigma", "0.1", "--prune", "off"]
+_GA = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64", "--episodes", "4"]
+_CENTRE = [
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "16",
+    "--population",
+    "64",
+    "--episodes",
+    "1",
+    "--validate-top",
+    "2",
+    "--validate-episodes",
+    "8",
+    "--sigma",
+    "0.1",
+    "--prune",
+    "off",
+]
 
 
 @dataclass(frozen=True)
@@ -53,32 +68,93 @@ class Budget:
 BUDGETS = {
     # 2.75 M training + validation steps leave room for the final selection (at most
     # 5 candidates x 30 episodes x 1000 steps) within 3 M env steps per run.
-    "short": Budget("LunarLander-v3", 2_750_000, 30, {
-        "reference": [*_GA, "--no-crn", "--validate-episodes", "0", "--mutation-std", "0"],
-        "ga": [*_GA, "--validate-episodes", "16", "--mutation-std", "0.5"],
-        "openai-es": ["--strategy", "openai-es", *_CENTRE, "--lr", "0.03"],
-        "pgpe": ["--strategy", "pgpe", *_CENTRE, "--strategy-option", "max_speed=0.15"],
-        "cmaes": ["--strategy", "cmaes", *_CENTRE, "--strategy-option", "separable=true"],
-    }),
+    "short": Budget(
+        "LunarLander-v3",
+        2_750_000,
+        30,
+        {
+            "reference": [*_GA, "--no-crn", "--validate-episodes", "0", "--mutation-std", "0"],
+            "ga": [*_GA, "--validate-episodes", "16", "--mutation-std", "0.5"],
+            "openai-es": ["--strategy", "openai-es", *_CENTRE, "--lr", "0.03"],
+            "pgpe": ["--strategy", "pgpe", *_CENTRE, "--strategy-option", "max_speed=0.15"],
+            "cmaes": ["--strategy", "cmaes", *_CENTRE, "--strategy-option", "separable=true"],
+        },
+    ),
     # experiments/bipedal_solve.toml's settings
-    "long": Budget("BipedalWalker-v3", 60_000_000, 20, {
-        "openai-es": ["--strategy", "openai-es", "--agent", "pruned-mlp", "--hidden", "40", "40",
-                      "--population", "64", "--episodes", "1", "--obs-norm", "--validate-top", "2",
-                      "--validate-episodes", "4", "--sigma", "0.05", "--lr", "0.02",
-                      "--strategy-option", "prune_every=20"],
-    }),
+    "long": Budget(
+        "BipedalWalker-v3",
+        60_000_000,
+        20,
+        {
+            "openai-es": [
+                "--strategy",
+                "openai-es",
+                "--agent",
+                "pruned-mlp",
+                "--hidden",
+                "40",
+                "40",
+                "--population",
+                "64",
+                "--episodes",
+                "1",
+                "--obs-norm",
+                "--validate-top",
+                "2",
+                "--validate-episodes",
+                "4",
+                "--sigma",
+                "0.05",
+                "--lr",
+                "0.02",
+                "--strategy-option",
+                "prune_every=20",
+            ],
+        },
+    ),
 }
 
 
-def command(budget: Budget, mode: str, seed: int, out: Path, workers: int, test_episodes: int,
-            extra: list[str], env: str | None, max_env_steps: int | None) -> list[str]:
+def command(
+    budget: Budget,
+    mode: str,
+    seed: int,
+    out: Path,
+    workers: int,
+    test_episodes: int,
+    extra: list[str],
+    env: str | None,
+    max_env_steps: int | None,
+) -> list[str]:
     """The ``synapto evolve`` command line of one run."""
-    args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps),
-            "--generations", "100000", *budget.modes[mode],
-            "--select-episodes", "0" if mode == "reference" else str(budget.select_episodes)]
-    return [sys.executable, "-m", "synapto", "evolve", *args, *([] if mode == "reference" else extra),
-            "--seed", str(seed), "--test-episodes", str(test_episodes), "--out", str(out), "--force",
-            "--workers", str(workers)]
+    args = [
+        "--env",
+        env or budget.env,
+        "--max-env-steps",
+        str(max_env_steps or budget.max_env_steps),
+        "--generations",
+        "100000",
+        *budget.modes[mode],
+        "--select-episodes",
+        "0" if mode == "reference" else str(budget.select_episodes),
+    ]
+    return [
+        sys.executable,
+        "-m",
+        "synapto",
+        "evolve",
+        *args,
+        *([] if mode == "reference" else extra),
+        "--seed",
+        str(seed),
+        "--test-episodes",
+        str(test_episodes),
+        "--out",
+        str(out),
+        "--force",
+        "--workers",
+        str(workers),
+    ]
 
 
 def champion_summary(path: Path) -> dict:
@@ -94,13 +170,23 @@ def champion_summary(path: Path) -> dict:
         selection_steps = 0 if selection is None else int(selection.steps.sum())
         train = int(run.stats("env_steps")[-1])
         validation = int(run.stats("validation_env_steps")[-1])
-        return {"seed": cfg.seed, "generations": run.completed, "champion_generation": champion.generation,
-                "chosen_on": champion.fitness, "selection_fitness": champion.selection_fitness,
-                "test_mean": float(test.mean()), "test_std": float(test.std()), "test_episodes": int(test.size),
-                "env_steps": train + validation + selection_steps, "training_steps": train,
-                "validation_steps": validation, "selection_steps": selection_steps,
-                "test_steps": int(champion.test_steps.sum()),
-                "connections": int(np.count_nonzero(champion.genome)), "run_wall": float(run.timing("wall").sum())}
+        return {
+            "seed": cfg.seed,
+            "generations": run.completed,
+            "champion_generation": champion.generation,
+            "chosen_on": champion.fitness,
+            "selection_fitness": champion.selection_fitness,
+            "test_mean": float(test.mean()),
+            "test_std": float(test.std()),
+            "test_episodes": int(test.size),
+            "env_steps": train + validation + selection_steps,
+            "training_steps": train,
+            "validation_steps": validation,
+            "selection_steps": selection_steps,
+            "test_steps": int(champion.test_steps.sum()),
+            "connections": int(np.count_nonzero(champion.genome)),
+            "run_wall": float(run.timing("wall").sum()),
+        }
 
 
 def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str, dict]:
@@ -109,42 +195,92 @@ def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str,
         if not items:
             continue
         tm = [r["test_mean"] for r in items]
-        gap = [(r["selection_fitness"] if r["selection_fitness"] is not None else r["chosen_on"]) - r["test_mean"]
-               for r in items]
-        out[mode] = {"test_mean": mean_std(tm), "min_test": float(min(tm)), "chosen_gap": mean_std(gap),
-                     "solved": None if threshold is None else int(sum(t >= threshold for t in tm)),
-                     "seeds": len(items), "env_steps": mean_std([r["env_steps"] for r in items]),
-                     "max_env_steps": int(max(r["env_steps"] for r in items)),
-                     "wall": mean_std([r["wall"] for r in items])}
+        gap = [
+            (r["selection_fitness"] if r["selection_fitness"] is not None else r["chosen_on"]) - r["test_mean"]
+            for r in items
+        ]
+        out[mode] = {
+            "test_mean": mean_std(tm),
+            "min_test": float(min(tm)),
+            "chosen_gap": mean_std(gap),
+            "solved": None if threshold is None else int(sum(t >= threshold for t in tm)),
+            "seeds": len(items),
+            "env_steps": mean_std([r["env_steps"] for r in items]),
+            "max_env_steps": int(max(r["env_steps"] for r in items)),
+            "wall": mean_std([r["wall"] for r in items]),
+        }
     return out
 
 
 def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
     thr = meta["threshold"]
-    rows = [[m, f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}", f"{s['min_test']:.1f}",
-             "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}", f"{s['chosen_gap'][0]:+.1f}",
-             f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
-             f"{s['wall'][0]:.0f} s"] for m, s in summary.items()]
-    per_seed = [[m, r["seed"], "-" if np.isnan(r["chosen_on"]) else f"{r['chosen_on']:.1f}",
-                 "-" if r["selection_fitness"] is None else f"{r['selection_fitness']:.1f}",
-                 f"{r['test_mean']:.1f} ± {r['test_std']:.1f}", r["generations"],
-                 f"{r['env_steps'] / 1e6:.2f} M", r["connections"], f"{r['wall']:.0f} s"]
-                for m, items in runs.items() for r in items]
-    return "\n\n".join([
-        f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
-        f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
-        md_table(["mode", f"test mean ({meta['test_episodes']} ep.)", "worst seed",
-                  f"solved (>= {thr:g})" if thr is not None else "solved", "chosen-on - test", "env steps",
-                  "wall time"], rows),
-        "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
-        "for `reference`) minus its test mean.  env steps: training + validation + selection "
-        "(the test episodes apart).",
-        md_table(["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test",
-                  "generations", "env steps",
-                  "connections", "wall"], per_seed),
-        "modes (`python -m synapto evolve ...`):\n\n" + "\n".join(
-            f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
-    ]) + "\n"
+    rows = [
+        [
+            m,
+            f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}",
+            f"{s['min_test']:.1f}",
+            "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}",
+            f"{s['chosen_gap'][0]:+.1f}",
+            f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
+            f"{s['wall'][0]:.0f} s",
+        ]
+        for m, s in summary.items()
+    ]
+    per_seed = [
+        [
+            m,
+            r["seed"],
+            "-" if np.isnan(r["chosen_on"]) else f"{r['chosen_on']:.1f}",
+            "-" if r["selection_fitness"] is None else f"{r['selection_fitness']:.1f}",
+            f"{r['test_mean']:.1f} ± {r['test_std']:.1f}",
+            r["generations"],
+            f"{r['env_steps'] / 1e6:.2f} M",
+            r["connections"],
+            f"{r['wall']:.0f} s",
+        ]
+        for m, items in runs.items()
+        for r in items
+    ]
+    return (
+        "\n\n".join(
+            [
+                f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
+                f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
+                md_table(
+                    [
+                        "mode",
+                        f"test mean ({meta['test_episodes']} ep.)",
+                        "worst seed",
+                        f"solved (>= {thr:g})" if thr is not None else "solved",
+                        "chosen-on - test",
+                        "env steps",
+                        "wall time",
+                    ],
+                    rows,
+                ),
+                "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
+                "for `reference`) minus its test mean.  env steps: training + validation + selection "
+                "(the test episodes apart).",
+                md_table(
+                    [
+                        "mode",
+                        "seed",
+                        "run's champion fitness (-: the final centre)",
+                        "selection",
+                        "test",
+                        "generations",
+                        "env steps",
+                        "connections",
+                        "wall",
+                    ],
+                    per_seed,
+                ),
+                "modes (`python -m synapto evolve ...`):\n\n"
+                + "\n".join(f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
+            ]
+        )
+        + "\n"
+    )
 
 
 def plot(path: Path, runs: dict, meta: dict) -> bool:
@@ -183,19 +319,31 @@ def check_command(cmd: list[str]) -> None:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("learn")
     def bench_learn(
-        long: Annotated[bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget "
-                                                          "(hours per seed).")] = False,
-        mode: Annotated[list[str] | None, typer.Option(
-            help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes")] = None,
+        long: Annotated[
+            bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget (hours per seed).")
+        ] = False,
+        mode: Annotated[
+            list[str] | None,
+            typer.Option(help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes"),
+        ] = None,
         seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        env: Annotated[str | None, typer.Option(help="Override the budget's environment.",
-                                                   show_default="the budget's")] = None,
-        max_env_steps: Annotated[int | None, typer.Option(
-            help="Override the budget's training + validation env steps per run.", show_default="the budget's")] = None,
+        env: Annotated[
+            str | None, typer.Option(help="Override the budget's environment.", show_default="the budget's")
+        ] = None,
+        max_env_steps: Annotated[
+            int | None,
+            typer.Option(
+                help="Override the budget's training + validation env steps per run.", show_default="the budget's"
+            ),
+        ] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        extra: Annotated[str, typer.Option(help="Extra evolve options for every mode but reference, e.g. "
-                                                "'--obs-norm'.", show_default="none")] = "",
+        extra: Annotated[
+            str,
+            typer.Option(
+                help="Extra evolve options for every mode but reference, e.g. '--obs-norm'.", show_default="none"
+            ),
+        ] = "",
         out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
     ):
         """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
@@ -223,9 +371,16 @@ def register(bench_app: typer.Typer) -> None:
         for m in modes:  # every mode's options checked before the first run
             check_command(cmd_of(m, seeds[0])[0])
         run_dir.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {"env": env_name, "max_env_steps": max_env_steps or budget.max_env_steps, "seeds": seeds,
-                "workers": workers, "test_episodes": test_episodes, "threshold": SOLVED.get(env_name),
-                "extra": extra, "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes}}
+        meta: dict[str, Any] = {
+            "env": env_name,
+            "max_env_steps": max_env_steps or budget.max_env_steps,
+            "seeds": seeds,
+            "workers": workers,
+            "test_episodes": test_episodes,
+            "threshold": SOLVED.get(env_name),
+            "extra": extra,
+            "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
+        }
         runs: dict[str, list[dict]] = {m: [] for m in modes}
         for m in modes:
             for s in seeds:
@@ -235,15 +390,19 @@ def register(bench_app: typer.Typer) -> None:
                 r = champion_summary(out)
                 r["wall"] = wall
                 runs[m].append(r)
-                print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
-                      f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
-                      f"{r['env_steps']:,} env steps, {r['wall']:.0f} s", flush=True)
+                print(
+                    f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
+                    f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
+                    f"{r['env_steps']:,} env steps, {r['wall']:.0f} s",
+                    flush=True,
+                )
                 done = {k: v for k, v in runs.items() if v}
                 summary = summarise(done, meta["threshold"])
                 md = render_markdown(meta, summary, done)
                 (out_dir / "learn.md").write_text(md)
-                (out_dir / "learn.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": done},
-                                                               indent=2))
+                (out_dir / "learn.json").write_text(
+                    json.dumps({"meta": meta, "summary": summary, "runs": done}, indent=2)
+                )
         plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
         print(md)
         print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))

@@ -109,26 +109,31 @@ def torch_mlp(hidden, rng):
 def run_nn(repeats: int = 5, scale: float = 1.0, torch: str = "auto") -> dict:
     """All measurements; ``scale`` multiplies the number of calls per timing."""
     rng = np.random.default_rng(0)
-    impls = [("numpy", "MLP 32 32", lambda: numpy_mlp((32, 32), rng)),
-             ("numpy", "MLP 64 64", lambda: numpy_mlp((64, 64), rng)),
-             ("numpy", "Hebbian DAG 8 8", lambda: numpy_dag((8, 8), rng))]
+    impls = [
+        ("numpy", "MLP 32 32", lambda: numpy_mlp((32, 32), rng)),
+        ("numpy", "MLP 64 64", lambda: numpy_mlp((64, 64), rng)),
+        ("numpy", "Hebbian DAG 8 8", lambda: numpy_dag((8, 8), rng)),
+    ]
     have_torch = False
     if torch != "off":
         try:
             import torch as _t  # noqa: F401
+
             have_torch = True
         except ImportError:
             pass
     if have_torch:
-        impls += [("torch", "MLP 32 32", lambda: torch_mlp((32, 32), rng)),
-                  ("torch", "MLP 64 64", lambda: torch_mlp((64, 64), rng))]
+        impls += [
+            ("torch", "MLP 32 32", lambda: torch_mlp((32, 32), rng)),
+            ("torch", "MLP 64 64", lambda: torch_mlp((64, 64), rng)),
+        ]
     rows = []
     for lib, net, make in impls:
         forward, train = make()
         row: dict[str, Any] = {"library": lib, "network": net}
         for b in FORWARD_BATCHES:
             x = rng.standard_normal((b, OBS))
-            row[f"forward_{b}"] = time_call(partial(forward, x), max(1, int(2000 * scale / b ** 0.5)), repeats)
+            row[f"forward_{b}"] = time_call(partial(forward, x), max(1, int(2000 * scale / b**0.5)), repeats)
         for b in TRAIN_BATCHES:
             if train is None:
                 row[f"train_{b}"] = None
@@ -136,28 +141,38 @@ def run_nn(repeats: int = 5, scale: float = 1.0, torch: str = "auto") -> dict:
             x, t = rng.standard_normal((b, OBS)), rng.standard_normal((b, ACT))
             row[f"train_{b}"] = time_call(partial(train, x, t), max(1, int(20000 * scale / b)), repeats)
         rows.append(row)
-    return {"torch": have_torch, "repeats": repeats, "scale": scale, "rows": rows,
-            "units": "microseconds per call (median)"}
+    return {
+        "torch": have_torch,
+        "repeats": repeats,
+        "scale": scale,
+        "rows": rows,
+        "units": "microseconds per call (median)",
+    }
 
 
 def table(data: dict) -> str:
     cols = [f"forward_{b}" for b in FORWARD_BATCHES] + [f"train_{b}" for b in TRAIN_BATCHES]
-    heads = ["library", "network"] + [f"forward {b} (µs)" for b in FORWARD_BATCHES] + \
-            [f"train {b} (µs)" for b in TRAIN_BATCHES]
+    heads = (
+        ["library", "network"]
+        + [f"forward {b} (µs)" for b in FORWARD_BATCHES]
+        + [f"train {b} (µs)" for b in TRAIN_BATCHES]
+    )
 
     def fmt(v):
         return "–" if v is None else f"{v:,.1f}"
 
-    return md_table(heads, ([r["library"], r["network"], *(fmt(r[c]) for c in cols)] for r in data["rows"]),
-                    align="ll" + "r" * len(cols))
+    return md_table(
+        heads,
+        ([r["library"], r["network"], *(fmt(r[c]) for c in cols)] for r in data["rows"]),
+        align="ll" + "r" * len(cols),
+    )
 
 
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("nn")
     def bench_nn(
         repeats: Annotated[int, typer.Option(help="Timings per figure (the median is reported).")] = 5,
-        scale: Annotated[float, typer.Option(help="Multiplies the calls per timing (smaller: faster, noisier).")]
-            = 1.0,
+        scale: Annotated[float, typer.Option(help="Multiplies the calls per timing (smaller: faster, noisier).")] = 1.0,
         torch: Annotated[str, typer.Option(help="auto: include PyTorch when installed; off: numpy only.")] = "auto",
         out_dir: Annotated[Path, typer.Option(help="Where nn.md and nn.json go.")] = Path("bench"),
     ):

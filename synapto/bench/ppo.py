@@ -34,13 +34,20 @@ import typer
 from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.errors import UsageError
 
-SPLIT = (("env", "env stepping"), ("act", "policy fwd (rollout)"), ("values", "value fwd (batched)"),
-         ("gae", "GAE + normalise"), ("update", "update"))
+SPLIT = (
+    ("env", "env stepping"),
+    ("act", "policy fwd (rollout)"),
+    ("values", "value fwd (batched)"),
+    ("gae", "GAE + normalise"),
+    ("update", "update"),
+)
 #: the update's two loops, timed on their own (they overlap in single-process runs)
 LOOPS = (("update_pi", "policy loop"), ("update_v", "value loop"))
 
-ORIGIN = ("origin (Spinning Up, 3960x, 1000 epochs x 40000 steps): 1448 +- 29 s at 40 processes, "
-          "1505 +- 17 s at 20, 2737 +- 23 s at 10; 2315 +- 31 s on an n1-highcpu-64")
+ORIGIN = (
+    "origin (Spinning Up, 3960x, 1000 epochs x 40000 steps): 1448 +- 29 s at 40 processes, "
+    "1505 +- 17 s at 20, 2737 +- 23 s at 10; 2315 +- 31 s on an n1-highcpu-64"
+)
 
 
 def summarise(run_path: Path) -> dict:
@@ -48,8 +55,9 @@ def summarise(run_path: Path) -> dict:
 
     with PPORun(run_path) as run:
         n = run.completed
-        timing = {name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu",
-                                                      *(k for k, _ in SPLIT + LOOPS))}
+        timing = {
+            name: run.timing(name) for name in ("Time", "epoch", "comm", "setup", "cpu", *(k for k, _ in SPLIT + LOOPS))
+        }
         steps = int(run.stats("TotalEnvInteracts")[-1])
         ret = run.stats("AverageEpRet")
         stop = run.stats("StopIter")
@@ -58,11 +66,19 @@ def summarise(run_path: Path) -> dict:
     split["comm"] = float(np.mean(timing["comm"]))
     split["epoch"] = float(np.mean(timing["epoch"]))
     split["other"] = split["epoch"] - sum(split[k] for k, _ in SPLIT)
-    return {"wall": wall, "epochs": n, "env_steps": steps, "steps_per_s": steps / wall,
-            "epoch_s": float(np.mean(timing["epoch"])), "epoch_cpu_s": float(np.mean(timing["cpu"])),
-            "setup_s": float(timing["setup"][0]),
-            "final_return": float(ret[-1]), "last10_return": float(np.nanmean(ret[-10:])),
-            "mean_stop_iter": float(np.mean(stop)), "split": split}
+    return {
+        "wall": wall,
+        "epochs": n,
+        "env_steps": steps,
+        "steps_per_s": steps / wall,
+        "epoch_s": float(np.mean(timing["epoch"])),
+        "epoch_cpu_s": float(np.mean(timing["cpu"])),
+        "setup_s": float(timing["setup"][0]),
+        "final_return": float(ret[-1]),
+        "last10_return": float(np.nanmean(ret[-10:])),
+        "mean_stop_iter": float(np.mean(stop)),
+        "split": split,
+    }
 
 
 def markdown(result: dict) -> str:
@@ -77,69 +93,127 @@ def markdown(result: dict) -> str:
         f"own clock (setup + epochs); std over seeds is the population std.  CPU s / epoch is rank 0's "
         f"process CPU time: close to the wall time on a quiet machine.",
         "",
-        "| processes | " + " | ".join(f"seed {x} (s)" for x in seeds)
+        "| processes | "
+        + " | ".join(f"seed {x} (s)" for x in seeds)
         + " | mean ± std (s) | s / epoch | CPU s / epoch | env steps/s | policy stop iter "
-          "| final return (mean of seeds) |",
+        "| final return (mean of seeds) |",
         "|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|---:|",
     ]
     for p, runs in result["runs"].items():
         walls = [runs[str(x)]["wall"] for x in seeds]
         lines.append(
-            f"| {p} | " + " | ".join(f"{w:.1f}" for w in walls)
+            f"| {p} | "
+            + " | ".join(f"{w:.1f}" for w in walls)
             + f" | {np.mean(walls):.1f} ± {np.std(walls):.1f}"
             + f" | {np.mean([runs[str(x)]['epoch_s'] for x in seeds]):.3f}"
             + f" | {np.mean([runs[str(x)]['epoch_cpu_s'] for x in seeds]):.3f}"
             + f" | {np.mean([runs[str(x)]['steps_per_s'] for x in seeds]):.0f}"
             + f" | {np.mean([runs[str(x)]['mean_stop_iter'] for x in seeds]):.1f}"
-            + f" | {np.mean([runs[str(x)]['final_return'] for x in seeds]):.1f} |")
-    lines += ["", ORIGIN + ".", "",
-              "Mean time per epoch on rank 0, seconds (mean over seeds and epochs).  \"of which MPI\" is the "
-              "time inside collectives (transfers and waiting for slower ranks), already counted in the GAE "
-              "(advantage normalisation waits for every rank's rollout), update and other columns.  The "
-              "update's policy and value loops are timed on their own too; a single process runs them on "
-              "two threads at once (bit-identical results), so there the update takes about the longer of "
-              "the two:", "",
-              "| processes | " + " | ".join(label for _, label in SPLIT + LOOPS) + " | of which MPI | other | epoch |",
-              "|---:|" + "---:|" * (len(SPLIT) + len(LOOPS) + 3)]
+            + f" | {np.mean([runs[str(x)]['final_return'] for x in seeds]):.1f} |"
+        )
+    lines += [
+        "",
+        ORIGIN + ".",
+        "",
+        'Mean time per epoch on rank 0, seconds (mean over seeds and epochs).  "of which MPI" is the '
+        "time inside collectives (transfers and waiting for slower ranks), already counted in the GAE "
+        "(advantage normalisation waits for every rank's rollout), update and other columns.  The "
+        "update's policy and value loops are timed on their own too; a single process runs them on "
+        "two threads at once (bit-identical results), so there the update takes about the longer of "
+        "the two:",
+        "",
+        "| processes | " + " | ".join(label for _, label in SPLIT + LOOPS) + " | of which MPI | other | epoch |",
+        "|---:|" + "---:|" * (len(SPLIT) + len(LOOPS) + 3),
+    ]
     for p, runs in result["runs"].items():
         split = {k: np.mean([runs[str(x)]["split"][k] for x in seeds]) for k in runs[str(seeds[0])]["split"]}
-        lines.append(f"| {p} | " + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT + LOOPS)
-                     + f" | {split['comm']:.3f} | {split['other']:.3f} | {split['epoch']:.3f} |")
+        lines.append(
+            f"| {p} | "
+            + " | ".join(f"{split[k]:.3f}" for k, _ in SPLIT + LOOPS)
+            + f" | {split['comm']:.3f} | {split['other']:.3f} | {split['epoch']:.3f} |"
+        )
     lines.append("")
     if s["load_before"] > s["cores"] or s["load_after"] > s["cores"]:
-        lines += ["The machine was shared during this run: the wall-clock figures above include time "
-                  "the processes waited for a core, and MPI collectives include waits for a descheduled "
-                  "rank.", ""]
+        lines += [
+            "The machine was shared during this run: the wall-clock figures above include time "
+            "the processes waited for a core, and MPI collectives include waits for a descheduled "
+            "rank.",
+            "",
+        ]
     return "\n".join(lines)
 
 
-def run_bench(epochs: int, steps: int, procs: list[int], seeds: list[int], env: str, hid: tuple[int, ...],
-              gamma: float, max_ep_len: int, out_dir: Path, log: Callable[[str], None] = print) -> dict:
+def run_bench(
+    epochs: int,
+    steps: int,
+    procs: list[int],
+    seeds: list[int],
+    env: str,
+    hid: tuple[int, ...],
+    gamma: float,
+    max_ep_len: int,
+    out_dir: Path,
+    log: Callable[[str], None] = print,
+) -> dict:
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     from synapto.ppo.config import safe_name
 
-    result: dict[str, Any] = {"settings": {"env": env, "hid": list(hid), "gamma": gamma, "max_ep_len": max_ep_len,
-                           "epochs": epochs, "steps": steps, "procs": procs, "seeds": seeds,
-                           "machine": f"{platform.machine()}, {cpu_count()} cores, Python {platform.python_version()}",
-                           "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cpu_count(),
-                           "load_before": load_average()},
-              "runs": {}}
+    result: dict[str, Any] = {
+        "settings": {
+            "env": env,
+            "hid": list(hid),
+            "gamma": gamma,
+            "max_ep_len": max_ep_len,
+            "epochs": epochs,
+            "steps": steps,
+            "procs": procs,
+            "seeds": seeds,
+            "machine": f"{platform.machine()}, {cpu_count()} cores, Python {platform.python_version()}",
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "cores": cpu_count(),
+            "load_before": load_average(),
+        },
+        "runs": {},
+    }
     for p in procs:
         result["runs"][str(p)] = {}
         for seed in seeds:
             run_path = runs_dir / f"ppo_{safe_name(env)}_p{p}_s{seed}.h5"
-            cmd = [sys.executable, "-m", "synapto", "ppo", "--env", env, "--hid", *map(str, hid),
-                   "--gamma", str(gamma), "--epochs", str(epochs), "--steps-per-epoch", str(steps),
-                   "--seed", str(seed), "--cpu", str(p), "--max-ep-len", str(max_ep_len),
-                   "--out", str(run_path), "--force"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "synapto",
+                "ppo",
+                "--env",
+                env,
+                "--hid",
+                *map(str, hid),
+                "--gamma",
+                str(gamma),
+                "--epochs",
+                str(epochs),
+                "--steps-per-epoch",
+                str(steps),
+                "--seed",
+                str(seed),
+                "--cpu",
+                str(p),
+                "--max-ep-len",
+                str(max_ep_len),
+                "--out",
+                str(run_path),
+                "--force",
+            ]
             process_s = run_logged(cmd, run_path.with_suffix(".log")).wall
             summary = summarise(run_path)
             summary["process_s"] = process_s
             result["runs"][str(p)][str(seed)] = summary
-            log(f"procs {p} seed {seed}: {summary['wall']:.1f} s ({summary['epoch_s']:.3f} s/epoch, "
-                f"{summary['steps_per_s']:.0f} env steps/s, final return {summary['final_return']:.1f})")
+            log(
+                f"procs {p} seed {seed}: {summary['wall']:.1f} s ({summary['epoch_s']:.3f} s/epoch, "
+                f"{summary['steps_per_s']:.0f} env steps/s, final return {summary['final_return']:.1f})"
+            )
     result["settings"]["load_after"] = load_average()
     md = markdown(result)
     (out_dir / "ppo.md").write_text(md)
@@ -159,14 +233,18 @@ def bench_ppo(
     epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
     steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
     procs: Annotated[list[int] | None, typer.Option(help="Process counts to run.", show_default="1 2")] = None,
-    seed: Annotated[list[int] | None, typer.Option(help="Seeds, run one after another.",
-                                                      show_default="13 42 1337")] = None,
+    seed: Annotated[
+        list[int] | None, typer.Option(help="Seeds, run one after another.", show_default="13 42 1337")
+    ] = None,
     env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
     hid: Annotated[list[str] | None, typer.Option(help="Hidden sizes.", show_default="32 32")] = None,
     gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
-    max_ep_len: Annotated[int, typer.Option(
-        "--max-ep-len", "--max_ep_len",
-        help="Episode cap (1000 = Spinning Up's default, as in the origin run).")] = 1000,
+    max_ep_len: Annotated[
+        int,
+        typer.Option(
+            "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run)."
+        ),
+    ] = 1000,
     out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
 ):
     """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
@@ -183,9 +261,18 @@ def bench_ppo(
     from synapto.folders import check_out_dir
 
     check_out_dir(out_dir)
-    run_bench(epochs=epochs, steps=steps, procs=procs, seeds=seeds, env=env,
-              hid=parse_hid(hid) if hid else (32, 32), gamma=gamma, max_ep_len=max_ep_len,
-              out_dir=out_dir, log=lambda msg: print(msg, flush=True))
+    run_bench(
+        epochs=epochs,
+        steps=steps,
+        procs=procs,
+        seeds=seeds,
+        env=env,
+        hid=parse_hid(hid) if hid else (32, 32),
+        gamma=gamma,
+        max_ep_len=max_ep_len,
+        out_dir=out_dir,
+        log=lambda msg: print(msg, flush=True),
+    )
 
 
 def register(bench_app: typer.Typer) -> None:

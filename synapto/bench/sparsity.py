@@ -12,6 +12,7 @@ steps (training + validation + selection) and the wall time.  Results:
 the Pareto front of the modes (no other mode has as few connections and a higher
 mean).  Run files and logs go to ``<out_dir>/sparsity_runs/``; ``--keep-finished``
 reuses the finished ones there (an interrupted benchmark continues where it stopped).
+The report is made by :mod:`synapto.bench.sparsity_report`.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import numpy as np
 import typer
 
-from synapto.bench.common import md_table, mean_std, run_logged
-from synapto.bench.learn import SOLVED, champion_summary, check_command
+from synapto.bench.common import run_logged
+from synapto.bench.learn import champion_summary, check_command
+from synapto.bench.sparsity_report import plot, render_markdown, summarise
 from synapto.errors import UsageError
 
 #: options taking several values (``--levels off 50``), rewritten by synapto.cli
@@ -37,8 +38,6 @@ MULTI_VALUE_OPTIONS = {"--envs", "--agents", "--levels", "--bipedal-seeds"}
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)
 LEVELS = {"off": None, "50": 0.5, "25": 0.25, "10": 0.1}
 AGENTS = ("pruned-mlp", "hebbian-dag")
-#: connection counts marked on the plot's log axis
-TICKS = (5, 10, 20, 30, 50, 100, 200, 300, 500, 1000, 2000, 3000)
 
 
 @dataclass(frozen=True)
@@ -53,17 +52,63 @@ class Setting:
 
 SETTINGS = {
     # 2.75 M training + validation steps leave room for the final selection within 3 M.
-    "LunarLander-v3": Setting("LunarLander-v3", 2_750_000, {
-        "pruned-mlp": "experiments/lunarlander_sparse.toml",
-        "hebbian-dag": "experiments/lunarlander_hebbian.toml",
-    }, ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64",
-        "--episodes", "4", "--no-crn", "--validate-episodes", "0", "--mutation-std", "0", "--select-episodes", "0"]),
+    "LunarLander-v3": Setting(
+        "LunarLander-v3",
+        2_750_000,
+        {
+            "pruned-mlp": "experiments/lunarlander_sparse.toml",
+            "hebbian-dag": "experiments/lunarlander_hebbian.toml",
+        },
+        [
+            "--strategy",
+            "ga",
+            "--agent",
+            "hebbian-dag",
+            "--hidden",
+            "8",
+            "8",
+            "--population",
+            "64",
+            "--episodes",
+            "4",
+            "--no-crn",
+            "--validate-episodes",
+            "0",
+            "--mutation-std",
+            "0",
+            "--select-episodes",
+            "0",
+        ],
+    ),
     # the shaped configs that walk within 10 M env steps (README Results), each cut to a level
-    "BipedalWalker-v3": Setting("BipedalWalker-v3", 10_000_000, {
-        "pruned-mlp": "experiments/bipedal_fast.toml",
-        "hebbian-dag": "experiments/bipedal_hebbian.toml",
-    }, ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "138",
-        "--episodes", "8", "--no-crn", "--validate-episodes", "0", "--mutation-std", "0", "--select-episodes", "0"]),
+    "BipedalWalker-v3": Setting(
+        "BipedalWalker-v3",
+        10_000_000,
+        {
+            "pruned-mlp": "experiments/bipedal_fast.toml",
+            "hebbian-dag": "experiments/bipedal_hebbian.toml",
+        },
+        [
+            "--strategy",
+            "ga",
+            "--agent",
+            "hebbian-dag",
+            "--hidden",
+            "8",
+            "8",
+            "--population",
+            "138",
+            "--episodes",
+            "8",
+            "--no-crn",
+            "--validate-episodes",
+            "0",
+            "--mutation-std",
+            "0",
+            "--select-episodes",
+            "0",
+        ],
+    ),
 }
 #: agent options of a config's runs for the other agent, where an env has one config for both (none now)
 OTHER_AGENT: dict[str, dict[str, list[str]]] = {}
@@ -84,12 +129,39 @@ def mode_args(setting: Setting, agent: str, level: str, root: Path) -> list[str]
     return [*args, "--prune", "on", "--strategy-option", f"prune_to={fraction}"]
 
 
-def command(setting: Setting, agent: str, level: str, seed: int, out: Path, workers: int, test_episodes: int,
-            max_env_steps: int | None, root: Path) -> list[str]:
-    return [sys.executable, "-m", "synapto", "evolve", "--env", setting.env, *mode_args(setting, agent, level, root),
-            "--max-env-steps", str(max_env_steps or setting.max_env_steps), "--generations", "100000",
-            "--seed", str(seed), "--test-episodes", str(test_episodes), "--out", str(out), "--force",
-            "--workers", str(workers)]
+def command(
+    setting: Setting,
+    agent: str,
+    level: str,
+    seed: int,
+    out: Path,
+    workers: int,
+    test_episodes: int,
+    max_env_steps: int | None,
+    root: Path,
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "synapto",
+        "evolve",
+        "--env",
+        setting.env,
+        *mode_args(setting, agent, level, root),
+        "--max-env-steps",
+        str(max_env_steps or setting.max_env_steps),
+        "--generations",
+        "100000",
+        "--seed",
+        str(seed),
+        "--test-episodes",
+        str(test_episodes),
+        "--out",
+        str(out),
+        "--force",
+        "--workers",
+        str(workers),
+    ]
 
 
 def finished(path: Path, test_episodes: int) -> bool:
@@ -115,8 +187,7 @@ def resumable(path: Path, cmd: Sequence[str]) -> bool:
     """An unfinished run file that ``cmd``'s run started (its ``.cmd`` file holds
     :func:`identity`) and that has a checkpoint to go on from."""
     marker = path.with_suffix(".cmd")
-    return (path.exists() and Path(f"{path}.ckpt").exists() and marker.exists()
-            and marker.read_text() == identity(cmd))
+    return path.exists() and Path(f"{path}.ckpt").exists() and marker.exists() and marker.read_text() == identity(cmd)
 
 
 def dense_connections(path: Path) -> int:
@@ -127,136 +198,44 @@ def dense_connections(path: Path) -> int:
         return int(run.champion().genome.size)
 
 
-def summarise(runs: list[dict], threshold: float | None) -> list[dict]:
-    """One row per (env, mode): means over seeds, the worst seed, seeds solved."""
-    out = []
-    for env, mode in dict.fromkeys((r["env"], r["mode"]) for r in runs):
-        items = [r for r in runs if r["env"] == env and r["mode"] == mode]
-        tm = [r["test_mean"] for r in items]
-        thr = SOLVED.get(env) if threshold is None else threshold
-        out.append({"env": env, "mode": mode, "agent": items[0]["agent"], "level": items[0]["level"],
-                    "seeds": len(items), "test_mean": mean_std(tm), "test_median": float(np.median(tm)),
-                    "min_test": float(min(tm)), "solved": None if thr is None else int(sum(t >= thr for t in tm)),
-                    "connections": mean_std([r["connections"] for r in items]),
-                    "max_connections": int(max(r["connections"] for r in items)),
-                    "dense": items[0]["dense"], "env_steps": mean_std([r["env_steps"] for r in items]),
-                    "max_env_steps": int(max(r["env_steps"] for r in items)),
-                    "wall": mean_std([r["wall"] for r in items])})
-    return out
-
-
-def pareto(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points (connections, return) no other point dominates (as few or
-    fewer connections and a higher return, or fewer connections and as high a return),
-    by connections."""
-    keep = []
-    for i, (c, r) in enumerate(points):
-        if not any((c2 <= c and r2 > r) or (c2 < c and r2 >= r) for j, (c2, r2) in enumerate(points) if j != i):
-            keep.append(i)
-    return sorted(keep, key=lambda i: points[i][0])
-
-
-def render_markdown(meta: dict, summary: list[dict], runs: list[dict]) -> str:
-    parts = [f"# bench sparsity: {meta['workers']} worker(s), {meta['test_episodes']} test episodes per champion"]
-    for env in dict.fromkeys(s["env"] for s in summary):
-        rows = [s for s in summary if s["env"] == env]
-        front = {rows[i]["mode"] for i in pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])}
-        thr = SOLVED.get(env)
-        parts.append(f"## {env}: seeds {' '.join(map(str, meta['seeds'][env]))}, "
-                     f"{meta['max_env_steps'][env] / 1e6:g} M training + validation env steps")
-        parts.append(md_table(
-            ["mode", "test mean", "median", "worst seed", f"solved (>= {thr:g})" if thr else "solved",
-             "connections (of dense)", "env steps", "wall time", "Pareto"],
-            [[s["mode"], f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}", f"{s['test_median']:.1f}",
-              f"{s['min_test']:.1f}", "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}",
-              f"{s['connections'][0]:.0f} (max {s['max_connections']}) of {s['dense']}",
-              f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)", f"{s['wall'][0]:.0f} s",
-              "yes" if s["mode"] in front else ""] for s in rows]))
-        parts.append(md_table(
-            ["mode", "seed", "test", "connections", "generations", "env steps", "wall"],
-            [[r["mode"], r["seed"], f"{r['test_mean']:.1f} ± {r['test_std']:.1f}", r["connections"],
-              r["generations"], f"{r['env_steps'] / 1e6:.2f} M", f"{r['wall']:.0f} s"]
-             for r in runs if r["env"] == env]))
-        parts.append("modes (`python -m synapto evolve ...`, plus `--seed S --out F.h5`):\n\n" + "\n".join(
-            f"- {m}: `{c}`" for m, c in meta["commands"][env].items()))
-    parts.append("test: the champion's mean return over the test episodes (the TEST stream); env steps: training "
-                 "+ validation + selection (the test apart); Pareto: no other mode has as few connections "
-                 "(mean over seeds) and a higher mean test return.")
-    return "\n\n".join(parts) + "\n"
-
-
-def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
-    except ImportError:
-        return False
-    envs = list(dict.fromkeys(s["env"] for s in summary))
-    fig, axes = plt.subplots(1, len(envs), figsize=(6.2 * len(envs), 4.4), squeeze=False)
-    colours = {"pruned-mlp": "C0", "hebbian-dag": "C1", "reference": "C3"}
-    markers = {"off": "s", "50": "o", "25": "^", "10": "v", "": "X"}
-    for ax, env in zip(axes[0], envs):
-        rows = [s for s in summary if s["env"] == env]
-        for s in rows:
-            mine = [r for r in runs if r["env"] == env and r["mode"] == s["mode"]]
-            c, m = colours.get(s["agent"], "C7"), markers.get(s["level"], "o")
-            ax.scatter([r["connections"] for r in mine], [r["test_mean"] for r in mine], color=c, marker=m,
-                       alpha=0.35, s=22)
-            ax.scatter([s["connections"][0]], [s["test_mean"][0]], color=c, marker=m, s=90, edgecolors="black",
-                       label=s["mode"], zorder=3)
-        front = pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])
-        xs = [rows[i]["connections"][0] for i in front]
-        ys = [rows[i]["test_mean"][0] for i in front]
-        ax.step(xs, ys, where="post", color="black", lw=1, ls=":", label="Pareto front (mode means)")
-        if SOLVED.get(env) is not None:
-            ax.axhline(SOLVED[env], color="grey", ls="--", lw=1)
-        ax.set_xscale("log")
-        conns = [r["connections"] for r in runs if r["env"] == env]
-        ax.set_xticks([t for t in TICKS if min(conns) / 1.5 <= t <= max(conns) * 1.5])
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("champion's connections (log scale)")
-        ax.set_ylabel("champion's test mean return")
-        ax.set_title(env)
-    labels: dict[str, Any] = {}  # one legend for all panels, below them: it never covers a point
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            labels.setdefault(label, handle)
-    fig.tight_layout()
-    fig.legend(list(labels.values()), list(labels.keys()), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
-               fontsize="small", frameon=False)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return True
-
-
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("sparsity")
     def bench_sparsity(
-        envs: Annotated[list[str] | None, typer.Option(
-            help="Environments.", show_default="LunarLander-v3 BipedalWalker-v3")] = None,
-        agents: Annotated[list[str] | None, typer.Option(
-            help="Agents.", show_default="pruned-mlp hebbian-dag")] = None,
-        levels: Annotated[list[str] | None, typer.Option(
-            help="Pruning levels: off, 50, 25, 10 (% of the dense connections).", show_default="all")] = None,
-        reference: Annotated[bool, typer.Option("--reference/--no-reference",
-                                                help="Add the reference algorithm's row.")] = True,
+        envs: Annotated[
+            list[str] | None, typer.Option(help="Environments.", show_default="LunarLander-v3 BipedalWalker-v3")
+        ] = None,
+        agents: Annotated[list[str] | None, typer.Option(help="Agents.", show_default="pruned-mlp hebbian-dag")] = None,
+        levels: Annotated[
+            list[str] | None,
+            typer.Option(help="Pruning levels: off, 50, 25, 10 (% of the dense connections).", show_default="all"),
+        ] = None,
+        reference: Annotated[
+            bool, typer.Option("--reference/--no-reference", help="Add the reference algorithm's row.")
+        ] = True,
         seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        bipedal_seeds: Annotated[list[int] | None, typer.Option(
-            help="Seeds of the BipedalWalker-v3 runs (10 M env steps each).", show_default="1")] = None,
-        max_env_steps: Annotated[int | None, typer.Option(
-            help="Override the LunarLander-v3 budget (training + validation env steps per run).",
-            show_default="each config's")] = None,
-        bipedal_steps: Annotated[int | None, typer.Option(
-            help="Override the BipedalWalker-v3 budget.", show_default="10000000")] = None,
+        bipedal_seeds: Annotated[
+            list[int] | None,
+            typer.Option(help="Seeds of the BipedalWalker-v3 runs (10 M env steps each).", show_default="1"),
+        ] = None,
+        max_env_steps: Annotated[
+            int | None,
+            typer.Option(
+                help="Override the LunarLander-v3 budget (training + validation env steps per run).",
+                show_default="each config's",
+            ),
+        ] = None,
+        bipedal_steps: Annotated[
+            int | None, typer.Option(help="Override the BipedalWalker-v3 budget.", show_default="10000000")
+        ] = None,
         test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
         workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        keep_finished: Annotated[bool, typer.Option(
-            help="Reuse finished run files in OUT_DIR/sparsity_runs, and resume stopped ones from their "
-                 "checkpoints, instead of running them again.")] = False,
+        keep_finished: Annotated[
+            bool,
+            typer.Option(
+                help="Reuse finished run files in OUT_DIR/sparsity_runs, and resume stopped ones from their "
+                "checkpoints, instead of running them again."
+            ),
+        ] = False,
         out_dir: Annotated[Path, typer.Option(help="Where tables, plot and run files go.")] = Path("bench"),
     ):
         """Pruning levels side by side: test return against connections, with the Pareto front."""
@@ -265,10 +244,12 @@ def register(bench_app: typer.Typer) -> None:
         envs, agents, levels = _checked_modes(envs, agents, levels)
         _check_numbers(workers, max_env_steps, bipedal_steps, test_episodes)
         check_out_dir(out_dir)
-        seeds = {e: list(bipedal_seeds or [1]) if e == "BipedalWalker-v3" else list(seed or [1, 2, 3, 4, 5])
-                 for e in envs}
-        steps = {e: (bipedal_steps if e == "BipedalWalker-v3" else max_env_steps) or SETTINGS[e].max_env_steps
-                 for e in envs}
+        seeds = {
+            e: list(bipedal_seeds or [1]) if e == "BipedalWalker-v3" else list(seed or [1, 2, 3, 4, 5]) for e in envs
+        }
+        steps = {
+            e: (bipedal_steps if e == "BipedalWalker-v3" else max_env_steps) or SETTINGS[e].max_env_steps for e in envs
+        }
         modes = [(e, a, lv) for e in envs for a in agents for lv in levels]
         modes += [(e, "reference", "") for e in envs] if reference else []
         plan = Plan(modes, seeds, steps, workers, test_episodes, out_dir / "sparsity_runs")
@@ -282,8 +263,7 @@ def _checked_modes(envs, agents, levels) -> tuple[list[str], list[str], list[str
     envs = list(envs) if envs else list(SETTINGS)
     agents = list(agents) if agents else list(AGENTS)
     levels = list(levels) if levels else list(LEVELS)
-    for name, given, known in (("--envs", envs, SETTINGS), ("--agents", agents, AGENTS),
-                               ("--levels", levels, LEVELS)):
+    for name, given, known in (("--envs", envs, SETTINGS), ("--agents", agents, AGENTS), ("--levels", levels, LEVELS)):
         bad = [g for g in given if g not in known]
         if bad:
             raise UsageError(f"{name} {bad[0]!r} is unknown: expected one of {', '.join(known)}")
@@ -320,11 +300,22 @@ class Plan:
     def meta(self) -> dict:
         """What the report says of the plan: seeds, budgets, workers, test episodes, each mode's options."""
         envs = list(self.seeds)
-        return {"seeds": self.seeds, "max_env_steps": self.steps, "workers": self.workers,
-                "test_episodes": self.test_episodes,
-                "commands": {e: {("reference" if a == "reference" else mode_name(a, lv)):
-                                 shlex.join(mode_args(SETTINGS[e], a, lv, Path("."))) for e2, a, lv in self.modes
-                                 if e2 == e} for e in envs}}
+        return {
+            "seeds": self.seeds,
+            "max_env_steps": self.steps,
+            "workers": self.workers,
+            "test_episodes": self.test_episodes,
+            "commands": {
+                e: {
+                    ("reference" if a == "reference" else mode_name(a, lv)): shlex.join(
+                        mode_args(SETTINGS[e], a, lv, Path("."))
+                    )
+                    for e2, a, lv in self.modes
+                    if e2 == e
+                }
+                for e in envs
+            },
+        }
 
 
 def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
@@ -336,12 +327,16 @@ def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
         for s in plan.seeds[e]:
             r = _run_mode(plan, e, a, lv, s, keep_finished)
             runs.append(r)
-            print(f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f}, {r['connections']} "
-                  f"connections, {r['env_steps']:,} env steps, {r['wall']:.0f} s", flush=True)
+            print(
+                f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f}, {r['connections']} "
+                f"connections, {r['env_steps']:,} env steps, {r['wall']:.0f} s",
+                flush=True,
+            )
             summary = summarise(runs, None)
             (out_dir / "sparsity.md").write_text(render_markdown(meta, summary, runs))
-            (out_dir / "sparsity.json").write_text(json.dumps(
-                {"meta": meta, "summary": summary, "runs": runs}, indent=2))
+            (out_dir / "sparsity.json").write_text(
+                json.dumps({"meta": meta, "summary": summary, "runs": runs}, indent=2)
+            )
             plot(out_dir / "sparsity.png", summary, runs)
     print((out_dir / "sparsity.md").read_text())
     print(f"wrote {out_dir / 'sparsity.md'}, {out_dir / 'sparsity.json'}, {out_dir / 'sparsity.png'}")
@@ -358,8 +353,11 @@ def _run_mode(plan: Plan, e: str, a: str, lv: str, s: int, keep_finished: bool) 
         r["wall"] = r["run_wall"]
     elif keep_finished and resumable(out, cmd):  # stopped or killed: go on from its checkpoint
         print(f"[{e} {mode} seed {s}] resuming {out}", flush=True)
-        run_logged([sys.executable, "-m", "synapto", "evolve", "--resume", str(out),
-                    "--workers", str(plan.workers)], out.with_suffix(".log"), append=True)
+        run_logged(
+            [sys.executable, "-m", "synapto", "evolve", "--resume", str(out), "--workers", str(plan.workers)],
+            out.with_suffix(".log"),
+            append=True,
+        )
         r = champion_summary(out)
         r["wall"] = r["run_wall"]
     else:

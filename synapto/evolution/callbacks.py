@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from synapto.errors import TrackingError, UsageError
 
@@ -45,9 +46,12 @@ class GenerationReport:
 
     def scalars(self) -> dict[str, float]:
         """Every figure of the report, named ``stats/<name>`` and ``timing/<name>``."""
-        return {**{f"stats/{k}": float(v) for k, v in self.stats.items()},
-                **{f"timing/{k}": float(v) for k, v in self.timing.items()},
-                "run/env_steps": float(self.env_steps), "run/elapsed": float(self.elapsed)}
+        return {
+            **{f"stats/{k}": float(v) for k, v in self.stats.items()},
+            **{f"timing/{k}": float(v) for k, v in self.timing.items()},
+            "run/env_steps": float(self.env_steps),
+            "run/elapsed": float(self.elapsed),
+        }
 
 
 Callback = Callable[[GenerationReport], None]
@@ -79,8 +83,8 @@ class TensorBoardWriter:
     def __init__(self, logdir: str | Path, per_run: bool = False):
         self.logdir = Path(logdir)
         self.per_run = per_run
-        self.writer = None
-        self.out = None  #: the run file the open writer belongs to
+        self.writer: Any = None  #: a tensorboardX SummaryWriter, once the first report came
+        self.out: Path | None = None  #: the run file the open writer belongs to
 
     @classmethod
     def checked(cls, logdir: str | Path, per_run: bool = False) -> TensorBoardWriter:
@@ -95,8 +99,9 @@ class TensorBoardWriter:
         try:
             self._write(report)
         except OSError as exc:
-            raise TrackingError(f"--tensorboard {str(self.logdir)!r} cannot be written ({exc.strerror or exc})") \
-                from None
+            raise TrackingError(
+                f"--tensorboard {str(self.logdir)!r} cannot be written ({exc.strerror or exc})"
+            ) from None
 
     def _write(self, report: GenerationReport) -> None:
         if self.writer is not None and self.out != report.out:
@@ -142,7 +147,8 @@ class LiveLog:
         self.kind = self.path.suffix.lower()
         if self.kind not in self.SUFFIXES:
             raise UsageError(f"--live-log {str(self.path)!r} must end in .csv or .jsonl")
-        self.file = None
+        self.file: TextIO | None = None
+        self.csv: Any = None  #: the csv writer over :attr:`file` (.csv)
         self.columns: list[str] | None = None
 
     @classmethod
@@ -158,10 +164,14 @@ class LiveLog:
         return log
 
     def __call__(self, report: GenerationReport) -> None:
-        row = {"seed": getattr(report.config, "seed", None), "generation": report.generation,
-               **{k: v for k, v in report.stats.items() if k != "generation"},
-               "total_env_steps": report.env_steps, "elapsed": report.elapsed,
-               **{f"timing_{k}": v for k, v in report.timing.items()}}
+        row = {
+            "seed": getattr(report.config, "seed", None),
+            "generation": report.generation,
+            **{k: v for k, v in report.stats.items() if k != "generation"},
+            "total_env_steps": report.env_steps,
+            "elapsed": report.elapsed,
+            **{f"timing_{k}": v for k, v in report.timing.items()},
+        }
         try:
             self._write(row)
         except OSError as exc:
@@ -170,7 +180,7 @@ class LiveLog:
     def _write(self, row: dict) -> None:
         if self.file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = open(self.path, "a+", newline="")
+            self.file = open(self.path, "a+", newline="")  # noqa: SIM115  (open for the run; close() closes it)
             self.file.seek(0)
             header = self.file.readline() if self.kind == ".csv" else ""
             self.file.seek(0, 2)
@@ -180,6 +190,7 @@ class LiveLog:
                 if not header.strip():
                     self.csv.writerow(self.columns)
         if self.kind == ".csv":
+            assert self.columns is not None  # set when the file was opened
             self.csv.writerow([_cell(row.get(c)) for c in self.columns])
         else:
             self.file.write(json.dumps({k: _json(v) for k, v in row.items()}) + "\n")

@@ -50,40 +50,63 @@ class Test:
         return float(np.std(self.returns)) if self.returns.size else None
 
 
-def select(cfg: EvolveConfig, candidates: list[Champion], evals: Evaluations, generation: int,
-           norm_of: Callable[[int], tuple | None], agent) -> Selection:
+def select(
+    cfg: EvolveConfig,
+    candidates: list[Champion],
+    evals: Evaluations,
+    generation: int,
+    norm_of: Callable[[int], tuple | None],
+    agent,
+) -> Selection:
     """Evaluate every candidate on the same ``select_episodes`` episodes (one task per
     candidate and episode); the best wins."""
     seeds = seeding.selection_seeds(cfg.seed, cfg.select_episodes)
-    results, _ = evals.candidates(np.array([c.genome for c in candidates]), np.arange(len(candidates)), seeds,
-                                  [norm_of(c.generation) for c in candidates], generation, "selection",
-                                  agent, skip=False)
+    results, _ = evals.candidates(
+        np.array([c.genome for c in candidates]),
+        np.arange(len(candidates)),
+        seeds,
+        [norm_of(c.generation) for c in candidates],
+        generation,
+        "selection",
+        agent,
+        skip=False,
+    )
     fitness = np.array([r.fitness for r in results])
-    return Selection(candidates, seeds, fitness, np.stack([r.returns for r in results]),
-                     np.array([int(r.steps.sum()) for r in results], dtype=np.int64),
-                     int(rank_order(fitness)[0]))
+    return Selection(
+        candidates,
+        seeds,
+        fitness,
+        np.stack([r.returns for r in results]),
+        np.array([int(r.steps.sum()) for r in results], dtype=np.int64),
+        int(rank_order(fitness)[0]),
+    )
 
 
-def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: int,
-         norm: tuple | None) -> Test:
+def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: int, norm: tuple | None) -> Test:
     """The champion on ``test_episodes`` episodes of the test stream, one task each."""
     seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
     if not cfg.test_episodes:
         return Test(seeds, np.zeros(0), np.zeros(0, dtype=np.int64))
-    tasks = [EvalTask(champion.genome, seeds[e:e + 1], want_stats=False, obs_norm=norm)
-             for e in range(cfg.test_episodes)]
+    tasks = [
+        EvalTask(champion.genome, seeds[e : e + 1], want_stats=False, obs_norm=norm) for e in range(cfg.test_episodes)
+    ]
     results = evals.map(tasks, generation, np.arange(len(tasks)), "test", skip=False)
     return Test(seeds, np.concatenate([r.returns for r in results]), np.concatenate([r.steps for r in results]))
 
 
 def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:
     """Validation (or training), selection and test figures side by side."""
-    chosen_on = "the final centre, not validated" if np.isnan(champion.fitness) else \
-        f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"
+    chosen_on = (
+        "the final centre, not validated"
+        if np.isnan(champion.fitness)
+        else f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"
+    )
     parts = [f"champion (generation {champion.generation}): {chosen_on}"]
     if selection is not None:
-        parts.append(f"selection {num(selection.fitness[selection.chosen], 0)} "
-                     f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})")
+        parts.append(
+            f"selection {num(selection.fitness[selection.chosen], 0)} "
+            f"({selection.returns.shape[1]} episodes, best of {len(selection.candidates)})"
+        )
     if t.mean is not None and t.std is not None:  # test episodes ran
         parts.append(f"test {num(t.mean, 0)} +/- {num(t.std, 0)} ({t.returns.size} episodes)")
     return ", ".join(parts)

@@ -77,16 +77,20 @@ def check_evolve_memory(configs, n_params: int) -> None:
 
     for c in configs:
         own = strategy_class(c.strategy).memory(n_params, c.population, c.strategy_options)
-        check_memory(evolve_memory(c.population, n_params, c.episodes) + own,
-                     f"a population of {c.population:,} genomes of {n_params:,} parameters"
-                     + (f" with {c.strategy}'s arrays" if own else ""))
+        check_memory(
+            evolve_memory(c.population, n_params, c.episodes) + own,
+            f"a population of {c.population:,} genomes of {n_params:,} parameters"
+            + (f" with {c.strategy}'s arrays" if own else ""),
+        )
 
 
 def next_steps(out) -> str:
     """The commands that look at a finished run, as they run from a fresh shell."""
     stem = Path(out).with_suffix("")
-    return (f"learning curves:  {synapto_command('plot', out, '--out', f'{stem}_curves.png')}\n"
-            f"the champion:     {synapto_command('render', out, '--out', f'{stem}_champion.gif')}")
+    return (
+        f"learning curves:  {synapto_command('plot', out, '--out', f'{stem}_curves.png')}\n"
+        f"the champion:     {synapto_command('render', out, '--out', f'{stem}_champion.gif')}"
+    )
 
 
 def resume_command(out, workers: int = 0) -> str:
@@ -111,8 +115,17 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
             record_run(o)
             workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
-                run_evolution(cfg, o, farm, log=_log, options=options, resume=resuming, stop=stop,
-                              overwrite=force or resuming, callbacks=callbacks)
+                run_evolution(
+                    cfg,
+                    o,
+                    farm,
+                    log=_log,
+                    options=options,
+                    resume=resuming,
+                    stop=stop,
+                    overwrite=force or resuming,
+                    callbacks=callbacks,
+                )
                 _log(next_steps(o))
             except RunStopped as exc:
                 farm.close()
@@ -141,21 +154,40 @@ def _report_stop(exc, workers: int, stop) -> None:
     if exc.failure is not None:
         ev, f = exc.failure, exc.failure.failure
         seeds = " ".join(str(int(s)) for s in ev.seeds)
-        what = {"training": "individual", "validation": "validation of individual",
-                "selection": "selection of candidate", "test": "champion test episode"}[ev.phase]
-        reproduce = "" if ev.phase in ("selection", "test") else (
-            "reproduce: " + synapto_command("replay", exc.out, "--generation", ev.generation, "--individual",
-                                             ev.individual, *(["--validation"] if ev.phase == "validation" else []))
-            + "\n")
+        what = {
+            "training": "individual",
+            "validation": "validation of individual",
+            "selection": "selection of candidate",
+            "test": "champion test episode",
+        }[ev.phase]
+        reproduce = (
+            ""
+            if ev.phase in ("selection", "test")
+            else (
+                "reproduce: "
+                + synapto_command(
+                    "replay",
+                    exc.out,
+                    "--generation",
+                    ev.generation,
+                    "--individual",
+                    ev.individual,
+                    *(["--validation"] if ev.phase == "validation" else []),
+                )
+                + "\n"
+            )
+        )
         sys.stderr.write(
             f"error: generation {ev.generation} {what} {ev.individual} failed on rank {f.rank} "
             f"({f.host}), episode seeds [{seeds}]\n{f.traceback}"
             f"the checkpoint of generation {exc.generation} is saved.\n"
             f"{reproduce}"
-            f"resume:    {resume_cmd}\n")
+            f"resume:    {resume_cmd}\n"
+        )
         raise typer.Exit(1)
-    sys.stderr.write(f"stopped after {exc.generation} completed generation(s); checkpoint saved.\n"
-                     f"resume with: {resume_cmd}\n")
+    sys.stderr.write(
+        f"stopped after {exc.generation} completed generation(s); checkpoint saved.\nresume with: {resume_cmd}\n"
+    )
     raise typer.Exit(stop.exit_code)
 
 
@@ -172,8 +204,10 @@ def resumed_config(stored, values: dict, path):
 
     values = dict(values)
     if values.get("strategy", stored.strategy) != stored.strategy:
-        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: strategy: "
-                         f"{stored.strategy} (run file) vs {values['strategy']} (command line)")
+        raise UsageError(
+            f"--resume {str(path)!r} refuses options that would change the run: strategy: "
+            f"{stored.strategy} (run file) vs {values['strategy']} (command line)"
+        )
     if "strategy_options" in values:  # options given again: on top of the run's own
         values["strategy_options"] = {**stored.strategy_options, **values["strategy_options"]}
     try:
@@ -207,20 +241,33 @@ def resume_state(path, values: dict):
     wanted = resumed_config(stored, values, path)
     done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:
-        raise UsageError(f"--generations {wanted.generations} is below the {done_generations} generations "
-                         f"{str(path)!r} already holds")
-    steps_done = 0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(
-        checkpoint.scalars["validation_steps"])
+        raise UsageError(
+            f"--generations {wanted.generations} is below the {done_generations} generations "
+            f"{str(path)!r} already holds"
+        )
+    steps_done = (
+        0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(checkpoint.scalars["validation_steps"])
+    )
     return wanted, done_generations, steps_done, finished
 
 
 def nothing_to_do(path, generations: int, steps: int) -> str:
-    return (f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
-            f"(raise --generations or --max-env-steps to extend it)")
+    return (
+        f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
+        f"(raise --generations or --max-env-steps to extend it)"
+    )
 
 
-def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, options,
-                     task_timeout: float | None = None, check: bool = False, callbacks=()) -> None:
+def resume_evolution(
+    path: Path,
+    values: dict,
+    given_seeds,
+    n_workers: int,
+    options,
+    task_timeout: float | None = None,
+    check: bool = False,
+    callbacks=(),
+) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
     if given_seeds is not None:
         if len(given_seeds) != 1:
@@ -248,9 +295,30 @@ def resume_evolution(path: Path, values: dict, given_seeds, n_workers: int, opti
 
 #: evolve's options that a ``--config`` file (or the default experiment) may set too: given on
 #: the command line, they win over the file's value
-VALUE_OPTIONS = ("env", "agent", "population", "generations", "max_env_steps", "hidden", "episodes", "seed",
-                 "test_episodes", "workers", "out", "crn", "validate_top", "validate_episodes", "strategy",
-                 "sigma", "lr", "prune", "mutation_std", "obs_norm", "select_episodes", "task_timeout")
+VALUE_OPTIONS = (
+    "env",
+    "agent",
+    "population",
+    "generations",
+    "max_env_steps",
+    "hidden",
+    "episodes",
+    "seed",
+    "test_episodes",
+    "workers",
+    "out",
+    "crn",
+    "validate_top",
+    "validate_episodes",
+    "strategy",
+    "sigma",
+    "lr",
+    "prune",
+    "mutation_std",
+    "obs_norm",
+    "select_episodes",
+    "task_timeout",
+)
 
 
 def evolve_command(ctx, opts: dict) -> None:
@@ -274,16 +342,31 @@ def evolve_command(ctx, opts: dict) -> None:
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
     if opts["resume"] is not None:
         if "out" not in given and out_path is not None:
-            raise UsageError(f"--config {opts['config']} sets out = {str(out_path)!r}, but --resume continues "
-                             f"RUN.h5 in place: resume without --config (the run file holds its config)")
+            raise UsageError(
+                f"--config {opts['config']} sets out = {str(out_path)!r}, but --resume continues "
+                f"RUN.h5 in place: resume without --config (the run file holds its config)"
+            )
         if out_path is not None or opts["force"]:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
         given_seeds = None if "seed" not in given and "seed" not in file_values else seeds
-        resume_evolution(opts["resume"], values, given_seeds=given_seeds, n_workers=n_workers, options=options,
-                         task_timeout=task_timeout, check=opts["check"], callbacks=callbacks)
+        resume_evolution(
+            opts["resume"],
+            values,
+            given_seeds=given_seeds,
+            n_workers=n_workers,
+            options=options,
+            task_timeout=task_timeout,
+            check=opts["check"],
+            callbacks=callbacks,
+        )
         return
-    default_run = (opts["config"] is None and not opts["strategy_option"] and not opts["agent_option"]
-                   and not opts["env_option"] and not set(given) - {"seed", "workers", "out"})
+    default_run = (
+        opts["config"] is None
+        and not opts["strategy_option"]
+        and not opts["agent_option"]
+        and not opts["env_option"]
+        and not set(given) - {"seed", "workers", "out"}
+    )
     configs, outs = new_runs(values, seeds, out_path)
     agent = check_runs(configs, outs, opts["force"])  # everything we can, before starting processes
     if default_run and env_rank() == 0:
@@ -294,8 +377,9 @@ def evolve_command(ctx, opts: dict) -> None:
         _log(would_run(configs, outs, agent, n_workers))
         return
     start_ranks(n_workers + 1)
-    run_on_farm([(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout,
-                callbacks=callbacks)
+    run_on_farm(
+        [(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout, callbacks=callbacks
+    )
 
 
 def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
@@ -322,8 +406,10 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     found = strategy_options(values, opts["strategy_option"])
     if found:
         values["strategy_options"] = found
-    for key, option, items in (("agent_options", "--agent-option", opts["agent_option"]),
-                               ("env_options", "--env-option", opts["env_option"])):
+    for key, option, items in (
+        ("agent_options", "--agent-option", opts["agent_option"]),
+        ("env_options", "--env-option", opts["env_option"]),
+    ):
         found = {**table(values, key), **key_values(option, items)}
         if found:
             values[key] = found
@@ -364,7 +450,9 @@ def would_run(configs, outs, agent, n_workers: int) -> str:
 
     first = configs[0]
     ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
-    return (f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-            f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
-            f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
-            f"{defaults.estimate(first, n_workers)}")
+    return (
+        f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
+        f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+        f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
+        f"{defaults.estimate(first, n_workers)}"
+    )

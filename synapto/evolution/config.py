@@ -4,8 +4,8 @@ executed (:class:`RunOptions`).
 
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
 command-line options.  Library code never reads argv; the evolve command
-(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.  Errors name the command-line
-option of a field (``--population must be ...``): the command line is where most runs
+(:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.
+Errors name the command-line option of a field (``--population must be ...``): the command line is where most runs
 are configured, and a TOML key is that option's name.
 """
 
@@ -55,9 +55,23 @@ class EvolveConfig:
     select_episodes: int = 0
 
     # Fields that change what a run computes; --resume refuses to change them.
-    IDENTITY = ("env", "env_options", "agent", "population", "hidden", "episodes", "seed", "agent_options",
-                "crn", "validate_top", "validate_episodes", "strategy", "strategy_options", "obs_norm",
-                "select_episodes")
+    IDENTITY = (
+        "env",
+        "env_options",
+        "agent",
+        "population",
+        "hidden",
+        "episodes",
+        "seed",
+        "agent_options",
+        "crn",
+        "validate_top",
+        "validate_episodes",
+        "strategy",
+        "strategy_options",
+        "obs_norm",
+        "select_episodes",
+    )
 
     def __post_init__(self):
         if isinstance(self.hidden, (list, tuple)):
@@ -77,30 +91,47 @@ class EvolveConfig:
         def integer(v) -> bool:  # true and false are not numbers here
             return isinstance(v, int) and not isinstance(v, bool)
 
-        need(integer(self.population) and self.population >= 2,
-             f"--population must be an integer >= 2, got {self.population!r}")
-        need(integer(self.generations) and self.generations >= 1,
-             f"--generations must be an integer >= 1, got {self.generations!r}")
-        need(integer(self.max_env_steps) and self.max_env_steps >= 0,
-             f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}")
-        need(isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
-             f"--hidden must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}")
-        need(integer(self.episodes) and self.episodes >= 1,
-             f"--episodes must be a positive integer, got {self.episodes!r}")
-        need(integer(self.seed) and self.seed >= 0,
-             f"--seed must be a non-negative integer, got {self.seed!r}")
-        need(integer(self.test_episodes) and self.test_episodes >= 0,
-             f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}")
-        need(isinstance(self.env, str) and self.env, f"--env must be a gymnasium id, got {self.env!r}")
+        need(
+            integer(self.population) and self.population >= 2,
+            f"--population must be an integer >= 2, got {self.population!r}",
+        )
+        need(
+            integer(self.generations) and self.generations >= 1,
+            f"--generations must be an integer >= 1, got {self.generations!r}",
+        )
+        need(
+            integer(self.max_env_steps) and self.max_env_steps >= 0,
+            f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}",
+        )
+        need(
+            isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
+            f"--hidden must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
+        )
+        need(
+            integer(self.episodes) and self.episodes >= 1,
+            f"--episodes must be a positive integer, got {self.episodes!r}",
+        )
+        need(integer(self.seed) and self.seed >= 0, f"--seed must be a non-negative integer, got {self.seed!r}")
+        need(
+            integer(self.test_episodes) and self.test_episodes >= 0,
+            f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}",
+        )
+        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
         need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
-        need(integer(self.validate_top) and 0 <= self.validate_top <= self.population,
-             f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}")
-        need(integer(self.validate_episodes) and self.validate_episodes >= 0,
-             f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}")
+        need(
+            integer(self.validate_top) and 0 <= self.validate_top <= self.population,
+            f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}",
+        )
+        need(
+            integer(self.validate_episodes) and self.validate_episodes >= 0,
+            f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}",
+        )
         need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
-        need(integer(self.select_episodes) and self.select_episodes >= 0,
-             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}")
-        self.envs  # bad env_options are refused here, in one line
+        need(
+            integer(self.select_episodes) and self.select_episodes >= 0,
+            f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
+        )
+        _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
@@ -205,8 +236,7 @@ def _show(v):
 EVOLVE_RUN_KEYS = frozenset({"workers", "out", "task_timeout"})
 #: every key an ``evolve`` config file (and the command line) may set: EvolveConfig's fields,
 #: the run keys and the strategy shorthands (``sigma``, ``lr``, ...)
-EVOLVE_KEYS = frozenset({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS
-                        | set(STRATEGY_SHORTHANDS))
+EVOLVE_KEYS = frozenset({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS | set(STRATEGY_SHORTHANDS))
 
 
 @dataclass(frozen=True)

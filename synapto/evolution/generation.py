@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,10 @@ from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
+
+if TYPE_CHECKING:
+    from synapto.lineage import Lineage
+    from synapto.noise import Samples
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class EvaluationFailed(Exception):
 class Evaluations:
     """How this run maps evaluations on its farm (schedule, stop callback, errors, wire)."""
 
-    farm: object
+    farm: Any  #: a SerialFarm, or the coordinator's farm over MPI: what map() runs on
     schedule: str = "dynamic"
     on_error: str = "abort"  #: "abort" or "skip"
     stop: Callable[[], bool] | None = None
@@ -53,27 +58,49 @@ class Evaluations:
     #: send a centre strategy's samples as noise keys (:class:`SampleContext`) rather than genomes
     keys: bool = True
 
-    def map(self, tasks: list, generation: int, who: np.ndarray, phase: str, skip: bool | None = None,
-            context: SampleContext | None = None) -> Results:
+    def map(
+        self,
+        tasks: list,
+        generation: int,
+        who: np.ndarray,
+        phase: str,
+        skip: bool | None = None,
+        context: SampleContext | None = None,
+    ) -> Results:
         """Results of ``tasks`` (:class:`EvalTask` s, or payloads of ``context``); ``who[i]``
         names task ``i`` in an :class:`EvaluationFailure`."""
         skip = self.on_error == "skip" if skip is None else skip
         try:
-            return self.farm.map(tasks, schedule=self.schedule, stop=self.stop,
-                                 progress=faults.during(phase, generation, self.progress),
-                                 on_error="skip" if skip else "raise", context=context)
+            return self.farm.map(
+                tasks,
+                schedule=self.schedule,
+                stop=self.stop,
+                progress=faults.during(phase, generation, self.progress),
+                on_error="skip" if skip else "raise",
+                context=context,
+            )
         except TaskFailed as exc:
             i = exc.failure.index
             task = tasks[i] if context is None else context.task(tasks[i])
-            raise EvaluationFailed(EvaluationFailure(generation, int(who[i]), np.asarray(task.seeds),
-                                                     exc.failure, phase)) from None
+            raise EvaluationFailed(
+                EvaluationFailure(generation, int(who[i]), np.asarray(task.seeds), exc.failure, phase)
+            ) from None
         finally:
             if self.progress is not None and hasattr(self.progress, "clear"):
                 self.progress.clear()
 
-    def candidates(self, genomes: np.ndarray, who: np.ndarray, seeds: np.ndarray, norms: list, generation: int,
-                   phase: str, agent, samples=None, skip: bool | None = None
-                   ) -> tuple[list[EvalResult], dict[int, Failure]]:
+    def candidates(
+        self,
+        genomes: np.ndarray,
+        who: np.ndarray,
+        seeds: np.ndarray,
+        norms: list,
+        generation: int,
+        phase: str,
+        agent,
+        samples=None,
+        skip: bool | None = None,
+    ) -> tuple[list[EvalResult], dict[int, Failure]]:
         """Candidates ``genomes`` (K, n) on the same episodes ``seeds`` (V,), candidate ``k``
         with the observation normalisation ``norms[k]``: one task per candidate and episode,
         so that a phase of 2 candidates x 8 episodes keeps 16 workers busy; each candidate's
@@ -88,13 +115,19 @@ class Evaluations:
             context = SampleContext(samples, np.asarray(seeds), False, norms[0] if K else None)
             results = self.map([(int(who[k]), e) for k, e in pairs], generation, who_task, phase, skip, context)
         else:
-            results = self.map([EvalTask(genomes[k], seeds[e:e + 1], want_stats=False, obs_norm=norms[k])
-                                for k, e in pairs], generation, who_task, phase, skip)
+            results = self.map(
+                [EvalTask(genomes[k], seeds[e : e + 1], want_stats=False, obs_norm=norms[k]) for k, e in pairs],
+                generation,
+                who_task,
+                phase,
+                skip,
+            )
         failures: dict[int, Failure] = {}
         for t in sorted(results.failures):
             failures.setdefault(t // V, results.failures[t])
-        return [merge_episodes([results[k * V + e] for e in range(V)], agent.penalty(genomes[k]))
-                for k in range(K)], failures
+        return [
+            merge_episodes([results[k * V + e] for e in range(V)], agent.penalty(genomes[k])) for k in range(K)
+        ], failures
 
 
 def num(x: float, width: int = 9) -> str:
@@ -105,8 +138,9 @@ def num(x: float, width: int = 9) -> str:
 
 def failed_result(n_params: int, episodes: int) -> EvalResult:
     """What an evaluation that raised counts as (``--on-error skip``)."""
-    return EvalResult(-np.inf, np.full(episodes, np.nan), np.zeros(episodes, dtype=np.int64),
-                      np.zeros(n_params), False, 0.0, 0.0)
+    return EvalResult(
+        -np.inf, np.full(episodes, np.nan), np.zeros(episodes, dtype=np.int64), np.zeros(n_params), False, 0.0, 0.0
+    )
 
 
 @dataclass
@@ -126,9 +160,11 @@ class Validation:
         return [int(self.candidates.individual[k]) for k in sorted(self.failures)]
 
     def warnings(self, g: int) -> list[str]:
-        return [f"warning: generation {g} validation of individual {self.candidates.individual[k]} failed on rank "
-                f"{f.rank} ({f.host}): {f.message}; its validation fitness set to -inf"
-                for k, f in sorted(self.failures.items())]
+        return [
+            f"warning: generation {g} validation of individual {self.candidates.individual[k]} failed on rank "
+            f"{f.rank} ({f.host}): {f.message}; its validation fitness set to -inf"
+            for k, f in sorted(self.failures.items())
+        ]
 
 
 @dataclass
@@ -152,17 +188,27 @@ class Generation:
     #: the strategy's arrays of this generation (``record_arrays`` before it was told)
     strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
     #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
-    samples: object = None
+    samples: Samples | Lineage | None = None
 
-    def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
-        """The evaluations by their run-file names (:data:`synapto.store.evolve.ROWS`, for
-        :func:`synapto.store.evolve.record`), and -- ``compact`` -- the genomes as their samples
+    def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+        """The evaluations by their run-file names (:data:`synapto.store.evolve_rows.ROWS`, for
+        :func:`synapto.store.evolve_rows.record`), and -- ``compact`` -- the genomes as their samples
         (``/samples``; else they are the ``population`` among the first)."""
         v = self.validation
-        values = {"fitness": self.fitness, "returns": self.returns, "steps": self.steps, "seeds": self.seeds,
-                  "connections": self.connections, "nonfinite": self.nonfinite, "failed": self.failed,
-                  "validation/individual": v.candidates.individual, "validation/fitness": v.fitness,
-                  "validation/returns": v.returns, "validation/steps": v.steps, "validation/seeds": v.seeds}
+        values = {
+            "fitness": self.fitness,
+            "returns": self.returns,
+            "steps": self.steps,
+            "seeds": self.seeds,
+            "connections": self.connections,
+            "nonfinite": self.nonfinite,
+            "failed": self.failed,
+            "validation/individual": v.candidates.individual,
+            "validation/fitness": v.fitness,
+            "validation/returns": v.returns,
+            "validation/steps": v.steps,
+            "validation/seeds": v.seeds,
+        }
         if not compact:
             return {**values, "population": self.genomes}, None
         if self.samples is None:
@@ -170,8 +216,16 @@ class Generation:
         return values, self.samples.arrays()
 
 
-def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray, evals: Evaluations,
-             agent, norm=None, samples=None) -> Validation:
+def validate(
+    cfg: EvolveConfig,
+    g: int,
+    strategy: Strategy,
+    fitness: np.ndarray,
+    evals: Evaluations,
+    agent,
+    norm=None,
+    samples=None,
+) -> Validation:
     """The strategy's candidates (by default the top ``K`` by training fitness), all on the
     same ``validate_episodes`` episodes of the VALIDATE stream of generation ``g`` (with
     the generation's observation normalisation ``norm``)."""
@@ -181,14 +235,49 @@ def validate(cfg: EvolveConfig, g: int, strategy: Strategy, fitness: np.ndarray,
         cand = Candidates(np.zeros(0, np.int64), np.zeros((0, agent.n_params)))
         return Validation(cand, np.zeros(0), np.zeros((0, V)), np.zeros(0, np.int64), seeds)
     cand = strategy.candidates(fitness, K)
-    results, failures = evals.candidates(cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent,
-                                         samples=samples)
-    return Validation(cand, np.array([r.fitness for r in results]), np.stack([r.returns for r in results]),
-                      np.array([int(r.steps.sum()) for r in results], dtype=np.int64), seeds, failures)
+    results, failures = evals.candidates(
+        cand.genomes, cand.individual, seeds, [norm] * K, g, "validation", agent, samples=samples
+    )
+    return Validation(
+        cand,
+        np.array([r.fitness for r in results]),
+        np.stack([r.returns for r in results]),
+        np.array([int(r.steps.sum()) for r in results], dtype=np.int64),
+        seeds,
+        failures,
+    )
 
 
-def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent,
-                   norm=None, max_steps: int = 0) -> Generation:
+def _train(
+    evals: Evaluations, g: int, P: int, genomes: np.ndarray, seeds: np.ndarray, samples, norm, max_steps: int
+) -> Results:
+    """Generation ``g``'s training evaluations (``P`` individuals) on the farm: shaped,
+    capped at ``max_steps``, counting observations where ``norm`` is given; with noise keys
+    over the wire (``samples`` and ``evals.keys``) each task is only its sample's index."""
+    count = norm is not None
+    if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
+        return evals.map(
+            list(range(P)),
+            g,
+            np.arange(P),
+            "training",
+            context=SampleContext(samples, seeds, True, norm, count, True, max_steps),
+        )
+    else:
+        return evals.map(
+            [
+                EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True, max_steps=max_steps)
+                for i in range(P)
+            ],
+            g,
+            np.arange(P),
+            "training",
+        )
+
+
+def run_generation(
+    cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluations, agent, norm=None, max_steps: int = 0
+) -> Generation:
     """Ask, evaluate on training episodes, validate, tell: generation ``g``.  ``norm``: the
     frozen observation normalisation ``(mean, std)`` of this generation (``--obs-norm``),
     whose training episodes then also count observations.  Training episodes run the
@@ -199,23 +288,18 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     seeds = seeding.train_seeds(cfg.seed, g, P, E, common=cfg.crn)
     genomes = strategy.ask()
     faults.point("generation", g)
-    count = norm is not None
     samples = strategy.samples()
-    if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
-        results = evals.map(list(range(P)), g, np.arange(P), "training",
-                            context=SampleContext(samples, seeds, True, norm, count, True, max_steps))
-    else:
-        results = evals.map([EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True,
-                                      max_steps=max_steps) for i in range(P)],
-                            g, np.arange(P), "training")
+    results = _train(evals, g, P, genomes, seeds, samples, norm, max_steps)
     t_eval = time.perf_counter() - t0
     failed = np.zeros(P, dtype=bool)
     warnings = []
     for i, fail in results.failures.items():
         failed[i] = True
         results[i] = failed_result(agent.n_params, E)
-        warnings.append(f"warning: generation {g} individual {i} failed on rank {fail.rank} ({fail.host}): "
-                        f"{fail.message}; fitness set to -inf")
+        warnings.append(
+            f"warning: generation {g} individual {i} failed on rank {fail.rank} ({fail.host}): "
+            f"{fail.message}; fitness set to -inf"
+        )
     fitness = np.array([r.fitness for r in results])
     # non-finite is counted whatever found it: the rollout, a batched evaluation's -inf or NaN,
     # or a genome that is not finite (a Discrete policy's argmax would act on it silently)
@@ -227,8 +311,10 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     bad = np.flatnonzero(nonfinite)
     if bad.size:  # one line per generation, however many
         some = ", ".join(str(i) for i in bad[:8]) + (", ..." if bad.size > 8 else "")
-        warnings.append(f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
-                        f"or fitness ({some}); fitness set to -inf")
+        warnings.append(
+            f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
+            f"or fitness ({some}); fitness set to -inf"
+        )
 
     steps = np.array([int(r.steps.sum()) for r in results], dtype=np.int64)
     learn = learning_fitness(fitness, steps, E, cfg.envs.reward_shift)
@@ -242,9 +328,24 @@ def run_generation(cfg: EvolveConfig, g: int, strategy: Strategy, evals: Evaluat
     t1 = time.perf_counter()
     strategy.tell(Feedback(g, learn, stats, connections, validation.candidates, validation.fitness))
     t_update = time.perf_counter() - t1
-    return Generation(g, genomes, seeds, fitness, np.stack([r.returns for r in results]), steps, connections,
-                      nonfinite, failed, list(results), validation, results.stats,
-                      {"eval_wall": t_eval, "validation": t_val, "update": t_update}, warnings, arrays, samples)
+    return Generation(
+        g,
+        genomes,
+        seeds,
+        fitness,
+        np.stack([r.returns for r in results]),
+        steps,
+        connections,
+        nonfinite,
+        failed,
+        list(results),
+        validation,
+        results.stats,
+        {"eval_wall": t_eval, "validation": t_val, "update": t_update},
+        warnings,
+        arrays,
+        samples,
+    )
 
 
 def learning_fitness(fitness: np.ndarray, steps: np.ndarray, episodes: int, reward_shift: float) -> np.ndarray:
@@ -256,8 +357,9 @@ def learning_fitness(fitness: np.ndarray, steps: np.ndarray, episodes: int, rewa
     return fitness - reward_shift * (steps / episodes)
 
 
-def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
-               validation_steps: int) -> dict[str, float]:
+def statistics(
+    gen: Generation, strategy: Strategy, elite: int, env_steps: int, validation_steps: int
+) -> dict[str, float]:
     """The ``/stats`` row of a generation (after the strategy was told)."""
     fitness, champion = gen.fitness, strategy.champion
     order = rank_order(fitness)
@@ -273,10 +375,14 @@ def statistics(gen: Generation, strategy: Strategy, elite: int, env_steps: int,
         "env_steps": float(env_steps),
         "best_fitness": float(fitness[order[0]]),
         "best_ever_fitness": float(champion.fitness),
-        "pop_mean": s(np.mean, fin), "pop_std": s(np.std, fin),
-        "pop_min": s(np.min, fin), "pop_max": s(np.max, fin),
-        "elite_mean": s(np.mean, elite_f), "elite_std": s(np.std, elite_f),
-        "elite_min": s(np.min, elite_f), "elite_max": s(np.max, elite_f),
+        "pop_mean": s(np.mean, fin),
+        "pop_std": s(np.std, fin),
+        "pop_min": s(np.min, fin),
+        "pop_max": s(np.max, fin),
+        "elite_mean": s(np.mean, elite_f),
+        "elite_std": s(np.std, elite_f),
+        "elite_min": s(np.min, elite_f),
+        "elite_max": s(np.max, elite_f),
         "connections_mean": float(np.mean(gen.connections)),
         "connections_std": float(np.std(gen.connections)),
         "champion_connections": float(np.count_nonzero(champion.genome)),

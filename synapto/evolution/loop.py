@@ -58,7 +58,7 @@ from synapto.store import (
     rebuild_prefix,
     write_checkpoint,
 )
-from synapto.store.evolve import record, strategy_figures
+from synapto.store.evolve_rows import record, strategy_figures
 
 
 @dataclass
@@ -83,8 +83,15 @@ class RunStopped(Exception):
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
     shaping = cfg.envs.shaping
-    return EvolveSpec(cfg.env, cfg.agent, tuple(cfg.hidden), dict(cfg.agent_options), cfg.make_kwargs,
-                      shaping if shaping.active else None, cfg.envs.train_backend)
+    return EvolveSpec(
+        cfg.env,
+        cfg.agent,
+        tuple(cfg.hidden),
+        dict(cfg.agent_options),
+        cfg.make_kwargs,
+        shaping if shaping.active else None,
+        cfg.envs.train_backend,
+    )
 
 
 def restore_strategy(cfg: EvolveConfig, checkpoint: Checkpoint, agent=None) -> Strategy:
@@ -100,8 +107,7 @@ class EvolutionRun:
 
     LOOP_SCALARS = ("generation", "env_steps", "validation_steps")
 
-    def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None],
-                 overwrite: bool = True):
+    def __init__(self, cfg: EvolveConfig, out: Path, resume: bool, log: Callable[[str], None], overwrite: bool = True):
         self.cfg, self.out, self.log = cfg, out, log
         self.t_written = time.perf_counter()  #: when the last row was written (first: the run's start)
         self.agent = build_agent(cfg)
@@ -111,7 +117,8 @@ class EvolutionRun:
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         self.shaping = cfg.envs.shaping
         self.prev_steps: np.ndarray | None = None  #: the last generation's ``/steps`` (the training cap's basis)
-        self.writer = None
+        self._writer: EvolveRunWriter | None = None
+        self.saved: int | None = None  #: the generation of the last checkpoint (None: none yet)
         # One writer per run file, for the run's whole life: taken before anything is read,
         # created or rewritten; a second run on the same file stops here (exit code 2).
         self.lock = RunLock(out).acquire()
@@ -129,9 +136,11 @@ class EvolutionRun:
             if self.obs is not None:
                 self.obs.restore(checkpoint.arrays)
             self.generation, self.env_steps, self.validation_steps = (
-                int(checkpoint.scalars[k]) for k in self.LOOP_SCALARS)
-            self.writer = rebuild_prefix(out, self.generation, cfg, self.agent.n_params, self.agent.name,
-                                         self.extras(), run_id=checkpoint.run_id)
+                int(checkpoint.scalars[k]) for k in self.LOOP_SCALARS
+            )
+            self.writer = rebuild_prefix(
+                out, self.generation, cfg, self.agent.n_params, self.agent.name, self.extras(), run_id=checkpoint.run_id
+            )
             if self.obs is not None:
                 self.norms = self.writer.obs_norms(self.generation)
             if self.generation > 0:
@@ -142,8 +151,9 @@ class EvolutionRun:
             self.strategy = make_strategy(cfg, self.agent, seeding.generator(cfg.seed, seeding.Stream.EVOLVE))
             self.strategy.start()
             self.generation = self.env_steps = self.validation_steps = 0
-            self.writer = EvolveRunWriter.create(out, cfg, self.agent.n_params, self.agent.name, self.extras(),
-                                                 overwrite=overwrite or resume)
+            self.writer = EvolveRunWriter.create(
+                out, cfg, self.agent.n_params, self.agent.name, self.extras(), overwrite=overwrite or resume
+            )
             self.saved = None
             self.save()
 
@@ -159,8 +169,13 @@ class EvolutionRun:
             attrs["lineage_bounds"] = json.dumps([int(b) for b in samples.bounds])
         elif samples is None or "centre" not in arrays:  # populations are stored
             return Extras(self.agent.space.obs_dim, {**figures, **arrays}, attrs=attrs)
-        return Extras(self.agent.space.obs_dim, {**figures, **arrays}, samples.kind,
-                      {k: np.shape(v) for k, v in samples.arrays().items()}, attrs)
+        return Extras(
+            self.agent.space.obs_dim,
+            {**figures, **arrays},
+            samples.kind,
+            {k: np.shape(v) for k, v in samples.arrays().items()},
+            attrs,
+        )
 
     def save(self) -> None:
         """Checkpoint the state the next generation reads (once per generation)."""
@@ -169,8 +184,9 @@ class EvolutionRun:
             if self.obs is not None:
                 arrays = {**arrays, **self.obs.state()}
             loop = dict(zip(self.LOOP_SCALARS, (self.generation, self.env_steps, self.validation_steps)))
-            write_checkpoint(self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json,
-                             run_id=self.writer.run_id)
+            write_checkpoint(
+                self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json, run_id=self.writer.run_id
+            )
             self.saved = self.generation
 
     def norm(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -207,13 +223,24 @@ class EvolutionRun:
         t = time.perf_counter()
         ms = gen.map_stats
         t_prev, self.t_written = self.t_written, t
-        timing = {"wall": t - t_prev, **gen.timing, "worker_compute": ms.compute, "worker_idle": ms.idle,
-                  "worker_env": float(sum(r.env_seconds for r in gen.results)),
-                  "worker_agent": float(sum(r.agent_seconds for r in gen.results))}
+        timing = {
+            "wall": t - t_prev,
+            **gen.timing,
+            "worker_compute": ms.compute,
+            "worker_idle": ms.idle,
+            "worker_env": float(sum(r.env_seconds for r in gen.results)),
+            "worker_agent": float(sum(r.agent_seconds for r in gen.results)),
+        }
         if gen.index >= self.writer.capacity:
             self.writer = grow(self.writer, self.out, self.cfg, self.agent.n_params, self.agent.name, self.extras())
-        row = record(values, stats, {**timing, "write": time.perf_counter() - t}, samples=samples,
-                     norm=norm if self.obs is not None else None, arrays=gen.strategy_arrays)
+        row = record(
+            values,
+            stats,
+            {**timing, "write": time.perf_counter() - t},
+            samples=samples,
+            norm=norm if self.obs is not None else None,
+            arrays=gen.strategy_arrays,
+        )
         self.writer.append(gen.index, row)
         self.timing = {**timing, "write": time.perf_counter() - t}
         last = not self.cfg.goes_on(self.generation, self.env_steps + self.validation_steps)
@@ -227,44 +254,77 @@ class EvolutionRun:
         champion, selection = self.strategy.champion, None
         if cfg.select_episodes:
             candidates = self.strategy.final_candidates()
-            self.log(f"selecting the champion among {len(candidates)} candidate(s) on {cfg.select_episodes} "
-                     f"fresh episodes each")
+            self.log(
+                f"selecting the champion among {len(candidates)} candidate(s) on {cfg.select_episodes} "
+                f"fresh episodes each"
+            )
             selection = final.select(cfg, candidates, evals, self.generation, self.norm_of, self.agent)
             champion = candidates[selection.chosen]
             self.selection_steps = int(selection.steps.sum())
             self.writer.write_selection(selection)
         if cfg.test_episodes:
             fitness = "the final centre" if np.isnan(champion.fitness) else f"fitness {num(champion.fitness, 0)}"
-            self.log(f"testing the champion (generation {champion.generation}, {fitness}) "
-                     f"on {cfg.test_episodes} test episodes")
+            self.log(
+                f"testing the champion (generation {champion.generation}, {fitness}) "
+                f"on {cfg.test_episodes} test episodes"
+            )
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
-        if test.returns.size:
+        if test.mean is not None and test.std is not None:  # test episodes ran
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
             self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
-        self.writer.write_champion(champion.genome, champion.fitness, champion.generation, test.seeds,
-                                   test.returns, test.steps, norm=self.norm_of(champion.generation))
+        self.writer.write_champion(
+            champion.genome,
+            champion.fitness,
+            champion.generation,
+            test.seeds,
+            test.returns,
+            test.steps,
+            norm=self.norm_of(champion.generation),
+        )
         return test
 
+    @property
+    def writer(self) -> EvolveRunWriter:
+        """The run file, open from :meth:`_open` on."""
+        if self._writer is None:
+            raise RuntimeError(f"{self.out} is not open")
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: EvolveRunWriter) -> None:
+        self._writer = writer
+
+    def stopped(self, exc: FarmInterrupted | EvaluationFailed) -> RunStopped:
+        """The run stopped by ``exc`` (a signal, or an evaluation that failed under
+        ``on_error="abort"``), its checkpoint of the last completed generation saved."""
+        self.save()
+        if isinstance(exc, EvaluationFailed):
+            return RunStopped(str(exc), self.out, self.generation, failure=exc.failure)
+        return RunStopped(f"stopped at generation {self.generation}", self.out, self.generation)
+
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.lock.release()
 
 
-def progress_line(cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float,
-                  eta: float | None = None) -> str:
+def progress_line(
+    cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float, eta: float | None = None
+) -> str:
     """One generation's log line; ``gen`` counts from 0, as the run file, the CSV export and
     ``replay --generation`` do, and the percentage is of the run's budget."""
     val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
     t_eval = gen.timing["eval_wall"]
     budget = Budget(cfg.generations, cfg.max_env_steps)
     pct = 100 * budget.fraction(run.generation, run.env_steps + run.validation_steps)
-    return (f"gen {gen.index:>4} {pct:5.1f}%  best {num(stats['best_fitness'])}  {val}"
-            f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
-            f"steps {run.env_steps + run.validation_steps:>10,}  "
-            f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-            f"elapsed {_fmt_time(elapsed)}" + (f"  eta {_fmt_time(eta)}" if eta is not None else ""))
+    return (
+        f"gen {gen.index:>4} {pct:5.1f}%  best {num(stats['best_fitness'])}  {val}"
+        f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
+        f"steps {run.env_steps + run.validation_steps:>10,}  "
+        f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
+        f"elapsed {_fmt_time(elapsed)}" + (f"  eta {_fmt_time(eta)}" if eta is not None else "")
+    )
 
 
 def action_range(agent) -> str:
@@ -279,12 +339,16 @@ def action_range(agent) -> str:
 
 def announce(cfg: EvolveConfig, agent, budget: Budget, workers: int, out, log) -> None:
     """The run's first line (and a warning for an action space that is not bounded)."""
-    log(f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
+    log(
+        f"synapto evolve: {cfg.env}, {cfg.agent} {list(cfg.hidden)}, population {cfg.population}, "
         f"{budget.describe()}, {plural(cfg.episodes, 'episode')} per fitness, seed {cfg.seed}, "
-        f"{plural(workers, 'worker')} -> {out}")
+        f"{plural(workers, 'worker')} -> {out}"
+    )
     if action_range(agent).startswith("tanh in [-1, 1]: "):
-        log(f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
-            f"(the run file's attribute action_range says so)")
+        log(
+            f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
+            f"(the run file's attribute action_range says so)"
+        )
 
 
 def plural(n: int, word: str) -> str:
@@ -313,10 +377,17 @@ def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=No
     return batching_farm(farm, spec, agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
 
 
-def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None] = print,
-                  options: RunOptions = RunOptions(), resume: bool = False,
-                  stop: Callable[[], bool] | None = None, overwrite: bool = True,
-                  callbacks=()) -> RunSummary:
+def run_evolution(
+    cfg: EvolveConfig,
+    out: Path,
+    farm,
+    log: Callable[[str], None] = print,
+    options: RunOptions = RunOptions(),
+    resume: bool = False,
+    stop: Callable[[], bool] | None = None,
+    overwrite: bool = True,
+    callbacks=(),
+) -> RunSummary:
     """Run ``cfg`` to completion on ``farm``, writing the run file ``out``.
 
     With ``resume`` the run continues from ``out``'s checkpoint (rows after it are
@@ -348,18 +419,15 @@ def run_evolution(cfg: EvolveConfig, out: Path, farm, log: Callable[[str], None]
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
             progress.advance(run.generation, steps)
-            log(progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed,
-                                                                         start_fraction)))
+            log(
+                progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
+            )
             for callback in callbacks:
                 callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
         progress.stop()
         test = run.finish(evals)
-    except FarmInterrupted:
-        run.save()
-        raise RunStopped(f"stopped at generation {run.generation}", out, run.generation) from None
-    except EvaluationFailed as exc:
-        run.save()
-        raise RunStopped(str(exc), out, run.generation, failure=exc.failure) from None
+    except (FarmInterrupted, EvaluationFailed) as exc:
+        raise run.stopped(exc) from None
     finally:
         progress.stop()
         close_all(callbacks)
@@ -374,17 +442,21 @@ def log_warnings(gen: Generation, out, log) -> None:
     for line in gen.warnings:
         log(line)
     for who in gen.validation.failed_individuals():
-        log("reproduce: " + synapto_command("replay", out, "--generation", gen.index, "--individual", who,
-                                            "--validation"))
+        log(
+            "reproduce: "
+            + synapto_command("replay", out, "--generation", gen.index, "--individual", who, "--validation")
+        )
 
 
 def done_line(run: EvolutionRun, test, out, wall: float, cpu: float, log) -> int:
     """Log the run's last line; its env steps in all (training, validation, selection, test)."""
     sel, tst = run.selection_steps, int(test.steps.sum())
     total = run.env_steps + run.validation_steps + sel + tst
-    log(f"done in {_fmt_time(wall)}: {total:,} env steps "
+    log(
+        f"done in {_fmt_time(wall)}: {total:,} env steps "
         f"({run.env_steps:,} training, {run.validation_steps:,} validation, {sel:,} selection, {tst:,} test) "
-        f"-> {out} (coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)")
+        f"-> {out} (coordinator CPU {cpu:.1f} s, {100 * cpu / max(wall, 1e-9):.0f} % of wall time)"
+    )
     return total
 
 

@@ -2,8 +2,8 @@
 frozen per generation; the workers' side of it.
 
 Workers count the observations of training episodes (count, sum and sum of squares
-per component, in float64: :class:`synapto.moments.RunningMoments`) and return them with each result.  The coordinator adds
-them up in task order -- so the totals are the same for any number of ranks -- and
+per component, in float64: :class:`synapto.moments.RunningMoments`) and return them with each
+result.  The coordinator adds them up in task order -- so the totals are the same for any number of ranks -- and
 after each generation freezes the normalisation the next generation's policies see::
 
     mean = sum / count,  std = sqrt(max(sumsq / count - mean ** 2, MIN_VAR))
@@ -35,7 +35,7 @@ class ObsStats(RunningMoments):
         super().__init__(obs_dim)
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:
         return int(self.totals[0])
 
     def add(self, results) -> None:
@@ -51,13 +51,22 @@ class ObsStats(RunningMoments):
         return self.mean_std(floor=MIN_VAR)
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"obs_count": np.array([self.count], np.int64), "obs_sum": self.sum.copy(),
-                "obs_sumsq": self.sumsq.copy()}
+        return {
+            "obs_count": np.array([self.count], np.int64),
+            "obs_sum": self.sum.copy(),
+            "obs_sumsq": self.sumsq.copy(),
+        }
 
     def restore(self, arrays) -> None:
-        self.load(np.concatenate([[float(int(np.asarray(arrays["obs_count"])[0]))],
-                                  np.asarray(arrays["obs_sum"], dtype=np.float64),
-                                  np.asarray(arrays["obs_sumsq"], dtype=np.float64)]))
+        self.load(
+            np.concatenate(
+                [
+                    [float(int(np.asarray(arrays["obs_count"])[0]))],
+                    np.asarray(arrays["obs_sum"], dtype=np.float64),
+                    np.asarray(arrays["obs_sumsq"], dtype=np.float64),
+                ]
+            )
+        )
 
 
 class NormalisedActor:

@@ -77,10 +77,17 @@ class RunProgress:
                 TimeRemainingColumn,
             )
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[unit]}"), TimeElapsedColumn(),
-                                     TextColumn("eta"), TimeRemainingColumn(),
-                                     console=Console(file=stream), transient=True)
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[unit]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=Console(file=stream),
+                transient=True,
+            )
             self.run_task = self.progress.add_task("run", total=budget.total, unit=budget.unit)
             self.gen_task = self.progress.add_task("generation", total=1, unit="evaluations", visible=False)
 

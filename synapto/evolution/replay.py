@@ -35,8 +35,7 @@ class ReplayPlan:
     note: str
 
 
-def plan_replay(path, generation=None, individual=None, sample=None, sample_seed=0,
-                validation=False) -> ReplayPlan:
+def plan_replay(path, generation=None, individual=None, sample=None, sample_seed=0, validation=False) -> ReplayPlan:
     """Read what to replay; one-line errors for bad files and out-of-range picks.
 
     With ``validation`` the validation evaluations (fresh episodes of the top
@@ -76,17 +75,33 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
             if not 0 <= generation < done:
                 raise UsageError(f"--generation {generation} is out of range: the run has generations 0..{done - 1}")
             if not 0 <= individual < P and not (validation and individual == -1):
-                raise UsageError(f"--individual {individual} is out of range: the population has 0..{P - 1}"
-                                 + (" (or -1, a strategy's centre, with --validation)" if validation else ""))
+                raise UsageError(
+                    f"--individual {individual} is out of range: the population has 0..{P - 1}"
+                    + (" (or -1, a strategy's centre, with --validation)" if validation else "")
+                )
             picks = [(generation, individual)]
             note = f"replaying generation {generation}, individual {individual}"
             if not validation and run.failed(generation, individual):
-                raise UsageError(f"generation {generation} individual {individual} is recorded as failed "
-                                 f"(--on-error skip): it has no result to compare")
+                raise UsageError(
+                    f"generation {generation} individual {individual} is recorded as failed "
+                    f"(--on-error skip): it has no result to compare"
+                )
         if validation:
             return _plan_validation(Path(path), run, cfg, done, generation, individual, sample, sample_seed)
-        items = [ReplayItem(g, i, run.population(g, i), run.seeds(g, i), float(run.fitness(g, i)),
-                            run.returns(g, i), run.obs_norm(g), True, training_cap(cfg, run, g)) for g, i in picks]
+        items = [
+            ReplayItem(
+                g,
+                i,
+                run.population(g, i),
+                run.seeds(g, i),
+                float(run.fitness(g, i)),
+                run.returns(g, i),
+                run.obs_norm(g),
+                True,
+                training_cap(cfg, run, g),
+            )
+            for g, i in picks
+        ]
     return ReplayPlan(Path(path), cfg, items, note)
 
 
@@ -112,21 +127,34 @@ def _plan_validation(path, run, cfg, done, generation, individual, sample, sampl
     else:
         slots = np.flatnonzero(who[generation] == individual)
         if slots.size == 0:
-            raise UsageError(f"--individual {individual} was not validated in generation {generation}; "
-                             f"validated: {sorted(int(i) for i in who[generation])}")
+            raise UsageError(
+                f"--individual {individual} was not validated in generation {generation}; "
+                f"validated: {sorted(int(i) for i in who[generation])}"
+            )
         picks = [(generation, int(slots[0]))]
         note = f"replaying the validation of generation {generation}, individual {individual}"
+
     def genome(g, i):  # individual -1: the strategy's centre of that generation
         return run.population(g, i) if i >= 0 else run.strategy("centre", g)
 
-    items = [ReplayItem(g, int(who[g, j]), genome(g, int(who[g, j])), run.validation_seeds(g),
-                        float(run.validation_fitness(g, j)), run.validation_returns(g, j), run.obs_norm(g))
-             for g, j in picks]
+    items = [
+        ReplayItem(
+            g,
+            int(who[g, j]),
+            genome(g, int(who[g, j])),
+            run.validation_seeds(g),
+            float(run.validation_fitness(g, j)),
+            run.validation_returns(g, j),
+            run.obs_norm(g),
+        )
+        for g, j in picks
+    ]
     return ReplayPlan(path, cfg, items, note)
 
 
-def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual: int,
-                     validation: bool = False) -> ReplayPlan:
+def _plan_unfinished(
+    path: Path, cfg: EvolveConfig, generation: int, individual: int, validation: bool = False
+) -> ReplayPlan:
     """Replay an individual of the generation that did not complete (e.g. one whose
     evaluation raised): its genome is in the checkpoint (``validation`` and individual -1:
     the strategy's centre), its seeds (training or validation) follow from the config."""
@@ -165,8 +193,12 @@ def _plan_unfinished(path: Path, cfg: EvolveConfig, generation: int, individual:
             cap = training_cap(cfg, run, generation)
         item = ReplayItem(generation, individual, genome, seeds, None, None, norm, True, cap)
     what = "the validation of individual" if validation else "individual"
-    return ReplayPlan(path, cfg, [item], f"replaying generation {generation} (not completed: from the "
-                                         f"checkpoint), {what} {individual}")
+    return ReplayPlan(
+        path,
+        cfg,
+        [item],
+        f"replaying generation {generation} (not completed: from the checkpoint), {what} {individual}",
+    )
 
 
 def same_float(a, b) -> bool:
@@ -186,30 +218,40 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
             from synapto.agents import build_agent
 
             require(plan.config, build_agent(plan.config))
-        spec = FastSpec(spec)
-    farm.setup(spec)
+        farm.setup(FastSpec(spec))
+    else:
+        farm.setup(spec)
     from synapto.parallel.results import TaskFailed
 
     try:
-        results = farm.map([EvalTask(it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped,
-                                     max_steps=it.max_steps) for it in plan.items])
+        results = farm.map(
+            [
+                EvalTask(
+                    it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped, max_steps=it.max_steps
+                )
+                for it in plan.items
+            ]
+        )
     except TaskFailed as exc:
         f = exc.failure
         it = plan.items[f.index]
-        log(f"generation {it.generation} individual {it.individual} raised on rank {f.rank} ({f.host}):\n"
-            f"{f.traceback}")
+        log(f"generation {it.generation} individual {it.individual} raised on rank {f.rank} ({f.host}):\n{f.traceback}")
         return False
     matches = unstored = 0
     for it, r in zip(plan.items, results):
         if it.fitness is None:
-            log(f"generation {it.generation} individual {it.individual}: no stored result to compare; "
-                f"recomputed {r.fitness!r}")
+            log(
+                f"generation {it.generation} individual {it.individual}: no stored result to compare; "
+                f"recomputed {r.fitness!r}"
+            )
             unstored += 1
             continue
         ok = same_float(it.fitness, r.fitness) and same_float(it.returns, r.returns)
         matches += ok
-        log(f"generation {it.generation} individual {it.individual}: stored {it.fitness!r} "
-            f"recomputed {r.fitness!r} {'match' if ok else 'MISMATCH'}")
+        log(
+            f"generation {it.generation} individual {it.individual}: stored {it.fitness!r} "
+            f"recomputed {r.fitness!r} {'match' if ok else 'MISMATCH'}"
+        )
     compared = len(plan.items) - unstored
     if compared:
         log(f"{matches}/{compared} bit-identical")

@@ -67,10 +67,12 @@ class Collectives:
 @overload
 def average_gradient(coll: Collectives, grad: np.ndarray, extra: float, buf: np.ndarray | None = None) -> float: ...
 @overload
-def average_gradient(coll: Collectives, grad: np.ndarray, extra: None = None,
-                     buf: np.ndarray | None = None) -> None: ...
-def average_gradient(coll: Collectives, grad: np.ndarray, extra: float | None = None,
-                     buf: np.ndarray | None = None) -> float | None:
+def average_gradient(
+    coll: Collectives, grad: np.ndarray, extra: None = None, buf: np.ndarray | None = None
+) -> None: ...
+def average_gradient(
+    coll: Collectives, grad: np.ndarray, extra: float | None = None, buf: np.ndarray | None = None
+) -> float | None:
     """Replace ``grad`` by its mean over ranks -- one flat float64 Allreduce, with ``extra``
     (a scalar to average, e.g. the KL) riding along.  Returns the averaged ``extra``."""
     n = grad.size

@@ -138,8 +138,13 @@ class MPIFarm:
     #: ... and never longer than this (seconds)
     MAX_POLL = 0.02
 
-    def __init__(self, comm, max_sleep: float = 1e-3, task_timeout: float | None = None,
-                 on_retire: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        comm,
+        max_sleep: float = 1e-3,
+        task_timeout: float | None = None,
+        on_retire: Callable[[], None] | None = None,
+    ):
         from mpi4py import MPI
 
         if comm.Get_size() < 2:
@@ -291,24 +296,40 @@ class MPIFarm:
             m.inflight -= 1 + len(held)
             m.busy += now
             m.queue.extendleft(reversed(held))  # never started there: another worker runs them
-            why = (f"rank {w.rank} ({w.host}) did not answer within the task timeout of {timeout:g} s "
-                   f"(+{grace(timeout):g} s grace)")
+            why = (
+                f"rank {w.rank} ({w.host}) did not answer within the task timeout of {timeout:g} s "
+                f"(+{grace(timeout):g} s grace)"
+            )
             w.retired = why
             if self.on_retire is not None:
                 self.on_retire()
-            sys.stderr.write(f"warning: {why}; it gets no more tasks, and the MPI job ends with MPI_Abort "
-                             f"when this command ends\n")
+            sys.stderr.write(
+                f"warning: {why}; it gets no more tasks, and the MPI job ends with MPI_Abort when this command ends\n"
+            )
             sys.stderr.flush()
-            m.fail(Failure(i, w.rank, w.host, f"TaskTimeout: no answer from rank {w.rank} within the task "
-                                              f"timeout of {timeout:g} s (+{grace(timeout):g} s grace); the rank "
-                                              f"is retired\n", timeout=True))
+            m.fail(
+                Failure(
+                    i,
+                    w.rank,
+                    w.host,
+                    f"TaskTimeout: no answer from rank {w.rank} within the task "
+                    f"timeout of {timeout:g} s (+{grace(timeout):g} s grace); the rank "
+                    f"is retired\n",
+                    timeout=True,
+                )
+            )
         return bool(silent)
 
     # -- the loop --------------------------------------------------------------
-    def map(self, payloads: Sequence, schedule: str = "dynamic",
-            stop: Callable[[], bool] | None = None,
-            progress: Callable[[int, int], None] | None = None,
-            on_error: str = "raise", context=None) -> Results:
+    def map(
+        self,
+        payloads: Sequence,
+        schedule: str = "dynamic",
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        on_error: str = "raise",
+        context=None,
+    ) -> Results:
         """Results in the order of ``payloads`` (see :class:`~synapto.parallel.farm.SerialFarm`
         for the interface and the module docstring for the design)."""
         if schedule not in ("dynamic", "waves"):
@@ -329,9 +350,14 @@ class MPIFarm:
                 if not m.inflight:
                     if not m.halted:  # tasks left and every rank retired: fails in either on_error mode
                         last = next(w for w in reversed(self.pool) if w.state is State.RETIRED)
-                        m.failure = Failure(m.queue[0], last.rank, last.host, "RuntimeError: no worker rank left "
-                                            "to run the remaining tasks (every one stopped answering)\n",
-                                            timeout=True)
+                        m.failure = Failure(
+                            m.queue[0],
+                            last.rank,
+                            last.host,
+                            "RuntimeError: no worker rank left "
+                            "to run the remaining tasks (every one stopped answering)\n",
+                            timeout=True,
+                        )
                     break
             event = self.outbox.progress()
             event = self._receive(m) or event

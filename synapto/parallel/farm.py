@@ -55,10 +55,15 @@ class SerialFarm:
     def setup(self, spec) -> None:
         self._handler = spec.build()
 
-    def map(self, payloads: Sequence, schedule: str = "dynamic",
-            stop: Callable[[], bool] | None = None,
-            progress: Callable[[int, int], None] | None = None,
-            on_error: str = "raise", context=None) -> Results:
+    def map(
+        self,
+        payloads: Sequence,
+        schedule: str = "dynamic",
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        on_error: str = "raise",
+        context=None,
+    ) -> Results:
         if self._handler is None:
             raise RuntimeError("SerialFarm.map called before setup")
         t0, cpu0 = time.perf_counter(), time.process_time()
@@ -79,9 +84,15 @@ class SerialFarm:
             if progress is not None:
                 progress(i + 1, len(payloads))
         wall = time.perf_counter() - t0
-        self.last_stats = MapStats(compute=wall, idle=0.0, wall=wall, tasks=len(out),
-                                   per_worker_compute={0: wall}, coordinator_cpu=time.process_time() - cpu0,
-                                   order=list(range(len(out))))
+        self.last_stats = MapStats(
+            compute=wall,
+            idle=0.0,
+            wall=wall,
+            tasks=len(out),
+            per_worker_compute={0: wall},
+            coordinator_cpu=time.process_time() - cpu0,
+            order=list(range(len(out))),
+        )
         return Results(out, failures, self.last_stats)
 
     def close(self) -> None:

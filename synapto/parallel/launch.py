@@ -28,8 +28,16 @@ RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 #: the status file through which the ranks of a relaunched job talk to their parent
 #: (:mod:`synapto.parallel.supervise`): pids, the coordinator's signals, rank 0's exit code
 JOB_STATUS = "SYNAPTO_JOB_STATUS"
-MPI_ENV = (*RANK_ENV, "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "MPI_LOCALRANKID",
-           "HYDRA_CONTROL_FD", LAUNCHED, JOB_STATUS)
+MPI_ENV = (
+    *RANK_ENV,
+    "PMI_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "MPI_LOCALNRANKS",
+    "MPI_LOCALRANKID",
+    "HYDRA_CONTROL_FD",
+    LAUNCHED,
+    JOB_STATUS,
+)
 
 
 def under_mpi() -> bool:
@@ -63,16 +71,20 @@ def find_mpiexec() -> str:
     if explicit:
         found = shutil.which(explicit)
         if not found:
-            raise UsageError(f"$SYNAPTO_MPIEXEC is {explicit!r}, which is not an executable file "
-                             f"(unset it to use the mpiexec beside this Python)")
+            raise UsageError(
+                f"$SYNAPTO_MPIEXEC is {explicit!r}, which is not an executable file "
+                f"(unset it to use the mpiexec beside this Python)"
+            )
         return found
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if os.path.exists(beside):
         return beside
     found = shutil.which("mpiexec") or shutil.which("mpirun")
     if not found:
-        raise UsageError("no mpiexec found: pip install 'synapto-evo[mpich]' (or mpich), load your cluster's MPI, "
-                         "or set SYNAPTO_MPIEXEC")
+        raise UsageError(
+            "no mpiexec found: pip install 'synapto-evo[mpich]' (or mpich), load your cluster's MPI, "
+            "or set SYNAPTO_MPIEXEC"
+        )
     return found
 
 

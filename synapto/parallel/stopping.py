@@ -42,8 +42,10 @@ class StopSignals:
             return
         self.signum = signum
         name = signal.Signals(signum).name
-        sys.stderr.write(f"{name} received: finishing the tasks in flight, then saving the checkpoint "
-                         f"(press Ctrl-C again to exit at once)\n")
+        sys.stderr.write(
+            f"{name} received: finishing the tasks in flight, then saving the checkpoint "
+            f"(press Ctrl-C again to exit at once)\n"
+        )
         sys.stderr.flush()
 
     def __call__(self) -> bool:

@@ -51,9 +51,14 @@ POLL = 0.05
 
 
 #: fatal signals faulthandler names, by the name it prints
-FATAL = {"Segmentation fault": signal.SIGSEGV, "Floating-point exception": signal.SIGFPE,
-         "Floating point exception": signal.SIGFPE, "Aborted": signal.SIGABRT, "Bus error": signal.SIGBUS,
-         "Illegal instruction": signal.SIGILL}
+FATAL = {
+    "Segmentation fault": signal.SIGSEGV,
+    "Floating-point exception": signal.SIGFPE,
+    "Floating point exception": signal.SIGFPE,
+    "Aborted": signal.SIGABRT,
+    "Bus error": signal.SIGBUS,
+    "Illegal instruction": signal.SIGILL,
+}
 
 
 def fault_path(status: str, rank: int) -> str:
@@ -91,8 +96,11 @@ def death_report(status: str, rc: int) -> tuple[str, int] | None:
     role = "the coordinator (rank 0)" if rank == 0 else f"worker rank {rank}"
     code = 128 + sig if sig else (rc if rc > 0 else 1)
     run = read_run(status)
-    then = (f"; the checkpoint of its last completed generation is on disk: python -m synapto evolve --resume "
-            f"{run}" if run else "")
+    then = (
+        f"; the checkpoint of its last completed generation is on disk: python -m synapto evolve --resume {run}"
+        if run
+        else ""
+    )
     return f"error: {role} on {host} died ({report}), which ended the MPI job (exit {code}){then}", code
 
 
@@ -173,8 +181,9 @@ def supervise(cmd: list[str]) -> int:
         try:
             # a session of its own: the terminal's signals reach this process only; no stdin,
             # which a process outside the terminal's session could not read anyway
-            child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=_die_with_parent(os.getpid()))
+            child = subprocess.Popen(
+                cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent(os.getpid())
+            )
         except OSError as exc:
             sys.stderr.write(f"error: cannot start {cmd[0]!r} ({exc.strerror})\n")
             return 2

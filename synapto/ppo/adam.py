@@ -18,8 +18,9 @@ import numpy as np
 
 
 class Adam:
-    def __init__(self, n: int, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 dtype=np.float64):
+    def __init__(
+        self, n: int, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, dtype=np.float64
+    ):
         self.lr, self.beta1, self.beta2, self.eps = float(lr), beta1, beta2, eps
         self.m = np.zeros(n, dtype)
         self.v = np.zeros(n, dtype)
@@ -37,9 +38,9 @@ class Adam:
         np.multiply(grad, grad, out=tmp)
         tmp *= 1.0 - b2
         self.v += tmp
-        step_size = self.lr / (1.0 - b1 ** self.t)
+        step_size = self.lr / (1.0 - b1**self.t)
         np.sqrt(self.v, out=tmp)
-        tmp /= np.sqrt(1.0 - b2 ** self.t)
+        tmp /= np.sqrt(1.0 - b2**self.t)
         tmp += self.eps
         np.divide(self.m, tmp, out=tmp)
         tmp *= step_size

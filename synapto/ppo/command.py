@@ -26,11 +26,39 @@ from synapto.options import (
 )
 
 #: ppo's options that a ``--config`` file may set too: given on the command line, they win
-VALUE_OPTIONS = ("env", "hid", "gamma", "lam", "epochs", "steps_per_epoch", "seed", "pi_lr", "vf_lr",
-                 "train_pi_iters", "train_v_iters", "clip_ratio", "target_kl", "max_ep_len", "save_freq",
-                 "exp_name", "dtype", "out", "n_envs", "obs_norm", "reward_scale", "lr_schedule", "minibatch_size",
-                 "update_epochs", "ent_coef", "vf_coef", "max_grad_norm", "adam_eps", "log_std_init", "ortho_init",
-                 "test_episodes")
+VALUE_OPTIONS = (
+    "env",
+    "hid",
+    "gamma",
+    "lam",
+    "epochs",
+    "steps_per_epoch",
+    "seed",
+    "pi_lr",
+    "vf_lr",
+    "train_pi_iters",
+    "train_v_iters",
+    "clip_ratio",
+    "target_kl",
+    "max_ep_len",
+    "save_freq",
+    "exp_name",
+    "dtype",
+    "out",
+    "n_envs",
+    "obs_norm",
+    "reward_scale",
+    "lr_schedule",
+    "minibatch_size",
+    "update_epochs",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "adam_eps",
+    "log_std_init",
+    "ortho_init",
+    "test_episodes",
+)
 
 
 def ppo_command(ctx, opts: dict) -> None:
@@ -50,6 +78,7 @@ def ppo_command(ctx, opts: dict) -> None:
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # evolution's, one report per epoch
     resume, force = opts["resume"], opts["force"]
+    n_procs: int | None  # None: as many processes as the MPI world has
     if resume is not None:
         configs, outs, n_procs = resumed_run(resume, given, opts["config"], cpu)
     else:
@@ -65,9 +94,11 @@ def ppo_command(ctx, opts: dict) -> None:
     if opts["check"]:
         if rank == 0:
             what = "resumes" if resume is not None else "would run"
-            _log(f"ok: {len(configs)} PPO run(s) {what}: {configs[0].env}, hid {list(configs[0].hid)}, "
-                 f"{configs[0].epochs} epochs of {configs[0].steps_per_epoch:,} steps on {size} process(es) -> "
-                 f"{', '.join(map(str, outs))}")
+            _log(
+                f"ok: {len(configs)} PPO run(s) {what}: {configs[0].env}, hid {list(configs[0].hid)}, "
+                f"{configs[0].epochs} epochs of {configs[0].steps_per_epoch:,} steps on {size} process(es) -> "
+                f"{', '.join(map(str, outs))}"
+            )
         return
     if size > 1 and comm is None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -84,22 +115,29 @@ def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[lis
 
     extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
     if extra:
-        raise UsageError(f"--resume continues the run as it was configured; drop "
-                         f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)")
+        raise UsageError(
+            f"--resume continues the run as it was configured; drop "
+            f"{', '.join('--' + k.replace('_', '-') for k in extra)} (only --epochs and --cpu may change)"
+        )
     with PPORun(resume) as run:
         run.verify()  # damaged data is refused here, before anything is rewritten
         stored, ranks, completed = run.parse_config(PPOConfig.from_json), run.ranks, run.completed
         untested = stored.test_episodes > 0 and run.policy_test() is None  # stopped during its final test
     cfg = dataclasses.replace(stored, epochs=given.get("epochs", stored.epochs))
     if cfg.epochs != stored.epochs and stored.lr_schedule != "constant":
-        raise UsageError(f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
-                         f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate")
+        raise UsageError(
+            f"--epochs: {str(resume)!r} runs a {stored.lr_schedule} learning-rate schedule over "
+            f"its {stored.epochs} epochs; another number of epochs would change every epoch's rate"
+        )
     if cpu is not None and cpu != ranks:
-        raise UsageError(f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
-                         f"resume it with --cpu {ranks} to continue it bit-identically")
+        raise UsageError(
+            f"--cpu {cpu}: {str(resume)!r} was run with {ranks} process(es); "
+            f"resume it with --cpu {ranks} to continue it bit-identically"
+        )
     if completed >= cfg.epochs and not untested:
-        raise UsageError(f"{str(resume)!r} has completed all {completed} epochs; "
-                         f"pass --epochs N > {completed} to continue it")
+        raise UsageError(
+            f"{str(resume)!r} has completed all {completed} epochs; pass --epochs N > {completed} to continue it"
+        )
     if completed < 1:
         raise UsageError(f"{str(resume)!r} has no completed epoch to resume from; start it again with --force")
     return [cfg], [Path(resume)], ranks
@@ -148,8 +186,7 @@ def processes(n_procs: int | None):
         return None, 0, n_procs or 1
     comm, rank, size = world()
     if n_procs is not None and n_procs != size:
-        raise UsageError(f"--cpu {n_procs} but this MPI world has {size} process(es); "
-                         f"pass --cpu {size} or drop --cpu")
+        raise UsageError(f"--cpu {n_procs} but this MPI world has {size} process(es); pass --cpu {size} or drop --cpu")
     return comm, rank, size
 
 
@@ -161,8 +198,10 @@ def check_runs(configs, size: int, under_mpi: bool) -> None:
 
     for cfg in configs:
         if cfg.steps_per_epoch < size:
-            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                             f"processes ({size}); each process needs at least one step")
+            raise UsageError(
+                f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                f"processes ({size}); each process needs at least one step"
+            )
         local_envs(cfg.n_envs, size)  # --n-envs must split evenly over the processes
     space = space_info(configs[0].env)  # a bad --env fails here, once, before any process starts
     for cfg in configs:
@@ -196,7 +235,7 @@ def check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     hid = [int(h) for h in cfg.hid]
     n_params = count([space.obs_dim, *hid, space.act_dim]) + count([space.obs_dim, *hid, 1])
     local = int(os.environ.get("MPI_LOCALNRANKS", "1")) if under_mpi else size
-    need = ppo_memory(cfg.steps_per_epoch // size, local, space.obs_dim, space.act_dim, hid, n_params,
-                      np.dtype(cfg.dtype).itemsize)
-    check_need(need, f"ppo with {cfg.steps_per_epoch:,} steps per epoch over {size} process(es) and "
-                     f"hidden sizes {hid}")
+    need = ppo_memory(
+        cfg.steps_per_epoch // size, local, space.obs_dim, space.act_dim, hid, n_params, np.dtype(cfg.dtype).itemsize
+    )
+    check_need(need, f"ppo with {cfg.steps_per_epoch:,} steps per epoch over {size} process(es) and hidden sizes {hid}")

@@ -82,8 +82,10 @@ class PPOConfig:
 
         def integer(name: str, low: int) -> None:
             v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= low,
-                 f"--{name.replace('_', '-')} must be an integer >= {low}, got {v!r}")
+            need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= low,
+                f"--{name.replace('_', '-')} must be an integer >= {low}, got {v!r}",
+            )
 
         def real(name: str, low: float, high: float, low_open: bool = False) -> None:
             v = getattr(self, name)
@@ -93,8 +95,10 @@ class PPOConfig:
             need(ok, f"--{name.replace('_', '-')} must be a number in {interval}, got {v!r}")
 
         need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
-        need(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hid),
-             f"--hid must be positive integer layer sizes, got {list(self.hid)!r}")
+        need(
+            all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hid),
+            f"--hid must be positive integer layer sizes, got {list(self.hid)!r}",
+        )
         integer("epochs", 1)
         integer("steps_per_epoch", 1)
         integer("seed", 0)
@@ -115,21 +119,29 @@ class PPOConfig:
         integer("update_epochs", 1)
         integer("test_episodes", 0)
         for name in ("obs_norm", "reward_scale", "ortho_init"):
-            need(isinstance(getattr(self, name), bool),
-                 f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}")
-        need(self.lr_schedule in ("constant", "linear"),
-             f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}")
+            need(
+                isinstance(getattr(self, name), bool),
+                f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}",
+            )
+        need(
+            self.lr_schedule in ("constant", "linear"),
+            f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}",
+        )
         real("ent_coef", 0.0, math.inf)
         real("vf_coef", 0.0, math.inf, low_open=True)
         real("max_grad_norm", 0.0, math.inf)
         real("adam_eps", 0.0, 1.0, low_open=True)
         real("log_std_init", -20.0, 5.0)
         if isinstance(self.n_envs, int) and isinstance(self.steps_per_epoch, int):
-            need(self.steps_per_epoch >= self.n_envs,
-                 f"--steps-per-epoch {self.steps_per_epoch} is below --n-envs {self.n_envs}: every env needs a step")
+            need(
+                self.steps_per_epoch >= self.n_envs,
+                f"--steps-per-epoch {self.steps_per_epoch} is below --n-envs {self.n_envs}: every env needs a step",
+            )
         if isinstance(self.minibatch_size, int) and isinstance(self.steps_per_epoch, int):
-            need(self.minibatch_size <= self.steps_per_epoch,
-                 f"--minibatch-size {self.minibatch_size} is above --steps-per-epoch {self.steps_per_epoch}")
+            need(
+                self.minibatch_size <= self.steps_per_epoch,
+                f"--minibatch-size {self.minibatch_size} is above --steps-per-epoch {self.steps_per_epoch}",
+            )
         need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
 
     def to_json(self) -> str:
@@ -159,8 +171,11 @@ class PPOConfig:
 
     def changed(self, other: PPOConfig) -> list[str]:
         """Names of the fields that differ (``RESUMABLE`` ones excepted)."""
-        return [f.name for f in dataclasses.fields(self)
-                if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)
+        ]
 
 
 def field_names() -> frozenset[str]:
@@ -189,13 +204,14 @@ def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
         body = text[1:-1] if bracketed else text
         parts = [p for p in re.split(r"[,\s]+", body.strip()) if p]
         if not parts and not bracketed:
-            raise UsageError(f"--hid {value!r} is not a layer size; expected e.g. --hid 32 32 or --hid \"[32,32]\"")
+            raise UsageError(f'--hid {value!r} is not a layer size; expected e.g. --hid 32 32 or --hid "[32,32]"')
         for part in parts:
             try:
                 size = int(part)
             except ValueError:
-                raise UsageError(f"--hid {value!r} does not parse; expected positive integers, "
-                                 f"e.g. --hid 32 32 or --hid \"[32,32]\"") from None
+                raise UsageError(
+                    f'--hid {value!r} does not parse; expected positive integers, e.g. --hid 32 32 or --hid "[32,32]"'
+                ) from None
             if size <= 0:
                 raise UsageError(f"--hid {value!r}: layer sizes must be positive integers, got {size}")
             sizes.append(size)

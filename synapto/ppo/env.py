@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from synapto.envs import SpaceInfo, make_env
 from synapto.ppo.config import PPOConfig
+
+if TYPE_CHECKING:
+    import gymnasium
 
 #: wrappers that gym.make adds and that change nothing but bookkeeping: with only these,
 #: the rollout steps the bare env and applies the time limit itself (~10 % faster)
@@ -22,7 +26,7 @@ _TRANSPARENT_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker"}
 
 @dataclass
 class EnvHandle:
-    env: object  # what gym.make returned (closed after the epoch)
+    env: gymnasium.Env  # what gym.make returned (closed after the epoch)
     step: Callable  # the step function the rollout calls
     reset: Callable
     limit: int  # steps after which an episode is truncated

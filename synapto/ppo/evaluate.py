@@ -64,5 +64,4 @@ def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | N
         raise RunFileError(f"{str(path)!r}: the run's spaces {dims} do not match {cfg.env}'s")
     limit_blas_threads(1)
     out = test_policy(cfg, pi_params, episodes, norm)
-    return {"returns": out["returns"], "lengths": out["lengths"], "params": label, "env": cfg.env,
-            "seed": cfg.seed}
+    return {"returns": out["returns"], "lengths": out["lengths"], "params": label, "env": cfg.env, "seed": cfg.seed}

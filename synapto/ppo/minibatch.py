@@ -48,17 +48,18 @@ def minibatch_update(trainer, epoch: int) -> dict[str, float]:
     for p in range(cfg.update_epochs):
         order = generator(cfg.seed, Stream.PPO, 3, trainer.rank, epoch, p).permutation(n)
         for start in range(0, n, size):
-            idx = order[start:start + size]
+            idx = order[start : start + size]
             a = adv[idx]
             if a.size > 1:
                 a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
             a = a.astype(trainer.dtype)
-            loss_pi, kl_local, ent, frac = pi.surrogate(obs[idx], act[idx], a, logp_old[idx], cfg.clip_ratio,
-                                                        cfg.ent_coef)
+            loss_pi, kl_local, ent, frac = pi.surrogate(
+                obs[idx], act[idx], a, logp_old[idx], cfg.clip_ratio, cfg.ent_coef
+            )
             loss_v = vf.loss(obs[idx], ret[idx])
             comm[:n_pi] = pi.grad
-            comm[n_pi:n_pi + n_v] = vf.grad
-            comm[n_pi:n_pi + n_v] *= cfg.vf_coef
+            comm[n_pi : n_pi + n_v] = vf.grad
+            comm[n_pi : n_pi + n_v] *= cfg.vf_coef
             comm[-1] = kl_local
             coll.mean_(comm)
             kl = float(comm[-1])
@@ -85,6 +86,14 @@ def minibatch_update(trainer, epoch: int) -> dict[str, float]:
             break
     seconds = clock() - t
     assert first is not None and last is not None  # update_epochs >= 1 and n >= 1: one minibatch at least
-    return {"LossPi": first[0], "DeltaLossPi": last[0] - first[0], "Entropy": float(np.mean(entropy)),
-            "KL": kl, "ClipFrac": float(np.mean(clip_frac)), "StopIter": float(steps),
-            "LossV": first[1], "DeltaLossV": last[1] - first[1], "seconds": seconds}
+    return {
+        "LossPi": first[0],
+        "DeltaLossPi": last[0] - first[0],
+        "Entropy": float(np.mean(entropy)),
+        "KL": kl,
+        "ClipFrac": float(np.mean(clip_frac)),
+        "StopIter": float(steps),
+        "LossV": first[1],
+        "DeltaLossV": last[1] - first[1],
+        "seconds": seconds,
+    }

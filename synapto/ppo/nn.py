@@ -64,9 +64,9 @@ def orthogonal_params(sizes, rng: np.random.Generator, output_gain: float, dtype
 def _views(flat: np.ndarray, sizes) -> tuple[list[np.ndarray], list[np.ndarray]]:
     weights, biases, at = [], [], 0
     for fan_in, fan_out in layer_shapes(sizes):
-        weights.append(flat[at:at + fan_in * fan_out].reshape(fan_in, fan_out))
+        weights.append(flat[at : at + fan_in * fan_out].reshape(fan_in, fan_out))
         at += fan_in * fan_out
-        biases.append(flat[at:at + fan_out])
+        biases.append(flat[at : at + fan_out])
         at += fan_out
     return weights, biases
 
@@ -107,12 +107,18 @@ class MLP:
         # W_l and b_l are adjacent in the flat vector, i.e. together the matrix
         # [W_l; b_l] of shape (fan_in + 1, fan_out), and a hidden layer's output
         # buffer ends with a constant 1, so the next layer is a single matmul.
-        self._Wb = [params[a:a + (i + 1) * o].reshape(i + 1, o)
-                    for a, (i, o) in zip(np.cumsum([0] + [i * o + o for i, o in layer_shapes(self.sizes)]),
-                                         layer_shapes(self.sizes))]
-        self._gWb = [self.grad[a:a + (i + 1) * o].reshape(i + 1, o)
-                     for a, (i, o) in zip(np.cumsum([0] + [i * o + o for i, o in layer_shapes(self.sizes)]),
-                                          layer_shapes(self.sizes))]
+        self._Wb = [
+            params[a : a + (i + 1) * o].reshape(i + 1, o)
+            for a, (i, o) in zip(
+                np.cumsum([0] + [i * o + o for i, o in layer_shapes(self.sizes)]), layer_shapes(self.sizes)
+            )
+        ]
+        self._gWb = [
+            self.grad[a : a + (i + 1) * o].reshape(i + 1, o)
+            for a, (i, o) in zip(
+                np.cumsum([0] + [i * o + o for i, o in layer_shapes(self.sizes)]), layer_shapes(self.sizes)
+            )
+        ]
         self._row = [np.ones(s + 1, params.dtype) for s in self.sizes[1:]]
         self._spaces: dict[int, Workspace] = {}
 

@@ -2,8 +2,8 @@
 as rl-zoo's ``normalize: true`` does it, over MPI ranks and exactly resumable.
 
 Both keep running moments (:class:`synapto.moments.RunningMoments`) -- a count, and per
-component a sum and a sum of squares, in float64 -- started from a prior of weight ``1e-4`` with mean 0 and variance 1 (so
-the first values are not divided by a variance of 0)::
+component a sum and a sum of squares, in float64 -- started from a prior of weight ``1e-4`` with
+mean 0 and variance 1 (so the first values are not divided by a variance of 0)::
 
     mean = sum / count,   var = max(sumsq / count - mean^2, 0)
 

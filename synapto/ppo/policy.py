@@ -169,8 +169,9 @@ class Policy:
         self.grad_log_std = self.grad[n_mlp:]
 
     @staticmethod
-    def init_params(obs_dim, act_dim, hid, discrete, rng, dtype=np.float32, log_std_init: float = LOG_STD_INIT,
-                    ortho: bool = False) -> np.ndarray:
+    def init_params(
+        obs_dim, act_dim, hid, discrete, rng, dtype=np.float32, log_std_init: float = LOG_STD_INIT, ortho: bool = False
+    ) -> np.ndarray:
         """PyTorch's default initialisation, or orthogonal (output gain 0.01) with ``ortho``."""
         sizes = (obs_dim, *hid, act_dim)
         mlp = orthogonal_params(sizes, rng, 0.01, dtype) if ortho else init_params(sizes, rng, dtype)
@@ -195,8 +196,10 @@ class Policy:
                 cum = np.cumsum(np.exp(logits - logits.max()))
                 return min(int(np.searchsorted(cum, noise * cum[-1], side="right")), n - 1)
         else:
+
             def act(obs, noise, out=None):  # noise: the scaled noise row
                 return np.add(forward1(obs), noise, out=out)
+
         return act
 
     def sample_batch(self, obs: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -250,8 +253,7 @@ class Policy:
         entropy = self.head.mean_entropy(out, self.log_std)
         if ent_coef:
             loss -= ent_coef * entropy
-            d_ent, d_ent_extra = self.head.entropy_grad(np.full(n, -ent_coef / n, dtype=out.dtype), out,
-                                                        self.log_std)
+            d_ent, d_ent_extra = self.head.entropy_grad(np.full(n, -ent_coef / n, dtype=out.dtype), out, self.log_std)
             d_out = d_out + d_ent
             if d_extra is not None:
                 d_extra = d_extra + d_ent_extra

@@ -75,7 +75,7 @@ def rollout(trainer, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
             obs_buf[idx] = norm(envs.raw, np.empty((N, info.obs_dim)))
         else:
             obs_buf[idx] = envs.raw
-        noise_t = noise[step * N:(step + 1) * N]
+        noise_t = noise[step * N : (step + 1) * N]
         if single is not None:  # one env: the one-row pass of runs before vectorised envs
             if info.discrete:
                 act_buf[idx[0]] = single(obs_buf[idx[0]], noise_t[0])
@@ -100,10 +100,7 @@ def _noise(trainer, epoch: int) -> np.ndarray:
     """The exploration noise of the rank's whole epoch, scaled for the policy."""
     buf, info = trainer.buf, trainer.info
     rng = generator(trainer.cfg.seed, Stream.PPO, 2, trainer.rank, epoch)
-    if info.discrete:
-        noise = rng.random(buf.n)
-    else:
-        noise = rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
+    noise = rng.random(buf.n) if info.discrete else rng.standard_normal((buf.n, info.act_dim), dtype=trainer.dtype)
     return trainer.pi.scale_noise(noise)
 
 
@@ -117,7 +114,9 @@ class _Envs:
         self.handles = [open_env(cfg)[0] for _ in range(n)]
         self.steps = [h.step for h in self.handles]
         self.limit = self.handles[0].limit
-        self.flat = len(self.handles[0].env.observation_space.shape) == 1
+        shape = self.handles[0].env.observation_space.shape
+        assert shape is not None  # a PPO env has a Box or Discrete observation space
+        self.flat = len(shape) == 1
         self.episode = [0] * n
         t = clock()
         self.raw = np.zeros((n, obs_dim))
@@ -149,8 +148,9 @@ class _Envs:
                 self.ep_lengths.append(int(ep_len[j]))
                 if more:
                     self.episode[j] += 1
-                    o, _ = self.handles[j].reset(seed=episode_seed(self.cfg, self.n, self.rank, self.epoch, j,
-                                                                   self.episode[j]))
+                    o, _ = self.handles[j].reset(
+                        seed=episode_seed(self.cfg, self.n, self.rank, self.epoch, j, self.episode[j])
+                    )
                     raw[j] = o if flat else np.ravel(o)
                     ep_ret[j], ep_len[j] = 0.0, 0
 

@@ -33,8 +33,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,15 +48,22 @@ from synapto.ppo.buffer import EpochBuffer
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
+from synapto.ppo.opening import Opened, broadcast_error, open_run, resume_command
 from synapto.ppo.policy import Policy, ValueFunction
 from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator
 
+if TYPE_CHECKING:
+    pass
+
 clock = time.perf_counter
+
 
 # ------------------------------------------------------------------------------ trainer
 def _zero_timing() -> dict[str, float]:
-    return dict.fromkeys(("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"), 0.0)
+    return dict.fromkeys(
+        ("rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v", "comm", "stats"), 0.0
+    )
 
 
 def local_envs(n_envs: int, ranks: int) -> int:
@@ -67,28 +74,32 @@ def local_envs(n_envs: int, ranks: int) -> int:
     if n_envs == 1:
         return 1
     if n_envs % ranks:
-        raise UsageError(f"--n-envs {n_envs} does not split evenly over {ranks} MPI ranks; use a rank count that "
-                         f"divides it (or --n-envs 1: one env per rank)")
+        raise UsageError(
+            f"--n-envs {n_envs} does not split evenly over {ranks} MPI ranks; use a rank count that "
+            f"divides it (or --n-envs 1: one env per rank)"
+        )
     return n_envs // ranks
 
 
 class Trainer:
     """One rank's PPO state: networks, optimisers, buffer; :meth:`epoch` runs one epoch."""
 
-    def __init__(self, cfg: PPOConfig, coll: Collectives, rank: int, info: SpaceInfo,
-                 checkpoint: dict | None = None):
+    def __init__(self, cfg: PPOConfig, coll: Collectives, rank: int, info: SpaceInfo, checkpoint: dict | None = None):
         self.cfg, self.coll, self.rank = cfg, coll, rank
         self.info = info
         self.dtype = np.dtype(cfg.dtype)
         self.n_envs = local_envs(cfg.n_envs, coll.size)  #: this rank's envs
         self.n_local = cfg.steps_per_epoch // (coll.size * self.n_envs) * self.n_envs
         if self.n_local < 1:
-            raise UsageError(f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
-                             f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step")
+            raise UsageError(
+                f"--steps-per-epoch {cfg.steps_per_epoch} is smaller than the number of "
+                f"MPI ranks ({coll.size}) times --n-envs ({cfg.n_envs}); each env needs a step"
+            )
         hid, d = cfg.hid, self.dtype
         init = generator(cfg.seed, Stream.PPO, 0)
-        pi = Policy.init_params(info.obs_dim, info.act_dim, hid, info.discrete, init, d, cfg.log_std_init,
-                                cfg.ortho_init)
+        pi = Policy.init_params(
+            info.obs_dim, info.act_dim, hid, info.discrete, init, d, cfg.log_std_init, cfg.ortho_init
+        )
         v = ValueFunction.init_params(info.obs_dim, hid, init, d, cfg.ortho_init)
         self.pi = Policy(info.obs_dim, info.act_dim, hid, info.discrete, pi)
         self.vf = ValueFunction(info.obs_dim, hid, v)
@@ -165,8 +176,15 @@ class Trainer:
             if cfg.target_kl > 0 and kl > 1.5 * cfg.target_kl:
                 break
             self.pi_opt.step(self.pi.params, self.pi.grad)
-        return {"LossPi": loss_pi_old, "DeltaLossPi": loss_pi - loss_pi_old, "Entropy": ent_old, "KL": kl,
-                "ClipFrac": clip_frac, "StopIter": float(stop_iter), "seconds": clock() - t}
+        return {
+            "LossPi": loss_pi_old,
+            "DeltaLossPi": loss_pi - loss_pi_old,
+            "Entropy": ent_old,
+            "KL": kl,
+            "ClipFrac": clip_frac,
+            "StopIter": float(stop_iter),
+            "seconds": clock() - t,
+        }
 
     def _update_v(self, obs, ret) -> dict:
         cfg, coll = self.cfg, self.coll
@@ -250,9 +268,19 @@ class Trainer:
         r_mean, r_std, r_max, r_min = coll.statistics(np.array(ep_returns))
         len_mean = coll.statistics(np.array(ep_lengths, dtype=np.float64))[0]
         v_mean, v_std, v_max, v_min = coll.statistics(values)
-        stats.update(Epoch=epoch, AverageEpRet=r_mean, StdEpRet=r_std, MaxEpRet=r_max, MinEpRet=r_min,
-                     EpLen=len_mean, AverageVVals=v_mean, StdVVals=v_std, MaxVVals=v_max, MinVVals=v_min,
-                     TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size)
+        stats.update(
+            Epoch=epoch,
+            AverageEpRet=r_mean,
+            StdEpRet=r_std,
+            MaxEpRet=r_max,
+            MinEpRet=r_min,
+            EpLen=len_mean,
+            AverageVVals=v_mean,
+            StdVVals=v_std,
+            MaxVVals=v_max,
+            MinVVals=v_min,
+            TotalEnvInteracts=(epoch + 1) * self.n_local * coll.size,
+        )
         timing["stats"] = clock() - t_stats
         timing["epoch"] = clock() - t
         timing["cpu"] = time.process_time() - cpu
@@ -276,26 +304,15 @@ class Trainer:
 
 
 # --------------------------------------------------------------------------------- runs
-def _broadcast_error(comm, error: Exception | None) -> None:
-    """Rank 0's verdict, shared: every rank raises the same UsageError or DiskFullError
-    (printed once by main)."""
-    if comm is not None:
-        error = comm.bcast(None if error is None else (type(error).__name__, str(error),
-                                                       getattr(error, "path", ""), getattr(error, "resume", None)),
-                           root=0)
-    elif error is not None:
-        raise error
-    if error is not None:
-        kind, message, path, resume = error
-        if kind == "DiskFullError":
-            exc = DiskFullError(path)
-            exc.args, exc.resume = (message,), resume
-            raise exc
-        raise UsageError(message)
-
-
-def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: bool = False,
-          log: Callable[[str], None] = print, callbacks=()) -> Path | None:
+def train(
+    cfg: PPOConfig,
+    out: Path,
+    comm=None,
+    resume: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+    callbacks=(),
+) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``, as checked by
     :mod:`synapto.ppo.command`; rank 0 writes and logs, and calls ``callbacks``
     (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose ``generation`` is
@@ -308,12 +325,12 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
     handle, info = open_env(cfg)
     handle.env.close()
 
-    opened = _Opened()
+    opened = Opened()
     if rank == 0:
-        opened = _open_run(cfg, out, size, info, resume, force)
+        opened = open_run(cfg, out, size, info, resume, force)
     writer, progress, lock = opened.writer, opened.progress, opened.lock
     start, checkpoint, time_offset = opened.start, opened.checkpoint, opened.time_offset
-    _broadcast_error(comm, opened.error)
+    broadcast_error(comm, opened.error)
     if comm is not None:
         start, checkpoint = comm.bcast((start, checkpoint), root=0)
 
@@ -321,8 +338,10 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         trainer = Trainer(cfg, coll, rank, info, checkpoint)
         setup = time.time() - t_start
         if rank == 0:
-            log(f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
-                f"epochs {start}..{cfg.epochs - 1} -> {out}")
+            log(
+                f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
+                f"epochs {start}..{cfg.epochs - 1} -> {out}"
+            )
         for k in range(start, cfg.epochs):
             if rank == 0:
                 faults.point("epoch", k)
@@ -335,7 +354,7 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
     except DiskFullError as exc:
-        exc.resume = _resume_command(out, size)
+        exc.resume = resume_command(out, size)
         if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
             sys.stderr.write(exc.report())
             sys.stderr.flush()
@@ -363,53 +382,6 @@ def train(cfg: PPOConfig, out: Path, comm=None, resume: bool = False, force: boo
     return out if rank == 0 else None
 
 
-@dataclass
-class _Opened:
-    """What rank 0 opened for a run (or the error that stopped it): the run file's writer,
-    progress.txt, the lock, and where the run starts."""
-    writer: object = None
-    progress: object = None
-    lock: object = None
-    checkpoint: object = None
-    start: int = 0
-    time_offset: float = 0.0
-    error: Exception | None = None
-
-
-def _open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: bool) -> _Opened:
-    """Rank 0: lock ``out``, then create it or read where it stopped, and open progress.txt;
-    a usage error or a full disk is returned (with everything opened closed again), for
-    every rank to raise together."""
-    from synapto.ppo.progress import ProgressWriter, log_dir
-    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
-
-    o = _Opened()
-    try:
-        # one writer per run file, for the whole run: taken before anything is read or written
-        o.lock = RunLock(out).acquire()
-        if resume:  # synapto.ppo.command checked the run, its ranks and epochs
-            o.writer, o.checkpoint, o.start = prepare_resume(out, cfg, size)
-            with PPORun(out) as run:
-                rows = run.progress_rows()
-            o.time_offset = float(rows[-1]["Time"]) if rows else 0.0
-        else:
-            n_pi = Policy.init_params(info.obs_dim, info.act_dim, cfg.hid, info.discrete,
-                                      np.random.default_rng(0)).size
-            n_v = ValueFunction.init_params(info.obs_dim, cfg.hid, np.random.default_rng(0)).size
-            o.writer = PPORunWriter.create(out, cfg, size, info, n_pi, n_v, overwrite=force)
-            rows = []
-        with writing(log_dir(out) / "progress.txt", "writing progress.txt and config.json"):
-            o.progress = ProgressWriter(log_dir(out), cfg, size, rows)
-    except (UsageError, DiskFullError) as exc:
-        if isinstance(exc, DiskFullError) and resume:
-            exc.resume = _resume_command(out, size)
-        for opened in (o.writer, o.progress, o.lock):
-            if opened is not None:
-                (opened.release if opened is o.lock else opened.close)()
-        return _Opened(error=exc)
-    return o
-
-
 def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, out: Path, log) -> None:
     """Rank 0: epoch ``k`` into the run file and progress.txt, and its log line."""
     from synapto.ppo.progress import log_dir
@@ -421,19 +393,27 @@ def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, 
         progress.write({**stats, "Time": timing["Time"]})
     timing["write"] = clock() - t
     writer.set_timing(k, "write", timing["write"])
-    log(f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
+    log(
+        f"epoch {k:4d}  return {stats['AverageEpRet']:9.2f} +- {stats['StdEpRet']:7.2f}  "
         f"len {stats['EpLen']:7.1f}  kl {stats['KL']:.4f}  stop {int(stats['StopIter']):3d}  "
         f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
-        f"{timing['update']:.2f})")
+        f"{timing['update']:.2f})"
+    )
 
 
 def _report(callbacks, epoch, stats, timing, elapsed, out, cfg) -> None:
     from synapto.evolution.callbacks import GenerationReport
 
     if callbacks:
-        report = GenerationReport(epoch, {k: float(v) for k, v in stats.items()},
-                                  {k: float(v) for k, v in timing.items()}, int(stats["TotalEnvInteracts"]),
-                                  elapsed, Path(out), cfg)
+        report = GenerationReport(
+            epoch,
+            {k: float(v) for k, v in stats.items()},
+            {k: float(v) for k, v in timing.items()},
+            int(stats["TotalEnvInteracts"]),
+            elapsed,
+            Path(out),
+            cfg,
+        )
         for callback in callbacks:
             callback(report)
 
@@ -447,11 +427,7 @@ def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
     result = test_policy(cfg, trainer.pi.params, cfg.test_episodes, trainer.obs_norm_now())
     writer.write_test(result["seeds"], result["returns"], result["lengths"])
     r = result["returns"]
-    log(f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
-        f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)")
-
-
-def _resume_command(out: Path, size: int) -> str:
-    from synapto.shell import synapto_command
-
-    return synapto_command("ppo", "--resume", out, *(["--cpu", size] if size > 1 else []))
+    log(
+        f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "
+        f"(mean length {result['lengths'].mean():.1f}, {clock() - t:.1f} s)"
+    )

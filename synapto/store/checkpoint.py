@@ -28,9 +28,9 @@ from synapto.store.files import (
     check_metadata,
     fixed_dataset,
     h5py,
-    replace_file,
     write_image,
 )
+from synapto.store.replace import replace_file
 
 #: attributes of a checkpoint that are not the caller's scalars
 RESERVED = {"format", "format_version", "config", "rng_state", "bit_generator", "run_id"}
@@ -53,8 +53,14 @@ class Checkpoint:
     run_id: str = ""  #: the id of the run it belongs to ("" for a checkpoint of a format before ids)
 
 
-def write_checkpoint(run_path: Path, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int | float],
-                     rng: np.random.Generator, config_json: str, run_id: str = "") -> Path:
+def write_checkpoint(
+    run_path: Path,
+    arrays: Mapping[str, np.ndarray],
+    scalars: Mapping[str, int | float],
+    rng: np.random.Generator,
+    config_json: str,
+    run_id: str = "",
+) -> Path:
     """Atomically replace the checkpoint of ``run_path``: ``arrays`` as checksummed datasets,
     ``scalars`` as attributes (Python ints and floats), the Generator's state as JSON,
     ``run_id`` the id of the run file (see :func:`read_checkpoint`).
@@ -117,14 +123,18 @@ def read_checkpoint(run_path: Path, run_id: str | None = None) -> Checkpoint | N
             if f.attrs.get("format") != FORMAT + "-checkpoint":
                 raise RunFileError(f"{str(path)!r} is not a synapto checkpoint")
             if int(f.attrs.get("format_version", -1)) not in READABLE_VERSIONS:
-                raise RunFileError(f"{str(path)!r} has checkpoint format version "
-                                   f"{int(f.attrs.get('format_version', -1))}; this synapto reads versions "
-                                   f"{', '.join(map(str, READABLE_VERSIONS))}")
+                raise RunFileError(
+                    f"{str(path)!r} has checkpoint format version "
+                    f"{int(f.attrs.get('format_version', -1))}; this synapto reads versions "
+                    f"{', '.join(map(str, READABLE_VERSIONS))}"
+                )
             check_metadata(f, f"checkpoint {str(path)!r}")
             own = str(f.attrs.get("run_id", ""))
             if expected and own != expected:
-                raise RunFileError(f"checkpoint {str(path)!r} belongs to another run (run id {own or 'none'}; "
-                                   f"{str(run_path)!r} is run {expected}): it cannot continue this run")
+                raise RunFileError(
+                    f"checkpoint {str(path)!r} belongs to another run (run id {own or 'none'}; "
+                    f"{str(run_path)!r} is run {expected}): it cannot continue this run"
+                )
             bitgen = getattr(np.random, str(f.attrs["bit_generator"]))()
             bitgen.state = json.loads(f.attrs["rng_state"])
             arrays = {}

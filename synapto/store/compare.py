@@ -19,9 +19,11 @@ def datasets(path: str | Path, skip=("timing",)) -> dict[str, np.ndarray]:
     h5 = h5py()
     out = {}
     with h5.File(path, "r", locking=False) as f:
+
         def visit(name, obj):
             if isinstance(obj, h5.Dataset) and name.split("/")[0] not in skip:
                 out[name] = obj[()]
+
         f.visititems(visit)
     return out
 
@@ -31,5 +33,12 @@ def differences(a: str | Path, b: str | Path, skip=("timing",)) -> list[str]:
     or bytes, sorted; ``[]`` if they are bit-identical."""
     da, db = datasets(a, skip), datasets(b, skip)
     names = sorted(set(da) | set(db))
-    return [k for k in names if k not in da or k not in db or da[k].dtype != db[k].dtype
-            or da[k].shape != db[k].shape or da[k].tobytes() != db[k].tobytes()]
+    return [
+        k
+        for k in names
+        if k not in da
+        or k not in db
+        or da[k].dtype != db[k].dtype
+        or da[k].shape != db[k].shape
+        or da[k].tobytes() != db[k].tobytes()
+    ]

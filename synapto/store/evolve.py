@@ -56,29 +56,30 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
 Everything outside ``/timing`` is a pure function of the config, so two runs of
 the same config are bit-identical there whatever the number of MPI ranks.
 
-The datasets with a row per generation are the entries of one table, :data:`ROWS`
-(name, shape in the run's dimensions, dtype, which runs have it): the layout, the rows
-a resume keeps and a generation's row (:func:`record`, which the coordinator's loop
-hands to :meth:`EvolveRunWriter.append`) are derived from it, so that a new dataset
-is one entry there and one value where the loop builds the row.
+The datasets with a row per generation are the entries of one table,
+:data:`synapto.store.evolve_rows.ROWS` (name, shape in the run's dimensions, dtype, which
+runs have it): the layout, the rows a resume keeps and a generation's row
+(:func:`~synapto.store.evolve_rows.record`, which the coordinator's loop hands to
+:meth:`EvolveRunWriter.append`) are derived from it, so that a new dataset is one entry
+there and one value where the loop builds the row.
 
 The writer takes the run's config as an object with ``population``, ``episodes``,
 ``test_episodes``, ``validation_count``, ``validate_episodes``, ``select_episodes``,
 ``obs_norm`` and ``to_json()`` (:class:`synapto.evolution.config.EvolveConfig`), and the shapes
-of the optional datasets in a :class:`Extras`.
+of the optional datasets in a :class:`~synapto.store.evolve_rows.Extras`.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from synapto.errors import DiskFullError, RunFileError, UsageError
+from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, Extras, per_generation
 from synapto.store.files import (
     close_quietly,
     estimate_size,
@@ -87,114 +88,11 @@ from synapto.store.files import (
     open_append,
     open_run,
     put_row,
-    replace_file,
     reserve_space,
-    rewrite,
     rows_dataset,
     writing,
 )
-
-STATS = (
-    "generation", "env_steps", "best_fitness", "best_ever_fitness",
-    "pop_mean", "pop_std", "pop_min", "pop_max",
-    "elite_mean", "elite_std", "elite_min", "elite_max",
-    "connections_mean", "connections_std", "champion_connections", "prune_rate",
-    "nonfinite_count", "failure_count", "validation_best", "validation_mean", "validation_env_steps",
-)
-TIMING = ("wall", "eval_wall", "worker_compute", "worker_env", "worker_agent", "worker_idle", "validation",
-          "update", "write")
-#: ``/samples/<name>``'s dtype where it is not float64 (noise keys; a GA lineage's, see
-#: :mod:`synapto.lineage`)
-SAMPLE_DTYPES = {"keys": "u8", "pruned": "u1", "refs": "i8", "origin": "i8"}
-
-
-@dataclass(frozen=True)
-class Row:
-    """One dataset of the run file with a row per generation (an entry of :data:`ROWS`)."""
-
-    #: the dataset; ``<group>/*``: the group's datasets, named and shaped by the run (:class:`Extras`)
-    name: str
-    #: the shape of one generation's row, in the run's dimensions: P population, E episodes,
-    #: K validated candidates, V validation episodes, n genome length, O observation size
-    shape: tuple[str, ...] = ()
-    dtype: str = "f8"
-    #: which runs have it: "" every run, "populations" / "samples" by how the genomes are stored,
-    #: "obs_norm" runs with ``obs_norm``
-    when: str = ""
-
-
-#: every dataset with one row per generation, in the order a run file holds them: the layout
-#: (:meth:`EvolveRunWriter.layout`), the rows kept on resume (:func:`rebuild_prefix`) and a
-#: generation's row (:func:`record`) are derived from it
-ROWS = (
-    Row("fitness", ("P",)), Row("returns", ("P", "E")), Row("steps", ("P",), "i8"), Row("seeds", ("P", "E"), "i8"),
-    Row("population", ("P", "n"), when="populations"), Row("samples/*", when="samples"),
-    Row("connections", ("P",), "i8"), Row("nonfinite", ("P",), "?"), Row("failed", ("P",), "?"),
-    Row("validation/individual", ("K",), "i8"), Row("validation/fitness", ("K",)),
-    Row("validation/returns", ("K", "V")), Row("validation/steps", ("K",), "i8"),
-    Row("validation/seeds", ("V",), "i8"),
-    *(Row(f"stats/{name}") for name in STATS), *(Row(f"timing/{name}") for name in TIMING),
-    Row("strategy/*"),
-    Row("obs_norm/mean", ("O",), when="obs_norm"), Row("obs_norm/std", ("O",), when="obs_norm"),
-)
-#: the per-generation datasets of fixed names
-PER_GENERATION = tuple(row.name for row in ROWS if not row.name.endswith("/*"))
-#: groups whose datasets (named by the run) hold one row per generation
-PER_GENERATION_GROUPS = tuple(row.name[:-2] for row in ROWS if row.name.endswith("/*"))
-
-
-def strategy_figures(figures: Mapping[str, float]) -> dict[str, float]:
-    """Those of a strategy's per-generation figures that are its own (``/strategy/<name>``),
-    not one of the common :data:`STATS`."""
-    return {k: v for k, v in figures.items() if k not in STATS}
-
-
-def record(values: Mapping[str, Any], stats: Mapping[str, float], timing: Mapping[str, float], *,
-           samples: Mapping[str, np.ndarray] | None = None, norm=None,
-           arrays: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
-    """One generation's row of the run file, by dataset name in the order of :data:`ROWS`:
-
-    - ``values``: the datasets of fixed names but ``/stats``, ``/timing`` and ``/obs_norm``
-      (``fitness`` ... ``validation/seeds``; ``population`` where ``samples`` is None);
-    - ``samples``: the genomes as samples (``/samples/<name>``) rather than ``population``;
-    - ``stats``: every :data:`STATS` figure, and the strategy's own (``/strategy/<name>``);
-    - ``timing``: the ``/timing`` figures (NaN where missing);
-    - ``arrays``: the strategy's arrays (``/strategy/<name>``);
-    - ``norm``: the ``(mean, std)`` observation normalisation the generation ran with.
-    """
-    unknown = sorted(set(values) - set(PER_GENERATION))
-    if unknown:
-        raise RuntimeError(f"a generation's row has no dataset(s) {', '.join(unknown)}")
-    given = {**values, **{f"stats/{k}": stats[k] for k in STATS},
-             **{f"timing/{k}": timing.get(k, np.nan) for k in TIMING},
-             **({"obs_norm/mean": norm[0], "obs_norm/std": norm[1]} if norm is not None else {})}
-    groups: dict[str, dict[str, Any]] = {"samples": {f"samples/{k}": a for k, a in (samples or {}).items()},
-              "strategy": {**{f"strategy/{k}": x for k, x in strategy_figures(stats).items()},
-                           **{f"strategy/{k}": a for k, a in (arrays or {}).items()}}}
-    row: dict[str, Any] = {}
-    for r in ROWS:
-        if r.name.endswith("/*"):
-            row.update(groups[r.name[:-2]])
-        elif r.name in given:
-            row[r.name] = given[r.name]
-        elif not r.when or (r.when == "populations" and samples is None):
-            raise RuntimeError(f"a generation's row lacks {r.name}")
-    return row
-
-
-@dataclass(frozen=True)
-class Extras:
-    """Shapes of a run's optional datasets."""
-
-    obs_dim: int = 0  #: observation size (the obs_norm datasets; 0: none)
-    #: ``/strategy/<name>``: the shape of one generation's row (``()`` for a figure)
-    strategy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: the kind of :class:`synapto.noise.Samples` the generations are stored as ("": populations)
-    samples: str = ""
-    #: ``/samples/<name>``: the shape of one generation's row (``keys`` is uint64, the rest float64)
-    sample_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: text attributes of ``/`` besides the layout's (``action_range``: what the agent's actions span)
-    attrs: Mapping[str, str] = field(default_factory=dict)
+from synapto.store.replace import replace_file, rewrite
 
 
 class EvolveRunWriter:
@@ -223,44 +121,71 @@ class EvolveRunWriter:
         rows; None: :func:`first_rows`) and ``(name, data, checksum)`` fixed ones."""
         G = first_rows(config) if rows is None else rows
         T, S = config.test_episodes, config.select_episodes
-        rows = [(name, G, tail, dtype) for name, tail, dtype in per_generation(config, n_params, extras)]
-        fixed = []
+        datasets = [(name, G, tail, dtype) for name, tail, dtype in per_generation(config, n_params, extras)]
+        fixed: list[tuple[str, np.ndarray, bool]] = []
         if S:
-            fixed += [("selection/seeds", np.zeros(S, dtype=np.int64), True),
-                      ("selection/chosen", np.full(1, -1, dtype=np.int64), False)]
-        fixed += [("champion/genome", np.zeros(n_params), True), ("champion/fitness", np.full(1, -np.inf), True),
-                  ("champion/generation", np.full(1, -1, dtype=np.int64), True),
-                  ("champion/test_seeds", np.zeros(T, dtype=np.int64), True),
-                  ("champion/test_returns", np.zeros(T), True),
-                  ("champion/test_steps", np.zeros(T, dtype=np.int64), True),
-                  ("champion/tested", np.zeros(1, dtype=np.int64), False)]
+            fixed += [
+                ("selection/seeds", np.zeros(S, dtype=np.int64), True),
+                ("selection/chosen", np.full(1, -1, dtype=np.int64), False),
+            ]
+        fixed += [
+            ("champion/genome", np.zeros(n_params), True),
+            ("champion/fitness", np.full(1, -np.inf), True),
+            ("champion/generation", np.full(1, -1, dtype=np.int64), True),
+            ("champion/test_seeds", np.zeros(T, dtype=np.int64), True),
+            ("champion/test_returns", np.zeros(T), True),
+            ("champion/test_steps", np.zeros(T, dtype=np.int64), True),
+            ("champion/tested", np.zeros(1, dtype=np.int64), False),
+        ]
         if S:
             fixed.append(("champion/selection_fitness", np.full(1, np.nan), True))
         if config.obs_norm:
-            fixed += [("champion/obs_mean", np.zeros(extras.obs_dim), True),
-                      ("champion/obs_std", np.ones(extras.obs_dim), True)]
-        return rows, fixed
+            fixed += [
+                ("champion/obs_mean", np.zeros(extras.obs_dim), True),
+                ("champion/obs_std", np.ones(extras.obs_dim), True),
+            ]
+        return datasets, fixed
 
     @classmethod
     def estimated_size(cls, config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> int:
         """An upper estimate of the run file's size in bytes (its metadata never changes after creation)."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
-        return estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
-                             [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
+        return estimate_size(
+            [(n, tail, dtype) for _, n, tail, dtype in datasets],
+            [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed],
+        )
 
     @classmethod
-    def build(cls, path: Path, config, n_params: int, agent_name: str, extras: Extras = Extras(),
-              run_id: str | None = None, rows: int | None = None):
+    def build(
+        cls,
+        path: Path,
+        config,
+        n_params: int,
+        agent_name: str,
+        extras: Extras = Extras(),
+        run_id: str | None = None,
+        rows: int | None = None,
+    ):
         """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
-        rows, fixed = cls.layout(config, n_params, extras, rows)
-        attrs = {"n_params": n_params, "agent_name": agent_name, **extras.attrs,
-                 **({"samples": extras.samples} if extras.samples else {})}
-        f = new_file(path, "evolve", config.to_json(), attrs,
-                     run_id=run_id, reserve=cls.estimated_size(config, n_params, extras, rows[0][1]))
+        datasets, fixed = cls.layout(config, n_params, extras, rows)
+        attrs = {
+            "n_params": n_params,
+            "agent_name": agent_name,
+            **extras.attrs,
+            **({"samples": extras.samples} if extras.samples else {}),
+        }
+        f = new_file(
+            path,
+            "evolve",
+            config.to_json(),
+            attrs,
+            run_id=run_id,
+            reserve=cls.estimated_size(config, n_params, extras, datasets[0][1]),
+        )
         try:
-            for name, n, tail, dtype in rows:
+            for name, n, tail, dtype in datasets:
                 rows_dataset(f, name, n, tail, dtype)
             if config.select_episodes:
                 _selection(f, 0, n_params, config.select_episodes)
@@ -273,8 +198,9 @@ class EvolveRunWriter:
         return f
 
     @classmethod
-    def create(cls, path: Path, config, n_params: int, agent_name: str,
-               extras: Extras = Extras(), overwrite: bool = True) -> EvolveRunWriter:
+    def create(
+        cls, path: Path, config, n_params: int, agent_name: str, extras: Extras = Extras(), overwrite: bool = True
+    ) -> EvolveRunWriter:
         """Create the run file ``path`` (built beside it, fsync-ed, renamed into place: whole or
         not at all) and open it for appending.  An existing file is refused unless
         ``overwrite``; the checkpoint of a run it replaces is removed first."""
@@ -300,7 +226,8 @@ class EvolveRunWriter:
     def append(self, g: int, row: Mapping[str, np.ndarray]) -> None:
         """Write generation ``g`` (must equal /completed), flush, then advance the counter.
 
-        ``row`` maps the per-generation datasets to generation ``g``'s row (:func:`record`)."""
+        ``row`` maps the per-generation datasets to generation ``g``'s row
+        (:func:`~synapto.store.evolve_rows.record`)."""
         f = self.f
         done = int(f["completed"][0])
         if g != done:
@@ -335,10 +262,14 @@ class EvolveRunWriter:
 
         path = Path(self.f.filename)
         C = len(selection.candidates)
-        values = {"genomes": [c.genome for c in selection.candidates],
-                  "generation": [c.generation for c in selection.candidates],
-                  "chosen_on": [c.fitness for c in selection.candidates],
-                  "fitness": selection.fitness, "returns": selection.returns, "steps": selection.steps}
+        values = {
+            "genomes": [c.genome for c in selection.candidates],
+            "generation": [c.generation for c in selection.candidates],
+            "chosen_on": [c.fitness for c in selection.candidates],
+            "fitness": selection.fitness,
+            "returns": selection.returns,
+            "steps": selection.steps,
+        }
         n_params, S = self.f["champion/genome"].shape[0], self.f["selection/seeds"].shape[0]
         self.f.flush()
         self.f.close()
@@ -390,34 +321,20 @@ class EvolveRunWriter:
 
 def _selection(f, C: int, n_params: int, S: int, values: Mapping | None = None) -> None:
     """The selection datasets of ``C`` candidates (``values``: their contents; else fill)."""
-    shapes = {"genomes": ((n_params,), "f8"), "generation": ((), "i8"), "chosen_on": ((), "f8"),
-              "fitness": ((), "f8"), "returns": ((S,), "f8"), "steps": ((), "i8")}
+    shapes = {
+        "genomes": ((n_params,), "f8"),
+        "generation": ((), "i8"),
+        "chosen_on": ((), "f8"),
+        "fitness": ((), "f8"),
+        "returns": ((S,), "f8"),
+        "steps": ((), "i8"),
+    }
     for name, (tail, dtype) in shapes.items():
         if values is None:
             rows_dataset(f, f"selection/{name}", C, tail, dtype)
         else:
             data = np.asarray(values[name], dtype=dtype).reshape((C, *tail))
             fixed_dataset(f, f"selection/{name}", data)
-
-
-def per_generation(config, n_params: int, extras: Extras) -> list[tuple[str, tuple[int, ...], str]]:
-    """``(name, shape of a row, dtype)`` of every per-generation dataset of a run (:data:`ROWS`)."""
-    dims = {"P": config.population, "E": config.episodes, "K": config.validation_count,
-            "V": config.validate_episodes, "n": n_params, "O": extras.obs_dim}
-    present = {"": True, "populations": not extras.samples, "samples": bool(extras.samples),
-               "obs_norm": bool(config.obs_norm)}
-    groups = {"samples": extras.sample_shapes, "strategy": extras.strategy}
-    out = []
-    for row in ROWS:
-        if not present[row.when]:
-            continue
-        if row.name.endswith("/*"):
-            group = row.name[:-2]
-            dtypes = SAMPLE_DTYPES if group == "samples" else {}
-            out += [(f"{group}/{k}", tuple(shape), dtypes.get(k, row.dtype)) for k, shape in groups[group].items()]
-        else:
-            out.append((row.name, tuple(dims[d] for d in row.shape), row.dtype))
-    return out
 
 
 # --------------------------------------------------------------------------- capacity
@@ -441,8 +358,9 @@ def first_rows(config) -> int:
     return rows_for(config, 0)
 
 
-def grow(writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name: str,
-         extras: Extras = Extras()) -> EvolveRunWriter:
+def grow(
+    writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name: str, extras: Extras = Extras()
+) -> EvolveRunWriter:
     """The run file rewritten with twice its rows (at most ``config.generations``; the rows
     written so far kept), like the rebuild of ``--resume``: a new file beside the old one,
     renamed over it, so that no file's metadata ever changes after its creation."""
@@ -453,14 +371,22 @@ def grow(writer: EvolveRunWriter, path: Path, config, n_params: int, agent_name:
 
 
 # --------------------------------------------------------------------------- resume
-def rebuild_prefix(path: Path, generations: int, config, n_params: int, agent_name: str,
-                   extras: Extras = Extras(), run_id: str | None = None, rows: int | None = None,
-                   what: str = "rebuilding it to resume") -> EvolveRunWriter:
+def rebuild_prefix(
+    path: Path,
+    generations: int,
+    config,
+    n_params: int,
+    agent_name: str,
+    extras: Extras = Extras(),
+    run_id: str | None = None,
+    rows: int | None = None,
+    what: str = "rebuilding it to resume",
+) -> EvolveRunWriter:
     """Replace ``path`` by a fresh run file holding its first ``generations`` rows.
 
     Rows of a generation that did not finish (and of any generation after the last
-    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the old one and
-    ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
+    checkpoint) are dropped.  It has ``rows`` rows (None: :func:`rows_for`).  The new file is written beside the
+    old one and ``os.replace``-d over it (:func:`synapto.store.files.rewrite`), so a crash here
     leaves the old file in place.  It keeps the run's id and creation time; a file of a
     format before ids takes ``run_id`` (its checkpoint's), or stays without one.
     """

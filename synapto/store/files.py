@@ -2,12 +2,12 @@
 
 - :func:`create_file`, :func:`rows_dataset`, :func:`fixed_dataset`: new files in the
   layout every run file and checkpoint uses (below);
-- :func:`replace_file`: build a file beside its final path, fsync it, then
-  ``os.replace`` it there -- how every run file and checkpoint comes into being;
+- :func:`synapto.store.replace.replace_file`: build a file beside its final path, fsync
+  it, then ``os.replace`` it there -- how every run file and checkpoint comes into being;
 - :func:`open_run`: open a run file for reading, validated (a one-line
   :class:`~synapto.errors.RunFileError` for anything that is not a readable run);
 - :func:`open_append`: reopen a run file for writing rows into it;
-- :func:`rewrite`: replace a run file by one built from it (on resume);
+- :func:`synapto.store.replace.rewrite`: replace a run file by one built from it (on resume);
 - :func:`writing`: turns a full disk into a one-line :class:`~synapto.errors.DiskFullError`.
 
 **Crash safety without SWMR.**  A file is always created whole: built under a temporary
@@ -74,8 +74,14 @@ def package_versions() -> dict[str, str]:
     from synapto.store.provenance import git_commit
 
     out = {"python": platform.python_version()}
-    for key, pkg in (("synapto", "synapto-evo"), ("numpy", "numpy"), ("gymnasium", "gymnasium"), ("h5py", "h5py"),
-                     ("mpi4py", "mpi4py"), ("box2d", "box2d")):
+    for key, pkg in (
+        ("synapto", "synapto-evo"),
+        ("numpy", "numpy"),
+        ("gymnasium", "gymnasium"),
+        ("h5py", "h5py"),
+        ("mpi4py", "mpi4py"),
+        ("box2d", "box2d"),
+    ):
         try:
             out[key] = version(pkg)
         except PackageNotFoundError:
@@ -150,7 +156,7 @@ def _stored_eof(path: Path) -> int | None:
     size = head[9]
     if size not in (4, 8) or len(head) < 12 + 3 * size:
         return None
-    return int.from_bytes(head[12 + 2 * size:12 + 3 * size], "little")
+    return int.from_bytes(head[12 + 2 * size : 12 + 3 * size], "little")
 
 
 def _open_read(p: Path):
@@ -165,17 +171,18 @@ def _open_read(p: Path):
     except OSError as exc:
         first = str(exc).splitlines()[0]
         if "already open for write" not in first:
-            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
-                               f"{first}") from None
+            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): {first}") from None
     eof = _stored_eof(p)
     if eof is None or p.stat().st_size < eof:
-        raise RunFileError(f"{str(p)!r} is truncated ({p.stat().st_size} bytes, its superblock says "
-                           f"{eof if eof is not None else '?'})") from None
+        raise RunFileError(
+            f"{str(p)!r} is truncated ({p.stat().st_size} bytes, its superblock says {eof if eof is not None else '?'})"
+        ) from None
     try:
         return h5.File(p, "r", swmr=True, locking=False)
     except OSError as exc:
-        raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): "
-                           f"{str(exc).splitlines()[0]}") from None
+        raise RunFileError(
+            f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def check_metadata(f, what: str) -> None:
@@ -192,8 +199,9 @@ def check_metadata(f, what: str) -> None:
             list(obj.attrs.keys())
         list(f.attrs.keys())
     except Exception as exc:
-        raise RunFileError(f"{what} is corrupted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
-            from None
+        raise RunFileError(
+            f"{what} is corrupted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
 
 
 def open_run(path: str | Path, kind: str | None = None):
@@ -243,9 +251,15 @@ def _rows_of(f) -> int:
 
 # ----------------------------------------------------------------------------- writing
 def package_attrs(kind: str, config_json: str, run_id: str) -> dict:
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "config": config_json,
-            "versions": json.dumps(package_versions(), sort_keys=True),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "run_id": run_id}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "config": config_json,
+        "versions": json.dumps(package_versions(), sort_keys=True),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_id": run_id,
+    }
 
 
 def new_run_id() -> str:
@@ -303,8 +317,9 @@ def _btree_node(rank: int) -> int:
     return 24 + 64 * 8 + 65 * (8 + 8 * (rank + 1))
 
 
-def estimate_size(rows: list[tuple[int, tuple[int, ...], DTypeLike]],
-                  fixed: list[tuple[tuple[int, ...], DTypeLike]]) -> int:
+def estimate_size(
+    rows: list[tuple[int, tuple[int, ...], DTypeLike]], fixed: list[tuple[tuple[int, ...], DTypeLike]]
+) -> int:
     """The bytes of a file in this layout holding the per-row datasets ``rows`` (``(rows, tail,
     dtype)``, see :func:`rows_dataset`) and the ``fixed`` ones (``(shape, dtype)``): raw data, a
     checksum and alignment per chunk, each dataset's chunk B-tree (one node up to 64 chunks,
@@ -320,7 +335,7 @@ def estimate_size(rows: list[tuple[int, tuple[int, ...], DTypeLike]],
             continue
         chunk = _chunks(shape, itemsize)
         n_chunks = int(np.prod([-(-a // b) for a, b in zip(shape, chunk)]))
-        nodes = 1 if n_chunks <= 64 else -(-n_chunks // 48) + -(-n_chunks // 48 ** 2)
+        nodes = 1 if n_chunks <= 64 else -(-n_chunks // 48) + -(-n_chunks // 48**2)
         total += size + n_chunks * (4 + ALIGN) + nodes * _btree_node(len(shape)) + 768
     return int(total)
 
@@ -329,8 +344,15 @@ def write_image(path: Path, build: Callable) -> None:
     """Build an HDF5 file in memory (``build(f)`` fills it), then write its bytes to ``path``
     with plain writes: HDF5 never meets a full disk (the OS error comes from the write).
     For small files (checkpoints)."""
-    f = h5py().File(f"synapto-image-{id(build)}", "w", driver="core", backing_store=False, libver=LIBVER,
-                    alignment_threshold=1, alignment_interval=ALIGN)
+    f = h5py().File(
+        f"synapto-image-{id(build)}",
+        "w",
+        driver="core",
+        backing_store=False,
+        libver=LIBVER,
+        alignment_threshold=1,
+        alignment_interval=ALIGN,
+    )
     try:
         build(f)
         f.flush()
@@ -341,13 +363,19 @@ def write_image(path: Path, build: Callable) -> None:
     try:
         view = memoryview(image)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
 
-def new_file(path: Path, kind: str, config_json: str, extra_attrs: Mapping | None = None,
-             run_id: str | None = None, reserve: int = 0):
+def new_file(
+    path: Path,
+    kind: str,
+    config_json: str,
+    extra_attrs: Mapping | None = None,
+    run_id: str | None = None,
+    reserve: int = 0,
+):
     """Create an empty run file with the common root attributes and ``/completed`` = 0;
     ``run_id`` None draws a new id ("" keeps none: a run begun in a format before ids);
     ``reserve``: see :func:`create_file`."""
@@ -386,8 +414,15 @@ def rows_dataset(f, name: str, rows: int, tail: tuple[int, ...], dtype):
     shape = (rows, *tail)
     if 0 in shape:
         return f.create_dataset(name, shape=shape, dtype=dtype)
-    return f.create_dataset(name, shape=shape, dtype=dtype, chunks=_chunks(shape, np.dtype(dtype).itemsize),
-                            fletcher32=True, fillvalue=_fill(dtype), dcpl=_early())
+    return f.create_dataset(
+        name,
+        shape=shape,
+        dtype=dtype,
+        chunks=_chunks(shape, np.dtype(dtype).itemsize),
+        fletcher32=True,
+        fillvalue=_fill(dtype),
+        dcpl=_early(),
+    )
 
 
 def fixed_dataset(f, name: str, data, checksum: bool = True):
@@ -396,9 +431,14 @@ def fixed_dataset(f, name: str, data, checksum: bool = True):
     data = np.asarray(data)
     if not checksum or data.size == 0 or data.ndim == 0:
         return f.create_dataset(name, data=data)
-    return f.create_dataset(name, data=data, chunks=_chunks(data.shape, data.dtype.itemsize) if data.ndim > 1
-                            else (min(data.shape[0], max(MAX_CHUNK // data.dtype.itemsize, 1)),),
-                            fletcher32=True)
+    return f.create_dataset(
+        name,
+        data=data,
+        chunks=_chunks(data.shape, data.dtype.itemsize)
+        if data.ndim > 1
+        else (min(data.shape[0], max(MAX_CHUNK // data.dtype.itemsize, 1)),),
+        fletcher32=True,
+    )
 
 
 def put_row(f, name: str, i: int, value) -> None:
@@ -412,53 +452,3 @@ def put_row(f, name: str, i: int, value) -> None:
 def open_append(path: Path):
     """Reopen a run file for writing rows into it (in place: its metadata never changes)."""
     return h5py().File(path, "r+", libver=LIBVER, locking=False, alignment_threshold=1, alignment_interval=ALIGN)
-
-
-def fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (best effort: some file systems refuse)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, build: Callable[[Path], None], tmp_suffix: str, what: str) -> None:
-    """Build ``path`` as ``path + tmp_suffix`` (``build(tmp)`` creates and closes it), fsync
-    it, then ``os.replace`` it over ``path``: a crash at any instant leaves the old file
-    or the new one, whole.  If anything fails (a full disk: :class:`DiskFullError`) the
-    temporary file is removed and ``path`` is untouched."""
-    path = Path(path)
-    tmp = path.with_name(path.name + tmp_suffix)
-    try:
-        with writing(path, what):
-            build(tmp)
-            trim(tmp)
-            fsync(tmp)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    fsync_dir(path.parent if str(path.parent) else Path("."))
-
-
-def rewrite(path: Path, write: Callable[[Path], None], what: str = "rebuilding it to resume"):
-    """Replace the run file ``path`` by the file ``write(tmp)`` creates (and closes) beside it
-    (:func:`replace_file`), and return it reopened for appending (:func:`open_append`).
-    Both resumes (evolution and PPO) rebuild their run file this way, from its first
-    completed rows, and so does a run that outgrows its rows (``what`` says which)."""
-    replace_file(path, write, ".resume.tmp", what)
-    return open_append(path)

@@ -49,8 +49,10 @@ def _holder(path: Path) -> str:
 
 
 def _in_use(run_path: Path, lock: Path) -> UsageError:
-    return UsageError(f"{str(run_path)!r} is in use by another synapto run{_holder(lock)}: it holds "
-                      f"{str(lock)!r}; wait for it to end (or stop it) and try again")
+    return UsageError(
+        f"{str(run_path)!r} is in use by another synapto run{_holder(lock)}: it holds "
+        f"{str(lock)!r}; wait for it to end (or stop it) and try again"
+    )
 
 
 def check_not_in_use(run_path: str | Path) -> None:
@@ -86,14 +88,16 @@ class RunLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"{str(self.run_path)!r}: cannot create its folder {str(self.path.parent)!r} "
-                             f"({exc.strerror})") from None
+            raise UsageError(
+                f"{str(self.run_path)!r}: cannot create its folder {str(self.path.parent)!r} ({exc.strerror})"
+            ) from None
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             except OSError as exc:
-                raise UsageError(f"{str(self.run_path)!r}: cannot create its lock file {str(self.path)!r} "
-                                 f"({exc.strerror})") from None
+                raise UsageError(
+                    f"{str(self.run_path)!r}: cannot create its lock file {str(self.path)!r} ({exc.strerror})"
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -103,8 +107,10 @@ class RunLock:
                 if exc.errno in _NO_FLOCK:
                     os.close(fd)
                     self.path.unlink(missing_ok=True)
-                    sys.stderr.write(f"warning: {str(self.path)!r}: this file system does not support file "
-                                     f"locks ({exc.strerror}); nothing stops a second run on the same file\n")
+                    sys.stderr.write(
+                        f"warning: {str(self.path)!r}: this file system does not support file "
+                        f"locks ({exc.strerror}); nothing stops a second run on the same file\n"
+                    )
                     return self
                 os.close(fd)
                 raise
@@ -167,15 +173,18 @@ def check_writable(path: str | Path, option: str = "--resume") -> None:
     parent = p.parent if str(p.parent) else Path(".")
     if not os.access(parent, os.W_OK | os.X_OK):
         why = "a read-only file system" if _read_only_fs(parent) else "not writable"
-        raise UsageError(f"{option} {str(p)!r}: its folder {str(parent)!r} is {why}; "
-                         f"the run file and its checkpoint are rewritten there")
+        raise UsageError(
+            f"{option} {str(p)!r}: its folder {str(parent)!r} is {why}; "
+            f"the run file and its checkpoint are rewritten there"
+        )
     try:
         mode = p.stat().st_mode
     except OSError:
         return
     if not mode & 0o222:
-        raise UsageError(f"{option} {str(p)!r} is read-only (mode {mode & 0o777:o}); "
-                         f"make it writable (chmod u+w) to continue it")
+        raise UsageError(
+            f"{option} {str(p)!r} is read-only (mode {mode & 0o777:o}); make it writable (chmod u+w) to continue it"
+        )
     check_not_in_use(p)
 
 

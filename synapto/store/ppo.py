@@ -55,24 +55,55 @@ from synapto.store.files import (
     open_append,
     open_run,
     put_row,
-    replace_file,
-    rewrite,
     rows_dataset,
     writing,
 )
+from synapto.store.replace import replace_file, rewrite
 
 #: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
 PROGRESS_COLUMNS = (
-    "Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet", "EpLen",
-    "AverageVVals", "StdVVals", "MaxVVals", "MinVVals", "TotalEnvInteracts",
-    "LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "ClipFrac", "StopIter", "Time",
+    "Epoch",
+    "AverageEpRet",
+    "StdEpRet",
+    "MaxEpRet",
+    "MinEpRet",
+    "EpLen",
+    "AverageVVals",
+    "StdVVals",
+    "MaxVVals",
+    "MinVVals",
+    "TotalEnvInteracts",
+    "LossPi",
+    "LossV",
+    "DeltaLossPi",
+    "DeltaLossV",
+    "Entropy",
+    "KL",
+    "ClipFrac",
+    "StopIter",
+    "Time",
 )
 STATS = PROGRESS_COLUMNS[:-1]
 INT_STATS = ("Epoch", "TotalEnvInteracts")
 #: per-epoch wall-clock figures of rank 0 (seconds); Time is cumulative since the run started;
 #: cpu is the CPU time of rank 0's process during the epoch (wall >> cpu: the machine is shared)
-TIMING = ("Time", "epoch", "rollout", "env", "act", "values", "gae", "update", "update_pi", "update_v",
-          "comm", "stats", "write", "setup", "cpu")
+TIMING = (
+    "Time",
+    "epoch",
+    "rollout",
+    "env",
+    "act",
+    "values",
+    "gae",
+    "update",
+    "update_pi",
+    "update_v",
+    "comm",
+    "stats",
+    "write",
+    "setup",
+    "cpu",
+)
 CHECKPOINT = ("pi", "v", "pi_adam_m", "pi_adam_v", "pi_adam_t", "v_adam_m", "v_adam_v", "v_adam_t")
 #: root attributes of a PPO run besides the common ones
 ATTRS = ("ranks", "obs_dim", "act_dim", "discrete", "n_pi", "n_v")
@@ -107,24 +138,39 @@ def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
     rows = [(f"stats/{name}", cfg.epochs, (), np.int64 if name in INT_STATS else np.float64) for name in STATS]
     rows += [(f"timing/{name}", cfg.epochs, (), np.float64) for name in TIMING]
     if getattr(cfg, "obs_norm", False):
-        rows += [("obs_norm/mean", cfg.epochs, (obs_dim,), np.float64),
-                 ("obs_norm/std", cfg.epochs, (obs_dim,), np.float64)]
+        rows += [
+            ("obs_norm/mean", cfg.epochs, (obs_dim,), np.float64),
+            ("obs_norm/std", cfg.epochs, (obs_dim,), np.float64),
+        ]
     fixed: list[tuple[str, np.ndarray, bool]] = []
     for group in _param_groups(cfg):
         fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
     for slot in ("slot0", "slot1"):
         fixed.append((f"checkpoint/{slot}/completed", np.full(1, -1, np.int64), False))
-        for name, n in (("pi", n_pi), ("pi_adam_m", n_pi), ("pi_adam_v", n_pi),
-                        ("v", n_v), ("v_adam_m", n_v), ("v_adam_v", n_v)):
+        for name, n in (
+            ("pi", n_pi),
+            ("pi_adam_m", n_pi),
+            ("pi_adam_v", n_pi),
+            ("v", n_v),
+            ("v_adam_m", n_v),
+            ("v_adam_v", n_v),
+        ):
             fixed.append((f"checkpoint/{slot}/{name}", np.full(n, np.nan), True))
-        fixed += [(f"checkpoint/{slot}/pi_adam_t", np.zeros(1, np.int64), True),
-                  (f"checkpoint/{slot}/v_adam_t", np.zeros(1, np.int64), True)]
-        fixed += [(f"checkpoint/{slot}/{name}", np.full(n, np.nan), True)
-                  for name, n in norm_checkpoint(cfg, obs_dim).items()]
+        fixed += [
+            (f"checkpoint/{slot}/pi_adam_t", np.zeros(1, np.int64), True),
+            (f"checkpoint/{slot}/v_adam_t", np.zeros(1, np.int64), True),
+        ]
+        fixed += [
+            (f"checkpoint/{slot}/{name}", np.full(n, np.nan), True) for name, n in norm_checkpoint(cfg, obs_dim).items()
+        ]
     tests = int(getattr(cfg, "test_episodes", 0))
     if tests:
-        fixed += [("test/seeds", np.zeros(tests, np.int64), True), ("test/returns", np.full(tests, np.nan), True),
-                  ("test/steps", np.zeros(tests, np.int64), True), ("test/tested", np.zeros(1, np.int64), False)]
+        fixed += [
+            ("test/seeds", np.zeros(tests, np.int64), True),
+            ("test/returns", np.full(tests, np.nan), True),
+            ("test/steps", np.zeros(tests, np.int64), True),
+            ("test/tested", np.zeros(1, np.int64), False),
+        ]
     return rows, fixed
 
 
@@ -132,8 +178,10 @@ def _build(path: Path, cfg, attrs: dict, n_pi: int, n_v: int, run_id: str | None
     """A new PPO run file at ``path``, open: every dataset at its final size, nothing done;
     its disk space reserved first (see :func:`synapto.store.files.create_file`)."""
     rows, fixed = _layout(cfg, n_pi, n_v, int(attrs["obs_dim"]))
-    size = estimate_size([(n, tail, dtype) for _, n, tail, dtype in rows],
-                         [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed])
+    size = estimate_size(
+        [(n, tail, dtype) for _, n, tail, dtype in rows],
+        [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed],
+    )
     f = new_file(Path(path), "ppo", cfg.to_json(), attrs, run_id=run_id, reserve=size)
     try:
         for name, n, tail, dtype in rows:
@@ -155,17 +203,21 @@ class PPORunWriter:
         self.names = checkpoint_names(cfg, int(f.attrs["obs_dim"]))
 
     @classmethod
-    def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int,
-               overwrite: bool = True) -> PPORunWriter:
+    def create(cls, path: Path, cfg, ranks: int, space, n_pi: int, n_v: int, overwrite: bool = True) -> PPORunWriter:
         """Create the run file ``path`` whole (built beside it, renamed into place) and open
         it for appending; an existing file is refused unless ``overwrite``."""
         path = Path(path)
         if path.exists() and not overwrite:
             raise UsageError(f"--out {str(path)!r} exists; pass --force to overwrite it")
-        attrs = {"ranks": ranks, "obs_dim": space.obs_dim, "act_dim": space.act_dim,
-                 "discrete": int(space.discrete), "n_pi": n_pi, "n_v": n_v}
-        replace_file(path, lambda tmp: _build(tmp, cfg, attrs, n_pi, n_v).close(), ".new.tmp",
-                     "creating the run file")
+        attrs = {
+            "ranks": ranks,
+            "obs_dim": space.obs_dim,
+            "act_dim": space.act_dim,
+            "discrete": int(space.discrete),
+            "n_pi": n_pi,
+            "n_v": n_v,
+        }
+        replace_file(path, lambda tmp: _build(tmp, cfg, attrs, n_pi, n_v).close(), ".new.tmp", "creating the run file")
         return cls(open_append(path), cfg)
 
     @property
@@ -228,13 +280,13 @@ def read_checkpoint_slot(f, completed: int, path: Path) -> dict[str, np.ndarray]
     with the normalisation moments when the run has them."""
     slot = f[f"checkpoint/slot{completed % 2}"]
     if completed < 1 or int(slot["completed"][0]) != completed:
-        raise RunFileError(f"{str(path)!r} has no checkpoint of epoch {completed} "
-                           f"(completed epochs: {completed})")
+        raise RunFileError(f"{str(path)!r} has no checkpoint of epoch {completed} (completed epochs: {completed})")
     return {name: slot[name][()] for name in (*CHECKPOINT, "obs_moments", "ret_moments") if name in slot}
 
 
-def read_params(f, completed: int, epochs: int, save_freq: int, which: str,
-                path: Path) -> tuple[np.ndarray, np.ndarray, str]:
+def read_params(
+    f, completed: int, epochs: int, save_freq: int, which: str, path: Path
+) -> tuple[np.ndarray, np.ndarray, str]:
     """``(pi, v, label)`` of ``final``, ``latest`` (final, else the last checkpoint) or an epoch."""
     if which == "latest":
         which = "final" if completed == epochs else "checkpoint"
@@ -243,8 +295,7 @@ def read_params(f, completed: int, epochs: int, save_freq: int, which: str,
         return ck["pi"], ck["v"], f"after epoch {completed - 1} (checkpoint)"
     if which == "final":
         if completed != epochs:
-            raise RunFileError(f"{str(path)!r} is unfinished ({completed} of "
-                               f"{epochs} epochs): no final parameters")
+            raise RunFileError(f"{str(path)!r} is unfinished ({completed} of {epochs} epochs): no final parameters")
         return f["params/final/pi"][()], f["params/final/v"][()], "final"
     try:
         k = int(which.removeprefix("epoch_"))
@@ -273,13 +324,16 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
                 if name in old:
                     stats[name] = old[name][:done]
             names = checkpoint_names(cfg, int(old.attrs["obs_dim"]))
-            timing = {name: old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
-                      for name in TIMING}
+            timing = {
+                name: old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
+                for name in TIMING
+            }
             params = {}
             for group in _param_groups(cfg):
                 # the final parameters only of a run resumed for its final test (all epochs done)
                 if (group == "params/final" and done == cfg.epochs) or (
-                        group != "params/final" and int(group.split("_")[-1]) < done):
+                    group != "params/final" and int(group.split("_")[-1]) < done
+                ):
                     for net in ("pi", "v"):
                         params[f"{group}/{net}"] = old[f"{group}/{net}"][()]
             slots = {}

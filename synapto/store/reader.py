@@ -91,6 +91,7 @@ class RunData:
                     obj[: self.completed]
                 else:
                     obj[()]
+
         self._f.visititems(visit)
 
     def __enter__(self):
@@ -270,8 +271,14 @@ class RunData:
         cache = self.__dict__.setdefault("_genomes", {})
         missing = [w for w in wanted if w not in cache]
         if missing:
-            cache.update(rebuild(lambda g: self.samples(g) if 0 <= g < self.completed else None, missing,
-                                 self._agent, repr(str(self.path))))
+            cache.update(
+                rebuild(
+                    lambda g: self.samples(g) if 0 <= g < self.completed else None,
+                    missing,
+                    self._agent,
+                    repr(str(self.path)),
+                )
+            )
         out = np.stack([cache[w] for w in wanted])
         if generation is None and individual is None:
             return out.reshape(len(gens), P, -1)
@@ -326,8 +333,17 @@ class RunData:
         c = self._f["champion"]
         norm = (c["obs_mean"][()], c["obs_std"][()]) if "obs_mean" in c else None
         sel = float(c["selection_fitness"][0]) if "selection_fitness" in c else None
-        return Champion(c["genome"][()], float(c["fitness"][0]), int(c["generation"][0]), c["test_seeds"][()],
-                        c["test_returns"][()], c["test_steps"][()], self.tested, norm, sel)
+        return Champion(
+            c["genome"][()],
+            float(c["fitness"][0]),
+            int(c["generation"][0]),
+            c["test_seeds"][()],
+            c["test_returns"][()],
+            c["test_steps"][()],
+            self.tested,
+            norm,
+            sel,
+        )
 
     def obs_norm(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The observation normalisation generation ``generation`` ran with (None: raw observations)."""
@@ -353,8 +369,10 @@ class RunData:
         if "selection/chosen" not in self._f:
             return None
         g = self._f["selection"]
-        return SelectionData(**{k: g[k][()] for k in ("genomes", "generation", "chosen_on", "fitness", "returns",
-                                                      "steps", "seeds")}, chosen=int(g["chosen"][0]))
+        return SelectionData(
+            **{k: g[k][()] for k in ("genomes", "generation", "chosen_on", "fitness", "returns", "steps", "seeds")},
+            chosen=int(g["chosen"][0]),
+        )
 
     # ------------------------------------------------------------------ PPO runs
     def _attr(self, name: str) -> int:
@@ -415,6 +433,7 @@ class RunData:
 
 def _guard(fn):
     """``fn`` (a RunData method) with HDF5 read errors turned into one-line RunFileErrors."""
+
     @functools.wraps(fn)
     def guarded(self, *args, **kwargs):
         try:
@@ -424,6 +443,7 @@ def _guard(fn):
         except (OSError, RuntimeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise RunFileError(f"{str(self.path)!r} is corrupted: {first}") from None
+
     return guarded
 
 

@@ -85,7 +85,8 @@ def trial_config(values: Mapping[str, Any], seed: int):
     from synapto.evolution.config import EvolveConfig
 
     try:
-        return EvolveConfig(**{**values, "hidden": tuple(values.get("hidden", (8, 8))), "seed": seed,
-                               "test_episodes": 0})
+        return EvolveConfig(
+            **{**values, "hidden": tuple(values.get("hidden", (8, 8))), "seed": seed, "test_episodes": 0}
+        )
     except TypeError as exc:
         raise UsageError(f"bad option value: {exc}") from None

@@ -12,10 +12,12 @@ from synapto.errors import UsageError
 MULTI_VALUE_OPTIONS = ("--seeds",)
 PRUNERS = ("median", "halving", "hyperband", "none")
 
-TUNE_HELP = ("Search a base config's options with Optuna: each trial runs the base with sampled values on the "
-             "tuning seeds, is scored on the TUNE stream (never the test stream) and may be pruned at env-step "
-             "milestones. The study lives in a database; the same command continues a killed study. The best "
-             "trial is written beside the study as FILE.best.toml. Needs the tune extra.")
+TUNE_HELP = (
+    "Search a base config's options with Optuna: each trial runs the base with sampled values on the "
+    "tuning seeds, is scored on the TUNE stream (never the test stream) and may be pruned at env-step "
+    "milestones. The study lives in a database; the same command continues a killed study. The best "
+    "trial is written beside the study as FILE.best.toml. Needs the tune extra."
+)
 
 
 def _require_optuna() -> None:
@@ -26,33 +28,61 @@ def _require_optuna() -> None:
 
 
 def tune(
-    config: Annotated[Path | None, typer.Option(help="Base evolve config: a TOML file or a shipped config's "
-                                                        "name (cartpole, lunarlander_learn, ...).",
-                                                   show_default=False)] = None,
-    space: Annotated[Path | None, typer.Option(help="Search space TOML (README: Tuning), or a shipped one's "
-                                                       "name (cartpole).", show_default=False)] = None,
-    seeds: Annotated[list[int] | None, typer.Option(help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 "
-                                                            "1002; none of the space's benchmark_seeds.",
-                                                       show_default=False)] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Base evolve config: a TOML file or a shipped config's name (cartpole, lunarlander_learn, ...).",
+            show_default=False,
+        ),
+    ] = None,
+    space: Annotated[
+        Path | None,
+        typer.Option(
+            help="Search space TOML (README: Tuning), or a shipped one's name (cartpole).", show_default=False
+        ),
+    ] = None,
+    seeds: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 1002; none of the space's benchmark_seeds.",
+            show_default=False,
+        ),
+    ] = None,
     trials: Annotated[int, typer.Option(help="Finished (complete or pruned) trials the study reaches.")] = 20,
-    study: Annotated[str | None, typer.Option(help="The study: FILE.db (SQLite) or a database URL Optuna "
-                                                      "accepts; several processes may share it.",
-                                                 show_default=False)] = None,
-    study_name: Annotated[str | None, typer.Option(help="The study's name in the database.",
-                                                      show_default="the study file's stem, or 'synapto'")] = None,
-    pruner: Annotated[str, typer.Option(help="median, halving (successive halving), hyperband, or none.")]
-        = "median",
-    milestones: Annotated[int, typer.Option(help="Env-step milestones per run at which a trial reports its "
-                                                 "validation mean to the pruner.")] = 10,
-    score_episodes: Annotated[int, typer.Option(help="TUNE-stream episodes that score each seed's champion.")]
-        = 100,
-    workers: Annotated[int, typer.Option(help="Worker processes of each run (mpiexec -n W+1); 0 runs in this "
-                                              "process.")] = 0,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            help="The study: FILE.db (SQLite) or a database URL Optuna accepts; several processes may share it.",
+            show_default=False,
+        ),
+    ] = None,
+    study_name: Annotated[
+        str | None,
+        typer.Option(help="The study's name in the database.", show_default="the study file's stem, or 'synapto'"),
+    ] = None,
+    pruner: Annotated[str, typer.Option(help="median, halving (successive halving), hyperband, or none.")] = "median",
+    milestones: Annotated[
+        int,
+        typer.Option(help="Env-step milestones per run at which a trial reports its validation mean to the pruner."),
+    ] = 10,
+    score_episodes: Annotated[int, typer.Option(help="TUNE-stream episodes that score each seed's champion.")] = 100,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes of each run (mpiexec -n W+1); 0 runs in this process.")
+    ] = 0,
     sampler_seed: Annotated[int, typer.Option(help="Seed of the TPE sampler (reseeded per trial from it).")] = 0,
-    heartbeat: Annotated[int, typer.Option(help="Seconds between a running trial's heartbeats; a trial silent "
-                                                "for twice as long is rerun by another process.")] = 60,
-    report: Annotated[str | None, typer.Option(help="Print the study FILE.db's trials and write its plots, "
-                                                       "instead of tuning.", show_default=False)] = None,
+    heartbeat: Annotated[
+        int,
+        typer.Option(
+            help="Seconds between a running trial's heartbeats; a trial silent "
+            "for twice as long is rerun by another process."
+        ),
+    ] = 60,
+    report: Annotated[
+        str | None,
+        typer.Option(
+            help="Print the study FILE.db's trials and write its plots, instead of tuning.", show_default=False
+        ),
+    ] = None,
 ):
     from synapto.logs import say
 
@@ -62,22 +92,28 @@ def tune(
     for name, value in (("--config", config), ("--space", space), ("--seeds", seeds), ("--study", study)):
         if not value:
             raise UsageError(f"tune needs {name} (or --report FILE.db)")
-    plan = _plan(config, space, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers,
-                 heartbeat)
+    plan = _plan(
+        config, space, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers, heartbeat
+    )
     _run(plan, sampler_seed, say)
 
 
-def _plan(config, space_path, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers,
-          heartbeat) -> dict:
+def _plan(
+    config, space_path, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers, heartbeat
+) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
     from synapto.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS
     from synapto.tune.base import load_base
     from synapto.tune.space import check_space, load_space
 
-    for name, value, low in (("--trials", trials, 1), ("--milestones", milestones, 1),
-                             ("--score-episodes", score_episodes, 1), ("--workers", workers, 0),
-                             ("--heartbeat", heartbeat, 1)):
+    for name, value, low in (
+        ("--trials", trials, 1),
+        ("--milestones", milestones, 1),
+        ("--score-episodes", score_episodes, 1),
+        ("--workers", workers, 0),
+        ("--heartbeat", heartbeat, 1),
+    ):
         if value < low:
             raise UsageError(f"{name} must be an integer >= {low}, got {value}")
     if pruner not in PRUNERS:
@@ -88,21 +124,37 @@ def _plan(config, space_path, seeds, trials, study, study_name, pruner, mileston
     space = load_space(space_path)
     banned = sorted(set(seeds) & set(space.benchmark_seeds))
     if banned:
-        raise UsageError(f"--seeds {banned} are benchmark seeds of {space.path!r}: tune on other seeds, so that "
-                         f"the chosen setting can be scored on seeds it never saw")
+        raise UsageError(
+            f"--seeds {banned} are benchmark seeds of {space.path!r}: tune on other seeds, so that "
+            f"the chosen setting can be scored on seeds it never saw"
+        )
     check_space(space, base)
     steps_tuned = any(p.name == "max_env_steps" for p in space.params)
     if pruner != "none" and not base.get("max_env_steps") and not steps_tuned:
-        raise UsageError(f"--pruner {pruner} reports at env-step milestones: --config {str(config)!r} needs "
-                         f"max-env-steps > 0 (or use --pruner none)")
+        raise UsageError(
+            f"--pruner {pruner} reports at env-step milestones: --config {str(config)!r} needs "
+            f"max-env-steps > 0 (or use --pruner none)"
+        )
     if "://" not in study:
         folder = Path(study).resolve().parent
         if not folder.is_dir():
             raise UsageError(f"--study {study!r}: folder {str(folder)!r} does not exist")
     name = study_name or (Path(study).stem if "://" not in study else "synapto")
-    return dict(base=base, raw=raw, space=space, seeds=list(seeds), trials=trials, study=study, name=name,
-                pruner=pruner, milestones=milestones, score_episodes=score_episodes, workers=workers,
-                heartbeat=heartbeat, config=str(config))
+    return dict(
+        base=base,
+        raw=raw,
+        space=space,
+        seeds=list(seeds),
+        trials=trials,
+        study=study,
+        name=name,
+        pruner=pruner,
+        milestones=milestones,
+        score_episodes=score_episodes,
+        workers=workers,
+        heartbeat=heartbeat,
+        config=str(config),
+    )
 
 
 def _run(plan: dict, sampler_seed: int, log) -> None:
@@ -116,8 +168,16 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     storage = open_storage(plan["study"], plan["heartbeat"])
     ident = identity(plan["base"], plan["space"], plan["seeds"], plan["milestones"], plan["score_episodes"])
     study = open_study(storage, plan["name"], ident, make_pruner(plan["pruner"], plan["milestones"]))
-    objective = Objective(plan["space"], plan["base"], plan["seeds"], trials_dir(plan["study"], plan["name"]),
-                          plan["workers"], plan["milestones"], plan["score_episodes"], log)
+    objective = Objective(
+        plan["space"],
+        plan["base"],
+        plan["seeds"],
+        trials_dir(plan["study"], plan["name"]),
+        plan["workers"],
+        plan["milestones"],
+        plan["score_episodes"],
+        log,
+    )
     run_trials(study, objective, plan["trials"], sampler_seed, log)
     path = best_path(plan["study"], plan["name"])
     if _write_best(study, plan, path):
@@ -135,12 +195,14 @@ def _write_best(study, plan: dict, path: Path) -> bool:
     best = study.best_trial
     by_name = {p.name: p for p in plan["space"].params}
     params = {k: by_name[k].decode(v) for k, v in best.params.items()}
-    header = [f"Chosen by `synapto tune`: study {plan['name']!r} in {plan['study']}, trial {best.number}, "
-              f"tuning score {best.value:.2f}",
-              f"(mean over tuning seeds {plan['seeds']}; base config {plan['config']}, space {plan['space'].path}).",
-              "Score it on seeds never used in tuning"
-              + (f" (benchmark seeds {list(plan['space'].benchmark_seeds)})" if plan["space"].benchmark_seeds else "")
-              + " before quoting it."]
+    header = [
+        f"Chosen by `synapto tune`: study {plan['name']!r} in {plan['study']}, trial {best.number}, "
+        f"tuning score {best.value:.2f}",
+        f"(mean over tuning seeds {plan['seeds']}; base config {plan['config']}, space {plan['space'].path}).",
+        "Score it on seeds never used in tuning"
+        + (f" (benchmark seeds {list(plan['space'].benchmark_seeds)})" if plan["space"].benchmark_seeds else "")
+        + " before quoting it.",
+    ]
     write_best(path, with_params(plan["base"], params), plan["raw"], header)
     return True
 

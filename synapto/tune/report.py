@@ -12,8 +12,10 @@ from optuna.trial import TrialState
 
 from synapto.errors import UsageError
 
-REMINDER = ("reminder: these scores are on tuning seeds; score the chosen setting on seeds never used in "
-            "tuning (the space's benchmark_seeds) before quoting it")
+REMINDER = (
+    "reminder: these scores are on tuning seeds; score the chosen setting on seeds never used in "
+    "tuning (the space's benchmark_seeds) before quoting it"
+)
 
 
 def load(storage, name: str | None):
@@ -37,8 +39,9 @@ def table(study) -> list[str]:
         steps = t.user_attrs.get("env_steps")
         wall = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else math.nan
         params = "  ".join(_short(t.params.get(n)) for n in names)
-        rows.append(f"{t.number:>5}  {t.state.name:<8} {value} {steps if steps is not None else '-':>11} "
-                    f"{wall:8.1f}  {params}")
+        rows.append(
+            f"{t.number:>5}  {t.state.name:<8} {value} {steps if steps is not None else '-':>11} {wall:8.1f}  {params}"
+        )
     return rows
 
 
@@ -55,8 +58,10 @@ def savings(study) -> str | None:
     spent = sum(int(t.user_attrs.get("env_steps", 0)) for t in finished)
     full = float(np.mean([t.user_attrs["env_steps"] for t in done])) * len(finished)
     pruned = sum(t.state == TrialState.PRUNED for t in finished)
-    return (f"env steps: {spent:,} spent on {len(finished)} finished trials ({pruned} pruned); running every one "
-            f"to the end: about {full:,.0f} ({full / max(spent, 1):.2f}x what was spent)")
+    return (
+        f"env steps: {spent:,} spent on {len(finished)} finished trials ({pruned} pruned); running every one "
+        f"to the end: about {full:,.0f} ({full / max(spent, 1):.2f}x what was spent)"
+    )
 
 
 def overhead(study) -> str | None:
@@ -67,8 +72,10 @@ def overhead(study) -> str | None:
         return None
     walls = np.array([(t.datetime_complete - t.datetime_start).total_seconds() for t in done])
     layer = walls - np.array([t.user_attrs["run_wall"] + t.user_attrs["score_wall"] for t in done])
-    return (f"tuning layer: {np.median(layer):.3f} s per trial (median of {len(done)}), "
-            f"{100 * np.median(layer / walls):.2f} % of a trial's wall time")
+    return (
+        f"tuning layer: {np.median(layer):.3f} s per trial (median of {len(done)}), "
+        f"{100 * np.median(layer / walls):.2f} % of a trial's wall time"
+    )
 
 
 def plots(study, stem: Path) -> list[Path]:

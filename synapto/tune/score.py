@@ -53,8 +53,20 @@ def score_run(path: str | Path, episodes: int = 100) -> TuneScore:
         champion = run.champion()
         steps = run_env_steps(run)
         generations = run.completed
-    result = rollout(build_agent(cfg), champion.genome, cfg.env, tuning_seeds(cfg.seed, episodes),
-                     obs_norm=champion.obs_norm, env_options=cfg.make_kwargs)
+    result = rollout(
+        build_agent(cfg),
+        champion.genome,
+        cfg.env,
+        tuning_seeds(cfg.seed, episodes),
+        obs_norm=champion.obs_norm,
+        env_options=cfg.make_kwargs,
+    )
     returns = np.asarray(result.returns, dtype=np.float64)
-    return TuneScore(cfg.seed, float(returns.mean()), float(returns.std()),
-                     int(np.count_nonzero(champion.genome)), steps, generations)
+    return TuneScore(
+        cfg.seed,
+        float(returns.mean()),
+        float(returns.std()),
+        int(np.count_nonzero(champion.genome)),
+        steps,
+        generations,
+    )

@@ -85,8 +85,13 @@ class Space:
 
     def to_json(self) -> str:
         """What identifies the space in a study (its parameters and benchmark seeds)."""
-        return json.dumps({"params": [p.__dict__ | {"choices": list(p.choices)} for p in self.params],
-                           "benchmark_seeds": list(self.benchmark_seeds)}, sort_keys=True)
+        return json.dumps(
+            {
+                "params": [p.__dict__ | {"choices": list(p.choices)} for p in self.params],
+                "benchmark_seeds": list(self.benchmark_seeds),
+            },
+            sort_keys=True,
+        )
 
 
 def find_space(path: str | Path) -> Path:
@@ -143,15 +148,19 @@ def _param(name: str, spec, where: str) -> Param:
         raise UsageError(f"{where}: unknown option {name!r}; a dotted name starts with one of {', '.join(TABLES)}")
     if not dot and name not in tunable_names():
         why = " (never tuned: the study chooses it)" if name in NOT_TUNED else ""
-        raise UsageError(f"{where}: unknown option {name!r}{why}; known: {', '.join(tunable_names())}, "
-                         f"or {', '.join(t + '.KEY' for t in TABLES)}")
+        raise UsageError(
+            f"{where}: unknown option {name!r}{why}; known: {', '.join(tunable_names())}, "
+            f"or {', '.join(t + '.KEY' for t in TABLES)}"
+        )
     if not isinstance(spec, dict):
         raise UsageError(f"{where}: {name} must be a table such as {{ uniform = [low, high] }}, got {spec!r}")
     kinds = [k for k in spec if k in KINDS]
     extra = sorted(set(spec) - set(KINDS) - {"step", "log"})
     if len(kinds) != 1 or extra:
-        raise UsageError(f"{where}: {name} needs exactly one of {', '.join(KINDS)} (and step, log for int), "
-                         f"got {', '.join(spec) or 'nothing'}")
+        raise UsageError(
+            f"{where}: {name} needs exactly one of {', '.join(KINDS)} (and step, log for int), "
+            f"got {', '.join(spec) or 'nothing'}"
+        )
     kind = kinds[0]
     if kind == "choices":
         choices = spec["choices"]

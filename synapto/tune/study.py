@@ -49,21 +49,24 @@ def open_storage(study: str, heartbeat: int = 60):
 
     from optuna.storages import RDBStorage
 
-    stale = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in inspect.signature(
-        RDBStorage).parameters else "failed_trial_callback"  # the name before Optuna 4.9
+    stale = (
+        "heartbeat_stale_trial_callback"
+        if "heartbeat_stale_trial_callback" in inspect.signature(RDBStorage).parameters
+        else "failed_trial_callback"
+    )  # the name before Optuna 4.9
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     callback: dict[str, Any] = {stale: requeue}
     for attempt in range(5):
         try:
-            return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
-                              **callback)
+            return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat, **callback)
         except Exception as exc:  # a URL Optuna cannot open: a bad scheme, host or file
             if "already exists" in str(exc) and attempt < 4:  # another process is making the same tables
                 time.sleep(0.5 * (attempt + 1))
                 continue
             first = str(exc).splitlines()[0] if str(exc) else ""
-            raise UsageError(f"--study {study!r} cannot be opened as a study database "
-                             f"({type(exc).__name__}: {first})") from None
+            raise UsageError(
+                f"--study {study!r} cannot be opened as a study database ({type(exc).__name__}: {first})"
+            ) from None
 
 
 def make_pruner(name: str, milestones: int):
@@ -78,22 +81,26 @@ def make_pruner(name: str, milestones: int):
 
 def open_study(storage, name: str, identity: dict, pruner):
     """Create or load the study ``name``; a study made by another command is refused."""
-    study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
-                                pruner=pruner)
+    study = optuna.create_study(
+        storage=storage, study_name=name, direction="maximize", load_if_exists=True, pruner=pruner
+    )
     stored = study.user_attrs.get("synapto")
     if stored is None:
         study.set_user_attr("synapto", identity)
     elif stored != identity:
         diff = ", ".join(k for k in identity if stored.get(k) != identity[k])
-        raise UsageError(f"study {name!r} was made with another {diff}: give a new --study (or --study-name) "
-                         f"for another search")
+        raise UsageError(
+            f"study {name!r} was made with another {diff}: give a new --study (or --study-name) for another search"
+        )
     return study
 
 
 def requeue(study, trial) -> None:
     """Enqueue the parameters of an interrupted trial again, with its run folder."""
-    attrs = {"retry_of": trial.user_attrs.get("retry_of", trial.number),
-             "run_dir": trial.user_attrs.get("run_dir", str(trial.number))}
+    attrs = {
+        "retry_of": trial.user_attrs.get("retry_of", trial.number),
+        "run_dir": trial.user_attrs.get("run_dir", str(trial.number)),
+    }
     study.enqueue_trial(dict(trial.params), user_attrs=attrs)
 
 
@@ -147,5 +154,10 @@ def run_trials(study, objective, n_trials: int, sampler_seed: int, log) -> None:
 
 def identity(base: dict, space, seeds, milestones: int, score_episodes: int) -> dict:
     """What a rerun of the same study must give again."""
-    return {"base": json.loads(json.dumps(base)), "space": json.loads(space.to_json()), "seeds": list(seeds),
-            "milestones": milestones, "score_episodes": score_episodes}
+    return {
+        "base": json.loads(json.dumps(base)),
+        "space": json.loads(space.to_json()),
+        "seeds": list(seeds),
+        "milestones": milestones,
+        "score_episodes": score_episodes,
+    }

@@ -29,8 +29,15 @@ from synapto.errors import UsageError
 class MilestoneReporter:
     """An evolution callback that reports a trial's intermediate values to Optuna."""
 
-    def __init__(self, trial, seed_index: int, max_env_steps: int, milestones: int, history: list[list[float]],
-                 steps_done: int = 0):
+    def __init__(
+        self,
+        trial,
+        seed_index: int,
+        max_env_steps: int,
+        milestones: int,
+        history: list[list[float]],
+        steps_done: int = 0,
+    ):
         self.trial, self.s, self.m, self.k_total = trial, seed_index, max_env_steps, milestones
         self.steps_done = steps_done  #: env steps of the trial's earlier seeds
         self.history = history  #: history[s][k]: seed s's value at milestone k
@@ -70,8 +77,17 @@ class MilestoneReporter:
 class Objective:
     """``study.optimize``'s function: a trial's tuning score (the mean over seeds)."""
 
-    def __init__(self, space, base: dict, seeds: list[int], trials_dir: Path, workers: int = 0,
-                 milestones: int = 10, score_episodes: int = 100, log=print):
+    def __init__(
+        self,
+        space,
+        base: dict,
+        seeds: list[int],
+        trials_dir: Path,
+        workers: int = 0,
+        milestones: int = 10,
+        score_episodes: int = 100,
+        log=print,
+    ):
         self.space, self.base, self.seeds = space, base, list(seeds)
         self.trials_dir, self.workers = Path(trials_dir), workers
         self.milestones, self.score_episodes, self.log = milestones, score_episodes, log
@@ -107,8 +123,13 @@ class Objective:
             scores.append(result.score)
             steps += result.env_steps
         value = float(np.mean(scores))
-        for key, v in (("scores", scores), ("env_steps", steps), ("run_wall", run_wall), ("score_wall", score_wall),
-                       ("trial_wall", time.perf_counter() - t0)):
+        for key, v in (
+            ("scores", scores),
+            ("env_steps", steps),
+            ("run_wall", run_wall),
+            ("score_wall", score_wall),
+            ("trial_wall", time.perf_counter() - t0),
+        ):
             trial.set_user_attr(key, v)
         self.log(f"trial {trial.number}: tuning score {value:.2f} (seeds {', '.join(f'{x:.1f}' for x in scores)})")
         return value

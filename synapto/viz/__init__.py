@@ -38,8 +38,9 @@ def require(module: str, command: str, package: str | None = None):
         return importlib.import_module(module)
     except ImportError:
         package = package or module.split(".")[0]
-        raise UsageError(f"{command} needs {package}: pip install 'synapto-evo[plot]' "
-                         f"(in a checkout: make install)") from None
+        raise UsageError(
+            f"{command} needs {package}: pip install 'synapto-evo[plot]' (in a checkout: make install)"
+        ) from None
 
 
 def matplotlib_figure(command: str):
@@ -189,17 +190,24 @@ def _shape_run(path, kind, config, n, columns, finished) -> RunSeries:
         if "validation_env_steps" in columns:  # validation episodes are environment steps too
             steps = steps + np.nan_to_num(columns["validation_env_steps"].astype(np.float64))
         x = {"generation": gen.astype(np.float64), "env-steps": steps, "wall-time": columns.get("wall_time")}
-        curves = {"best": _finite(_need(columns, "best_fitness", path)),
-                  "elite-mean": _finite(_need(columns, "elite_mean", path)),
-                  "pop-mean": _finite(_need(columns, "pop_mean", path))}
+        curves = {
+            "best": _finite(_need(columns, "best_fitness", path)),
+            "elite-mean": _finite(_need(columns, "elite_mean", path)),
+            "pop-mean": _finite(_need(columns, "pop_mean", path)),
+        }
         if "validation_best" in columns and np.isfinite(columns["validation_best"]).any():
             curves["validation"] = _finite(columns["validation_best"])
-        conns = {k: columns[c].astype(np.float64) for k, c in
-                 (("mean", "connections_mean"), ("champion", "champion_connections")) if c in columns}
+        conns = {
+            k: columns[c].astype(np.float64)
+            for k, c in (("mean", "connections_mean"), ("champion", "champion_connections"))
+            if c in columns
+        }
     else:
-        x = {"generation": columns.get("Epoch", np.arange(n)).astype(np.float64),
-             "env-steps": _need(columns, "TotalEnvInteracts", path),
-             "wall-time": columns.get("Time")}
+        x = {
+            "generation": columns.get("Epoch", np.arange(n)).astype(np.float64),
+            "env-steps": _need(columns, "TotalEnvInteracts", path),
+            "wall-time": columns.get("Time"),
+        }
         curves = {"return": _finite(_need(columns, "AverageEpRet", path))}
         conns = {}
     if x["wall-time"] is not None:
@@ -254,11 +262,14 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
         test_returns = np.zeros(0)
         if generation is not None and individual is not None:  # both or neither (checked above)
             if not 0 <= generation < done:
-                raise UsageError(f"--generation {generation} is out of range: {str(path)!r} has "
-                                 f"{done} completed generation(s) (0..{done - 1})")
+                raise UsageError(
+                    f"--generation {generation} is out of range: {str(path)!r} has "
+                    f"{done} completed generation(s) (0..{done - 1})"
+                )
             if not 0 <= individual < cfg.population:
-                raise UsageError(f"--individual {individual} is out of range: population {cfg.population} "
-                                 f"(0..{cfg.population - 1})")
+                raise UsageError(
+                    f"--individual {individual} is out of range: population {cfg.population} (0..{cfg.population - 1})"
+                )
             genome = run.population(generation, individual)
             fitness = float(run.fitness(generation, individual))
             norm = run.obs_norm(generation)
@@ -268,8 +279,9 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             champion = run.champion()
             genome, fitness, generation = champion.genome, champion.fitness, champion.generation
             test_returns, norm = champion.test_returns, champion.obs_norm
-            tested_on = (f", test {test_returns.mean():.1f} over {test_returns.size} episodes"
-                         if test_returns.size else "")
+            tested_on = (
+                f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
+            )
             what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
             label = f"champion of gen {generation}"
         else:
@@ -281,8 +293,10 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 best = None
             if best is not None:  # the run's own best-ever agent (chosen as the run chooses it)
                 genome, fitness, generation = best
-                what = (f"best so far: from generation {generation} ({fitness_words(fitness)}; "
-                        f"the run is unfinished, no tested champion)")
+                what = (
+                    f"best so far: from generation {generation} ({fitness_words(fitness)}; "
+                    f"the run is unfinished, no tested champion)"
+                )
                 norm = run.obs_norm(generation)
             else:
                 fit = np.asarray(run.fitness(), dtype=np.float64)
@@ -290,14 +304,18 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
                 generation, individual = (int(v) for v in np.unravel_index(int(np.argmax(fit)), fit.shape))
                 genome = run.population(generation, individual)
                 fitness = float(fit[generation, individual])
-                what = (f"best so far: generation {generation} individual {individual} ({fitness_words(fitness)}; "
-                        f"the run is unfinished, no tested champion)")
+                what = (
+                    f"best so far: generation {generation} individual {individual} ({fitness_words(fitness)}; "
+                    f"the run is unfinished, no tested champion)"
+                )
                 norm = run.obs_norm(generation)
     agent = build_agent(cfg)
     genome = np.asarray(genome, dtype=np.float64)
     if genome.shape != (agent.n_params,):
-        raise RunFileError(f"{str(path)!r}: genome of length {genome.shape[0]} does not fit agent "
-                           f"{cfg.agent} {list(cfg.hidden)} on {cfg.env} ({agent.n_params} parameters)")
+        raise RunFileError(
+            f"{str(path)!r}: genome of length {genome.shape[0]} does not fit agent "
+            f"{cfg.agent} {list(cfg.hidden)} on {cfg.env} ({agent.n_params} parameters)"
+        )
     if label == "best so far":
         label = f"best so far (gen {generation})"
     return Pick(cfg, agent, genome, generation, individual, fitness, what, np.asarray(test_returns), label, norm)

@@ -48,14 +48,17 @@ def network(agent, genome: np.ndarray) -> Net:
     :meth:`~synapto.agents.base.Agent.layout`."""
     layout = agent.layout()
     if layout is None:
-        raise UsageError(f"draw needs a layered agent (one whose layout() is not None); "
-                         f"{type(agent).__name__} has none")
+        raise UsageError(
+            f"draw needs a layered agent (one whose layout() is not None); {type(agent).__name__} has none"
+        )
     edges: list[list[np.ndarray]] = [[], [], [], [], []]  # src layer, src unit, dst layer, dst unit, genome index
     for block in layout.blocks:
         n_cols = block.shape[1]
         r, c = np.nonzero(genome[block.index].reshape(block.shape))
-        for e, v in zip(edges, (np.full(len(r), block.source), r, np.full(len(r), block.target), c,
-                                block.index.start + r * n_cols + c)):
+        for e, v in zip(
+            edges,
+            (np.full(len(r), block.source), r, np.full(len(r), block.target), c, block.index.start + r * n_cols + c),
+        ):
             e.append(v)
     sizes = list(layout.sizes)
     cat = [np.concatenate(e).astype(np.int64) if e else np.zeros(0, np.int64) for e in edges]
@@ -93,12 +96,28 @@ def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
 
 
 #: names of the observations and actions of environments whose layout is known
-_BIPEDAL_OBS = ("hull angle", "hull ang. v", "vx", "vy", "hip 1", "hip 1 speed", "knee 1", "knee 1 speed",
-                "leg 1 contact", "hip 2", "hip 2 speed", "knee 2", "knee 2 speed", "leg 2 contact",
-                *(f"lidar {k}" for k in range(10)))
+_BIPEDAL_OBS = (
+    "hull angle",
+    "hull ang. v",
+    "vx",
+    "vy",
+    "hip 1",
+    "hip 1 speed",
+    "knee 1",
+    "knee 1 speed",
+    "leg 1 contact",
+    "hip 2",
+    "hip 2 speed",
+    "knee 2",
+    "knee 2 speed",
+    "leg 2 contact",
+    *(f"lidar {k}" for k in range(10)),
+)
 NAMES = {
-    "LunarLander-v3": (("x", "y", "vx", "vy", "angle", "ang. v", "left leg", "right leg"),
-                       ("nothing", "left engine", "main engine", "right engine")),
+    "LunarLander-v3": (
+        ("x", "y", "vx", "vy", "angle", "ang. v", "left leg", "right leg"),
+        ("nothing", "left engine", "main engine", "right engine"),
+    ),
     "CartPole-v1": (("cart x", "cart v", "pole angle", "pole ang. v"), ("push left", "push right")),
     "BipedalWalker-v3": (_BIPEDAL_OBS, ("hip 1", "knee 1", "hip 2", "knee 2")),
 }
@@ -142,8 +161,7 @@ def view(net: Net, env: str, inert_outputs=(), all_units: bool = False) -> View:
     fed, reach = unit_paths(net, inert_outputs)
     used = [f & r for f, r in zip(fed, reach)]
     n = len(net.sizes)
-    keep = [np.ones(k, bool) if layer in (0, n - 1) or all_units else used[layer]
-            for layer, k in enumerate(net.sizes)]
+    keep = [np.ones(k, bool) if layer in (0, n - 1) or all_units else used[layer] for layer, k in enumerate(net.sizes)]
     rows: list[np.ndarray] = [np.arange(net.sizes[0])]
     place = [np.full(k, np.nan) for k in net.sizes]  # display position (0 = top) of each unit
     place[0][:] = np.arange(net.sizes[0]) / max(net.sizes[0] - 1, 1)
@@ -153,18 +171,28 @@ def view(net: Net, env: str, inert_outputs=(), all_units: bool = False) -> View:
             centre = np.full(units.size, np.inf)
             for k, u in enumerate(units):
                 src = (net.dst_layer == layer) & (net.dst_unit == u)
-                ys = [place[sl][su] for sl, su in zip(net.src_layer[src], net.src_unit[src])
-                      if not np.isnan(place[sl][su])]
+                ys = [
+                    place[sl][su]
+                    for sl, su in zip(net.src_layer[src], net.src_unit[src])
+                    if not np.isnan(place[sl][su])
+                ]
                 if ys:
                     centre[k] = np.mean(ys)
             units = units[np.argsort(centre, kind="stable")]
         rows.append(units)
         place[layer][units] = np.arange(units.size) / max(units.size - 1, 1)
-    drawn = np.array([keep[sl][su] and keep[dl][du] for sl, su, dl, du in
-                      zip(net.src_layer, net.src_unit, net.dst_layer, net.dst_unit)], dtype=bool)
+    drawn = np.array(
+        [
+            keep[sl][su] and keep[dl][du]
+            for sl, su, dl, du in zip(net.src_layer, net.src_unit, net.dst_layer, net.dst_unit)
+        ],
+        dtype=bool,
+    )
     edges = np.flatnonzero(drawn)
-    inert = np.array([not (fed[net.src_layer[e]][net.src_unit[e]] and reach[net.dst_layer[e]][net.dst_unit[e]])
-                      for e in edges], dtype=bool)
+    inert = np.array(
+        [not (fed[net.src_layer[e]][net.src_unit[e]] and reach[net.dst_layer[e]][net.dst_unit[e]]) for e in edges],
+        dtype=bool,
+    )
     labels = [list(x) for x in net.labels]
     obs, acts = NAMES.get(env, ((), ()))
     if len(obs) == net.sizes[0]:
@@ -204,7 +232,7 @@ def _edge_paths(net: Net, v: View, ys: list[dict[int, float]], dx: float) -> lis
         mid = (p0 + p2) / 2
         side = 1.0 if mid[1] >= 0 else -1.0
         p1 = mid + np.array([0.0, side * 0.22 * span * (dl - sl - 1) + side * 0.1 * span])
-        paths.append((1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t ** 2 * p2)
+        paths.append((1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t**2 * p2)
     return paths
 
 
@@ -221,16 +249,22 @@ def _panel(ax, net: Net, v: View, strength: np.ndarray, subtitle: str) -> None:
         widths = 0.15 + 2.85 * np.clip(s / top, 0.0, 1.0)
         alpha = 0.6 if len(paths) <= 100 else max(0.3, 0.6 * np.sqrt(100 / len(paths)))  # crowded: lighter
         w = net.weight[v.edges]
-        colors = np.where(w[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]),
-                          np.array([[0.12, 0.47, 0.71, alpha]]))
+        colors = np.where(w[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]), np.array([[0.12, 0.47, 0.71, alpha]]))
         colors[v.inert] = (0.6, 0.6, 0.6, 0.5)
         for inert, style in ((False, "solid"), (True, (0, (2, 2)))):
             pick = np.flatnonzero(v.inert == inert)
             order = pick[np.argsort(widths[pick], kind="stable")]
             if order.size:
-                ax.add_collection(LineCollection([paths[k] for k in order], linewidths=widths[order],
-                                                 colors=colors[order], linestyles=style, capstyle="round",
-                                                 zorder=1))
+                ax.add_collection(
+                    LineCollection(
+                        [paths[k] for k in order],
+                        linewidths=widths[order],
+                        colors=colors[order],
+                        linestyles=style,
+                        capstyle="round",
+                        zorder=1,
+                    )
+                )
     # units: inputs green, hidden grey, outputs orange (modulation purple); hollow without a path
     n_layers = len(net.sizes)
     n_rows = max(len(r) for r in v.rows)
@@ -247,33 +281,57 @@ def _panel(ax, net: Net, v: View, strength: np.ndarray, subtitle: str) -> None:
             label = v.labels[layer][u]
             if label:
                 ha, off = ("right", -0.35) if layer == 0 else ("left", 0.35)
-                ax.text(x + off, y, label, ha=ha, va="center", fontsize=fontsize, zorder=4,
-                        color="black" if v.used[layer][u] else "0.55")
+                ax.text(
+                    x + off,
+                    y,
+                    label,
+                    ha=ha,
+                    va="center",
+                    fontsize=fontsize,
+                    zorder=4,
+                    color="black" if v.used[layer][u] else "0.55",
+                )
     span = max(n_rows - 1, 1)
-    ax.set_xlim(-1.2 - (1.0 if any(len(t) > 4 for t in v.labels[0]) else 0.0),
-                (n_layers - 1) * dx + 1.2 + (1.0 if any(len(t) > 4 for t in v.labels[-1]) else 0.0))
+    ax.set_xlim(
+        -1.2 - (1.0 if any(len(t) > 4 for t in v.labels[0]) else 0.0),
+        (n_layers - 1) * dx + 1.2 + (1.0 if any(len(t) > 4 for t in v.labels[-1]) else 0.0),
+    )
     bulge = 0.22 * span * max(n_layers - 3, 0) / 2 + 0.1 * span if n_layers > 2 else 0
     ax.set_ylim(-span / 2 - 0.8 - bulge, span / 2 + 0.8 + bulge)
     ax.set_xticks([layer * dx for layer in range(n_layers)])
-    ax.set_xticklabels(["inputs"] + [f"hidden {k + 1}\n{len(v.rows[k + 1])} of {net.sizes[k + 1]} units"
-                                     for k in range(n_layers - 2)] + ["outputs"], fontsize="small")
+    ax.set_xticklabels(
+        ["inputs"]
+        + [f"hidden {k + 1}\n{len(v.rows[k + 1])} of {net.sizes[k + 1]} units" for k in range(n_layers - 2)]
+        + ["outputs"],
+        fontsize="small",
+    )
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     ax.set_title(subtitle, fontsize="small")
 
 
-def draw_run(path: Path, out: Path, generation: int | None = None, individual: int | None = None,
-             activity: bool = True, width: int | None = None, height: int | None = None, dpi: int = 100,
-             all_units: bool = False, log=print) -> dict:
+def draw_run(
+    path: Path,
+    out: Path,
+    generation: int | None = None,
+    individual: int | None = None,
+    activity: bool = True,
+    width: int | None = None,
+    height: int | None = None,
+    dpi: int = 100,
+    all_units: bool = False,
+    log=print,
+) -> dict:
     """Draw the champion (or ``--generation/--individual``) of an evolution run into ``out``."""
     out = Path(out)
     suffix = check_image_out(out, (".png", ".svg"))
     if dpi < 10:
         raise UsageError(f"--dpi must be >= 10, got {dpi}")
     if run_kind(path) != "evolve":
-        raise UsageError(f"{str(path)!r} is a PPO run: draw shows evolved (pruned) networks; "
-                         f"a PPO policy is a dense MLP")
+        raise UsageError(
+            f"{str(path)!r} is a PPO run: draw shows evolved (pruned) networks; a PPO policy is a dense MLP"
+        )
     Figure = matplotlib_figure("draw")
     pick = pick_genome(path, generation, individual)
     net = network(pick.agent, pick.genome)
@@ -281,14 +339,23 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     assert layout is not None  # network() refuses agents without one
     v = view(net, pick.config.env, layout.inert_outputs, all_units)
     n_edges, total = len(net.weight), pick.agent.n_params
-    panels = [(np.abs(net.weight), "edge width: |weight|   colour: sign (red +, blue -)"
-                                   + ("\ndashed: cannot change an action" if v.inert.any() else ""))]
+    panels = [
+        (
+            np.abs(net.weight),
+            "edge width: |weight|   colour: sign (red +, blue -)"
+            + ("\ndashed: cannot change an action" if v.inert.any() else ""),
+        )
+    ]
     if activity and getattr(pick.agent, "name", "") == "hebbian-dag":
         stats, ret, steps = hebbian_activity(pick)
         if stats is not None:
-            panels.append((np.sqrt(np.abs(np.asarray(stats)[net.index])),
-                           f"edge width: Hebbian activity, sqrt of mean |trace|\n"
-                           f"(one test episode: return {ret:.1f}, {steps} steps)"))
+            panels.append(
+                (
+                    np.sqrt(np.abs(np.asarray(stats)[net.index])),
+                    f"edge width: Hebbian activity, sqrt of mean |trace|\n"
+                    f"(one test episode: return {ret:.1f}, {steps} steps)",
+                )
+            )
     width = width or 720 * len(panels)
     height = height or 600
     if width < 100 or height < 100:
@@ -301,11 +368,19 @@ def draw_run(path: Path, out: Path, generation: int | None = None, individual: i
     hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
     notes = [f"{int(v.inert.sum())} inert (dashed)"] if v.inert.any() else []
     notes += [f"{v.left_out} without a path left out"] if v.left_out else []
-    fig.suptitle(f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}\n{pick.what}\n"
-                 f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {hidden_used} of "
-                 f"{sum(cfg.hidden)} hidden units in use" + (f" ({', '.join(notes)})" if notes else ""),
-                 fontsize="medium")
+    fig.suptitle(
+        f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}\n{pick.what}\n"
+        f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {hidden_used} of "
+        f"{sum(cfg.hidden)} hidden units in use" + (f" ({', '.join(notes)})" if notes else ""),
+        fontsize="medium",
+    )
     write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
     log(f"draw: {pick.what}: {n_edges} of {total} connections ({hidden_used} hidden units in use) -> {out}")
-    return {"connections": n_edges, "n_params": total, "panels": len(panels), "hidden_used": hidden_used,
-            "drawn_edges": int(v.edges.size), "inert": int(v.inert.sum())}
+    return {
+        "connections": n_edges,
+        "n_params": total,
+        "panels": len(panels),
+        "hidden_used": hidden_used,
+        "drawn_edges": int(v.edges.size),
+        "inert": int(v.inert.sum()),
+    }

@@ -4,7 +4,7 @@
 One file ``DIR/<run name>.csv`` per run, one row per completed generation (epoch),
 comma-separated with a header:
 
-- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.store.evolve.STATS`),
+- evolution runs: every ``/stats/<name>`` column (see :data:`synapto.store.evolve_rows.STATS`),
   ``wall_time`` (cumulative seconds), then every ``/timing/<name>`` as ``timing_<name>``;
   a finished run also gets ``DIR/<run name>_champion.csv`` with the champion's test
   episodes (seed, return, steps).
@@ -27,8 +27,16 @@ import numpy as np
 from synapto.errors import UsageError
 from synapto.viz import RunSeries, read_run
 
-INTEGER_COLUMNS = {"generation", "env_steps", "champion_connections", "nonfinite_count", "failure_count",
-                   "Epoch", "TotalEnvInteracts", "StopIter"}
+INTEGER_COLUMNS = {
+    "generation",
+    "env_steps",
+    "champion_connections",
+    "nonfinite_count",
+    "failure_count",
+    "Epoch",
+    "TotalEnvInteracts",
+    "StopIter",
+}
 
 
 def _cell(name: str, value) -> str:
@@ -64,8 +72,10 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
     runs = [read_run(p) for p in paths]  # every file is checked before anything is written
     stems = [r.path.stem for r in runs]
     if len(set(stems)) != len(stems):
-        raise UsageError(f"run files with the same name would overwrite each other's CSV: "
-                         f"{sorted({s for s in stems if stems.count(s) > 1})}")
+        raise UsageError(
+            f"run files with the same name would overwrite each other's CSV: "
+            f"{sorted({s for s in stems if stems.count(s) > 1})}"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -78,8 +88,10 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
             files = _export(run, folder)
         written += files
         unit = "generation" if run.kind == "evolve" else "epoch"
-        log(f"export: {run.path} ({run.kind}, {run.rows} {unit}{'s' if run.rows != 1 else ''}) -> "
-            + ", ".join(str(p) for p in files))
+        log(
+            f"export: {run.path} ({run.kind}, {run.rows} {unit}{'s' if run.rows != 1 else ''}) -> "
+            + ", ".join(str(p) for p in files)
+        )
     return written
 
 
@@ -93,8 +105,14 @@ def _export(run: RunSeries, folder: Path) -> list[Path]:
         with RunData(run.path, kind="evolve") as stored:
             c = stored.champion()
         n = len(c.test_seeds)
-        cols = {"episode": np.arange(n), "seed": c.test_seeds, "return": c.test_returns, "steps": c.test_steps,
-                "champion_generation": np.full(n, c.generation), "champion_fitness": np.full(n, c.fitness)}
+        cols = {
+            "episode": np.arange(n),
+            "seed": c.test_seeds,
+            "return": c.test_returns,
+            "steps": c.test_steps,
+            "champion_generation": np.full(n, c.generation),
+            "champion_fitness": np.full(n, c.fitness),
+        }
         champ = folder / f"{run.path.stem}_champion.csv"
         write_csv(champ, cols, n)
         written.append(champ)
@@ -110,8 +128,11 @@ def export_policy(paths: list[Path], onnx: Path | None, npz: Path | None, log=pr
 
     if len(paths) != 1:
         raise UsageError(f"--onnx/--npz export the policy of one run file, got {len(paths)}")
-    targets = [(p, flag, write) for p, flag, write in ((onnx, "--onnx", write_onnx), (npz, "--npz", write_npz))
-               if p is not None]
+    targets = [
+        (p, flag, write)
+        for p, flag, write in ((onnx, "--onnx", write_onnx), (npz, "--npz", write_npz))
+        if p is not None
+    ]
     for out, flag, _ in targets:
         check_image_out(out, (f".{flag[2:]}",), flag)
     if onnx is not None:

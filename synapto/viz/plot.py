@@ -30,8 +30,12 @@ from synapto.viz import AXES, RunSeries, check_image_out, matplotlib_figure, rea
 
 BANDS = ("minmax", "std", "none")
 EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")
-CURVE_LABELS = {"best": "best fitness", "elite-mean": "elite-mean fitness", "pop-mean": "pop-mean fitness",
-                "validation": "best validation fitness"}
+CURVE_LABELS = {
+    "best": "best fitness",
+    "elite-mean": "elite-mean fitness",
+    "pop-mean": "pop-mean fitness",
+    "validation": "best validation fitness",
+}
 AXIS_LABELS = {"generation": "generation", "env-steps": "environment steps", "wall-time": "wall-clock time"}
 
 
@@ -97,8 +101,11 @@ def group_runs(runs: list[RunSeries]) -> list[Group]:
         varying = sorted(k for k in cfg if k not in shown and any(c.get(k) != cfg.get(k) for c in same_kind))
         extra = ", ".join(f"{k}={_short(cfg.get(k))}" for k in varying)
         n = len(g.runs)
-        g.label = g.runs[0].short_label + (f" ({extra})" if extra else "") + \
-            (f", {n} seeds" if n > 1 else f", seed {g.runs[0].seed}")
+        g.label = (
+            g.runs[0].short_label
+            + (f" ({extra})" if extra else "")
+            + (f", {n} seeds" if n > 1 else f", seed {g.runs[0].seed}")
+        )
     return out
 
 
@@ -123,8 +130,9 @@ def aggregate(xs: list[np.ndarray], ys: list[np.ndarray], axis: str, band: str):
         if hi <= lo:  # the seeds' ranges do not overlap: use their union, averaging what exists
             lo, hi = min(x[0] for x in xs), max(x[-1] for x in xs)
         x = np.linspace(lo, hi, 400) if hi > lo else np.array([lo])
-        stack = np.stack([np.where((x >= xi[0]) & (x <= xi[-1]), np.interp(x, xi, yi), np.nan)
-                          for xi, yi in zip(xs, ys)])
+        stack = np.stack(
+            [np.where((x >= xi[0]) & (x <= xi[-1]), np.interp(x, xi, yi), np.nan) for xi, yi in zip(xs, ys)]
+        )
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns of non-finite fitness
         mean = np.nanmean(stack, axis=0)
@@ -156,10 +164,19 @@ def _interp_ready(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return x, y
 
 
-def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "minmax",
-              curves=EVOLVE_CURVES, connections: bool = True, width: int | None = None,
-              height: int | None = None, dpi: int = 100, title: str | None = None,
-              log=print) -> Path:
+def plot_runs(
+    paths: list[Path],
+    out: Path,
+    axes=("generation",),
+    band: str = "minmax",
+    curves=EVOLVE_CURVES,
+    connections: bool = True,
+    width: int | None = None,
+    height: int | None = None,
+    dpi: int = 100,
+    title: str | None = None,
+    log=print,
+) -> Path:
     """Draw the learning curves of ``paths`` into ``out`` (.png or .svg)."""
     out = Path(out)
     suffix = check_image_out(out, (".png", ".svg"))
@@ -178,9 +195,17 @@ def plot_runs(paths: list[Path], out: Path, axes=("generation",), band: str = "m
     return out
 
 
-def curves_figure(runs: list[RunSeries], axes, band: str = "minmax", curves=EVOLVE_CURVES,
-                  connections: bool = True, width: int | None = None, height: int | None = None,
-                  dpi: int = 100, title: str | None = None):
+def curves_figure(
+    runs: list[RunSeries],
+    axes,
+    band: str = "minmax",
+    curves=EVOLVE_CURVES,
+    connections: bool = True,
+    width: int | None = None,
+    height: int | None = None,
+    dpi: int = 100,
+    title: str | None = None,
+):
     """The figure of :func:`plot_runs` (a matplotlib ``Figure``, drawn) and the run groups."""
     Figure = matplotlib_figure("plot")
     axes, curves = parse_axes(axes), parse_curves(curves)
@@ -206,8 +231,9 @@ def curves_figure(runs: list[RunSeries], axes, band: str = "minmax", curves=EVOL
         _label_column(tops, bottom, groups, axis, unit, col, ncols)
     band_note = {"minmax": "band: min-max over seeds", "std": "band: mean +- std over seeds", "none": ""}[band]
     multi = any(len(g.runs) > 1 for g in groups)
-    fig.suptitle(title or (", ".join(sorted(envs)) + (f"  ({band_note})" if multi and band_note else "")),
-                 fontsize="medium")
+    fig.suptitle(
+        title or (", ".join(sorted(envs)) + (f"  ({band_note})" if multi and band_note else "")), fontsize="medium"
+    )
     _legend(fig, lines)
     return fig, groups
 
@@ -248,14 +274,22 @@ def _draw_groups(groups, axis: str, tops: dict, bottom, curves, lines: dict, ban
             having = [r for r in members if name in r.curves]
             if having:
                 color, label = lines[(g.key, name)]
-                drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color,
-                               "-", label)
+                drawn += _line(top, having, axis, lambda r, n=name: r.curves[n], band, scale, color, "-", label)
         if bottom is not None and g.kind == "evolve":
             color = lines[(g.key, curves[0])][0] if (g.key, curves[0]) in lines else "0.2"
             for name, style in (("mean", "-"), ("champion", "--")):
                 if all(name in r.connections for r in members):
-                    _line(bottom, members, axis, lambda r, n=name: r.connections[n], band, scale, color,
-                          style, f"{g.label}: {name}")
+                    _line(
+                        bottom,
+                        members,
+                        axis,
+                        lambda r, n=name: r.connections[n],
+                        band,
+                        scale,
+                        color,
+                        style,
+                        f"{g.label}: {name}",
+                    )
     return drawn
 
 
@@ -274,8 +308,11 @@ def _label_column(tops: dict, bottom, groups, axis: str, unit: str, col: int, nc
     for env, top in tops.items():
         env_kinds = {g.kind for g in groups if g.runs[0].env == env}
         if col == 0:
-            top.set_ylabel("fitness (evolution) / episode return (PPO)" if len(env_kinds) > 1 else
-                           ("fitness" if env_kinds == {"evolve"} else "average episode return"))
+            top.set_ylabel(
+                "fitness (evolution) / episode return (PPO)"
+                if len(env_kinds) > 1
+                else ("fitness" if env_kinds == {"evolve"} else "average episode return")
+            )
         if len(tops) > 1:
             top.set_title(env, fontsize="small")  # each env has a y axis of its own
         if top is not lowest:
@@ -294,9 +331,15 @@ def _label_column(tops: dict, bottom, groups, axis: str, unit: str, col: int, nc
     if col == ncols - 1 and bottom is not None and bottom.lines:
         from matplotlib.lines import Line2D
 
-        bottom.legend(handles=[Line2D([], [], color="0.2", ls="-", label="population mean"),
-                               Line2D([], [], color="0.2", ls="--", label="champion")],
-                      fontsize="x-small", loc="best", framealpha=0.8)
+        bottom.legend(
+            handles=[
+                Line2D([], [], color="0.2", ls="-", label="population mean"),
+                Line2D([], [], color="0.2", ls="--", label="champion"),
+            ],
+            fontsize="x-small",
+            loc="best",
+            framealpha=0.8,
+        )
 
 
 def _prunes(group) -> bool:
@@ -345,10 +388,11 @@ def _legend(fig, lines) -> None:
     FigureCanvasAgg(fig)
     ncol, wrap = len(labels), max(len(t) for t in labels)
     while True:
-        handles = [Line2D([], [], color=c, lw=2.0, label=textwrap.fill(label, wrap))
-                   for (c, _), label in zip(lines.values(), labels)]
-        legend = fig.legend(handles=handles, loc="outside lower center", fontsize="small", frameon=False,
-                            ncol=ncol)
+        handles = [
+            Line2D([], [], color=c, lw=2.0, label=textwrap.fill(label, wrap))
+            for (c, _), label in zip(lines.values(), labels)
+        ]
+        legend = fig.legend(handles=handles, loc="outside lower center", fontsize="small", frameon=False, ncol=ncol)
         fig.canvas.draw()
         box, room = legend.get_window_extent(), fig.bbox.width * 0.98
         if box.width <= room or wrap <= 12:

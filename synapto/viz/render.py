@@ -50,8 +50,18 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
     seeds = [int(s) for s in test_seeds(cfg.seed, episodes)]
     expected = [float(r) for r in pick.test_returns[:episodes]]  # the champion's stored test returns
     title = f"{cfg.agent} {list(cfg.hidden)}, {pick.label}"
-    return Player(title, cfg.env, seeds, policy.reset, pick.act(policy), policy.end_episode, max_steps,
-                  expected, agent.space.discrete, cfg.make_kwargs), pick.what
+    return Player(
+        title,
+        cfg.env,
+        seeds,
+        policy.reset,
+        pick.act(policy),
+        policy.end_episode,
+        max_steps,
+        expected,
+        agent.space.discrete,
+        cfg.make_kwargs,
+    ), pick.what
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
@@ -88,8 +98,9 @@ def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
     seeds = [int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)]
     title = f"PPO {list(cfg.hid)} ({label})"
     expected = [] if stored is None else [float(r) for r in stored["returns"][:episodes]]
-    return Player(title, cfg.env, seeds, lambda: None, act, lambda: None, min(limits) if limits else None,
-                  expected, info.discrete), f"PPO policy, parameters {label}"
+    return Player(
+        title, cfg.env, seeds, lambda: None, act, lambda: None, min(limits) if limits else None, expected, info.discrete
+    ), f"PPO policy, parameters {label}"
 
 
 def _font(ImageFont, size: int):
@@ -99,9 +110,19 @@ def _font(ImageFont, size: int):
         return ImageFont.load_default()
 
 
-def render_run(path: Path, out: Path, generation: int | None = None, individual: int | None = None,
-               episodes: int = 1, max_steps: int | None = None, every: int = 2, scale: float = 0.5,
-               fps: float | None = None, params: str = "latest", log=print) -> dict:
+def render_run(
+    path: Path,
+    out: Path,
+    generation: int | None = None,
+    individual: int | None = None,
+    episodes: int = 1,
+    max_steps: int | None = None,
+    every: int = 2,
+    scale: float = 0.5,
+    fps: float | None = None,
+    params: str = "latest",
+    log=print,
+) -> dict:
     """Play ``episodes`` episodes and write the animation to ``out`` (.gif or .mp4)."""
     out = Path(out)
     suffix = _check_options(out, episodes, max_steps, every, scale, fps)
@@ -133,14 +154,21 @@ def render_run(path: Path, out: Path, generation: int | None = None, individual:
     returns = [ep.total for ep in played]
     size = out.stat().st_size
     h, w = frames[0].shape[:2]
-    log(f"render: {what} on {player.env_id}, {len(returns)} episode(s), {len(frames)} frames "
-        f"{w}x{h} at {fps:g} fps -> {out} ({size / 1e6:.2f} MB)")
-    return {"returns": returns, "lengths": [ep.steps for ep in played], "frames": len(frames), "width": w,
-            "height": h, "fps": fps}
+    log(
+        f"render: {what} on {player.env_id}, {len(returns)} episode(s), {len(frames)} frames "
+        f"{w}x{h} at {fps:g} fps -> {out} ({size / 1e6:.2f} MB)"
+    )
+    return {
+        "returns": returns,
+        "lengths": [ep.steps for ep in played],
+        "frames": len(frames),
+        "width": w,
+        "height": h,
+        "fps": fps,
+    }
 
 
-def _check_options(out: Path, episodes: int, max_steps: int | None, every: int, scale: float,
-                   fps: float | None) -> str:
+def _check_options(out: Path, episodes: int, max_steps: int | None, every: int, scale: float, fps: float | None) -> str:
     """Refuse bad options in one line each; ``out``'s suffix."""
     suffix = check_image_out(out, (".gif", ".mp4"))
     if episodes < 1:
@@ -156,8 +184,9 @@ def _check_options(out: Path, episodes: int, max_steps: int | None, every: int, 
     return suffix
 
 
-def _player(path: Path, generation: int | None, individual: int | None, params: str, episodes: int,
-            max_steps: int | None) -> tuple[Player, str]:
+def _player(
+    path: Path, generation: int | None, individual: int | None, params: str, episodes: int, max_steps: int | None
+) -> tuple[Player, str]:
     """The run's player (evolution or PPO, by the run file's kind) and what it plays, in words."""
     if run_kind(path) == "evolve":
         if params != "latest":
@@ -192,8 +221,9 @@ class _Framer:
         Image, scale = self.Image, self.scale
         im = Image.fromarray(np.asarray(img, dtype=np.uint8))
         if scale != 1:
-            im = im.resize((max(2, round(im.width * scale)), max(2, round(im.height * scale))),
-                           Image.Resampling.BILINEAR)
+            im = im.resize(
+                (max(2, round(im.width * scale)), max(2, round(im.height * scale))), Image.Resampling.BILINEAR
+            )
         im = im.crop((0, 0, im.width - im.width % 2, im.height - im.height % 2))  # even sizes for video
         size = max(9, im.height // 18)
         if size not in self.fonts:
@@ -241,8 +271,9 @@ def _play(player: Player, framer: _Framer, e: int, seed: int, every: int) -> tup
             end = "terminated" if terminated else ("time limit" if truncated else f"stopped at {t} steps")
             break
         if t % every == 0:
-            frames.append(framer.grab(env, player.env_id,
-                                      [player.title, f"episode {e + 1}/{n}  step {t}  return {total:.1f}"]))
+            frames.append(
+                framer.grab(env, player.env_id, [player.title, f"episode {e + 1}/{n}  step {t}  return {total:.1f}"])
+            )
     player.end()
     last = framer.grab(env, player.env_id, [player.title, f"episode {e + 1}/{n}  return {total:.1f}  ({end})"])
     env.close()
@@ -256,9 +287,13 @@ def _log_episodes(player: Player, played: list[_Episode], log) -> None:
         if e < len(player.expected):
             stored = player.expected[e]
             same = ep.total == stored  # the same episode, step for step: bit-identical
-            note = f"; run file's test return {stored:.2f}" + ("" if same else
-                                                              " (differs: the episode was cut short)" if
-                                                              ep.end.startswith("stopped") else " (DIFFERS)")
+            note = f"; run file's test return {stored:.2f}" + (
+                ""
+                if same
+                else " (differs: the episode was cut short)"
+                if ep.end.startswith("stopped")
+                else " (DIFFERS)"
+            )
         log(f"episode {e + 1} (seed {player.seeds[e]}): return {ep.total:.2f} in {ep.steps} steps, {ep.end}{note}")
 
 
@@ -287,8 +322,7 @@ def _writer(suffix: str):
         iio = require("imageio.v3", "render", "imageio")
 
         def write_gif(path, frames, fps):
-            iio.imwrite(path, np.stack(frames), extension=".gif", duration=max(20, int(round(1000 / fps))),
-                        loop=0)
+            iio.imwrite(path, np.stack(frames), extension=".gif", duration=max(20, int(round(1000 / fps))), loop=0)
 
         return write_gif
     try:
@@ -305,8 +339,9 @@ def _writer(suffix: str):
     try:
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
-        raise UsageError("writing .mp4 needs ffmpeg for imageio: pip install imageio-ffmpeg "
-                         "(or av); .gif works without it") from None
+        raise UsageError(
+            "writing .mp4 needs ffmpeg for imageio: pip install imageio-ffmpeg (or av); .gif works without it"
+        ) from None
     imageio = require("imageio", "render")
 
     def write_ffmpeg(path, frames, fps):

@@ -40,6 +40,7 @@ def held_lock(name: str):
 @contextlib.contextmanager
 def signals_interrupt():
     """SIGTERM and SIGHUP interrupt like Ctrl-C, so that the fixtures' cleanup runs."""
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
@@ -55,8 +56,9 @@ def run(cmd, timeout: float, env=None, cwd=ROOT, check=True) -> subprocess.Compl
     """``cmd`` in a session of its own, killed whole after ``timeout`` seconds (the test fails)."""
     cmd = [str(c) for c in cmd]
     full_env = {**_env(), **{k: str(v) for k, v in (env or {}).items()}}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
-                            cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=cwd, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

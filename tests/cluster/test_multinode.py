@@ -54,9 +54,27 @@ def hostfile(tmp_path_factory):
 def mpiexec(hostfile, transport, *cmd, timeout=240):
     """``mpiexec -n 6 cmd`` started on host 0; hydra ends the job itself a little before ``timeout``."""
     env = {**TRANSPORTS[transport], "MPIEXEC_TIMEOUT": timeout - 30}
-    return run([SCRIPTS / "netns.sh", "exec", "0", MPIEXEC, "-iface", "eth0", "-launcher", "ssh",
-                "-launcher-exec", SCRIPTS / "netns_ssh", "-f", hostfile, "-n", RANKS, *cmd],
-               timeout=timeout, env=env)
+    return run(
+        [
+            SCRIPTS / "netns.sh",
+            "exec",
+            "0",
+            MPIEXEC,
+            "-iface",
+            "eth0",
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            SCRIPTS / "netns_ssh",
+            "-f",
+            hostfile,
+            "-n",
+            RANKS,
+            *cmd,
+        ],
+        timeout=timeout,
+        env=env,
+    )
 
 
 def bytes_into_hosts() -> list[int]:
@@ -95,7 +113,7 @@ class Placement:
                     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                ranks = [int(v[len(b"PMI_RANK="):]) for v in environ if v.startswith(b"PMI_RANK=")]
+                ranks = [int(v[len(b"PMI_RANK=") :]) for v in environ if v.startswith(b"PMI_RANK=")]
                 if b"synapto" in argv and b"evolve" in argv and ranks:
                     self.seen[host].add(ranks[0])
 
@@ -111,14 +129,53 @@ def test_messages_between_hosts_cross_the_network(hostfile, transport):
         assert into[h] >= RANKS_PER_HOST * size, f"{into[h]} bytes reached host {h}: {into}"
 
 
-CARTPOLE = ["--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "8", "8", "--population", "16",
-            "--generations", "3", "--episodes", "2", "--seed", "7", "--test-episodes", "10"]
+CARTPOLE = [
+    "--env",
+    "CartPole-v1",
+    "--agent",
+    "pruned-mlp",
+    "--hidden",
+    "8",
+    "8",
+    "--population",
+    "16",
+    "--generations",
+    "3",
+    "--episodes",
+    "2",
+    "--seed",
+    "7",
+    "--test-episodes",
+    "10",
+]
 RUNS = {
     "ga": (CARTPOLE, "ucx-tcp"),
     "ga-batch-off": ([*CARTPOLE, "--batch", "off"], "ofi-tcp"),
-    "openai-es": (["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", "8", "--strategy", "openai-es",
-                   "--population", "16", "--generations", "3", "--episodes", "1", "--seed", "3",
-                   "--select-episodes", "4", "--test-episodes", "10"], "ucx-tcp"),
+    "openai-es": (
+        [
+            "--env",
+            "LunarLander-v3",
+            "--agent",
+            "pruned-mlp",
+            "--hidden",
+            "8",
+            "--strategy",
+            "openai-es",
+            "--population",
+            "16",
+            "--generations",
+            "3",
+            "--episodes",
+            "1",
+            "--seed",
+            "3",
+            "--select-episodes",
+            "4",
+            "--test-episodes",
+            "10",
+        ],
+        "ucx-tcp",
+    ),
 }
 
 

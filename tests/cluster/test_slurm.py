@@ -25,8 +25,17 @@ episodes = 2
 seed = 7
 test-episodes = 10
 """
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-         "BOOT_FAIL", "DEADLINE"}
+ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +56,17 @@ def in_slurm(*cmd, env=None, check=True):
 
 
 def submit(*args, env, output) -> str:
-    return in_slurm("sbatch", "--parsable", "--nodes=1", f"--ntasks-per-node={TASKS}", "--time=10",
-                    f"--output={output}", ROOT / "scripts" / "slurm_evolve.sh", *args, env=env).stdout.strip()
+    return in_slurm(
+        "sbatch",
+        "--parsable",
+        "--nodes=1",
+        f"--ntasks-per-node={TASKS}",
+        "--time=10",
+        f"--output={output}",
+        ROOT / "scripts" / "slurm_evolve.sh",
+        *args,
+        env=env,
+    ).stdout.strip()
 
 
 def job_fields(job: str) -> dict[str, str]:
@@ -58,18 +76,30 @@ def job_fields(job: str) -> dict[str, str]:
 def sbatch(*args, env, output, timeout=300) -> dict[str, str]:
     """Submit scripts/slurm_evolve.sh on 1 node x TASKS tasks, wait for the job to end
     (cancelled and failed after ``timeout`` s); its fields as ``scontrol show job`` gives them."""
-    job = in_slurm("sbatch", "--parsable", "--nodes=1", f"--ntasks-per-node={TASKS}", "--time=10",
-                   f"--output={output}", ROOT / "scripts" / "slurm_evolve.sh", *args, env=env).stdout.strip()
+    job = in_slurm(
+        "sbatch",
+        "--parsable",
+        "--nodes=1",
+        f"--ntasks-per-node={TASKS}",
+        "--time=10",
+        f"--output={output}",
+        ROOT / "scripts" / "slurm_evolve.sh",
+        *args,
+        env=env,
+    ).stdout.strip()
     deadline = time.monotonic() + timeout
     while True:
-        fields = dict(kv.split("=", 1) for kv in in_slurm("scontrol", "show", "job", "-o", job).stdout.split()
-                      if "=" in kv)
+        fields = dict(
+            kv.split("=", 1) for kv in in_slurm("scontrol", "show", "job", "-o", job).stdout.split() if "=" in kv
+        )
         if fields["JobState"] in ENDED:
             return fields
         if time.monotonic() > deadline:
             in_slurm("scancel", job, check=False)
-            pytest.fail(f"job {job} still {fields['JobState']} after {timeout}s; its output:\n"
-                        f"{output.read_text() if output.exists() else '(none)'}")
+            pytest.fail(
+                f"job {job} still {fields['JobState']} after {timeout}s; its output:\n"
+                f"{output.read_text() if output.exists() else '(none)'}"
+            )
         time.sleep(0.5)
 
 

@@ -27,8 +27,8 @@ from synapto.agents.base import Agent, Policy
 # Everything is linear in ``m``: per row, ``bound = a m + b`` with ``a`` and ``b``
 # computed once from the weights; the margin's bound adds the two largest outputs'.
 
-U32 = 2.0 ** -24  #: float32 unit roundoff
-U64 = 2.0 ** -53  #: float64 unit roundoff
+U32 = 2.0**-24  #: float32 unit roundoff
+U64 = 2.0**-53  #: float64 unit roundoff
 #: absolute error bound of :func:`synapto.fastmath.tanh_` in float32 (3.1 u measured; the tests check it)
 TANH32_ERR = 16 * U32
 #: absolute error bound of ``np.tanh`` in float64 (the one-row path)
@@ -37,8 +37,9 @@ TANH64_ERR = 4 * U64
 BOUND_SAFETY = 1.25
 
 
-def decision_bound(layers, out_tanh: bool, u: float = U32 + U64,
-                   tanh_err: float = TANH32_ERR + TANH64_ERR) -> tuple[np.ndarray, np.ndarray]:
+def decision_bound(
+    layers, out_tanh: bool, u: float = U32 + U64, tanh_err: float = TANH32_ERR + TANH64_ERR
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-row ``(a, b)`` with ``|margin_fast - margin_exact| <= a * m + b`` (see above).
 
     ``layers``: per layer ``(n_in, sources)``, ``sources`` a list of ``(j, W)`` with
@@ -137,8 +138,16 @@ def argmax_margin(out: np.ndarray, action: np.ndarray, margin: np.ndarray, tmp: 
     margin += np.add.reduce(out, axis=0) * 0.0  # NaN where any output is not finite
 
 
-def certify(action: np.ndarray, margin: np.ndarray, bound: np.ndarray, ok: np.ndarray, exact: ExactRows,
-            ids: np.ndarray, obs: np.ndarray, refine=None) -> None:
+def certify(
+    action: np.ndarray,
+    margin: np.ndarray,
+    bound: np.ndarray,
+    ok: np.ndarray,
+    exact: ExactRows,
+    ids: np.ndarray,
+    obs: np.ndarray,
+    refine=None,
+) -> None:
     """Keep ``action`` where ``bound < margin < inf``.  Elsewhere, ``refine(rows, obs)``
     (if given; ``obs`` those rows' observations, float64) recomputes them in float64 and
     returns ``(action, margin, bound)`` of that pass against the one-row path; rows it

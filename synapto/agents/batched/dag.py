@@ -6,12 +6,17 @@ and this module imports nothing of the agent's, so the arrow between them points
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
 
 from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
+
+if TYPE_CHECKING:
+    from synapto.agents.batched.rows import LayeredAgent
 
 
 class DAGBatchPolicy(RowsLastBatchPolicy):
@@ -42,8 +47,15 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
     #: ... with a margin in z at least this much above the error bound
     Z_SLACK = 1e-5
 
+    _x: np.ndarray  #: every unit's activity, (units, rows)
+    _gram: list[np.ndarray]  #: per source layer, (units, units, rows) sums of outer products (with statistics)
+    _prod: np.ndarray  #: scratch of the outer products
+    _abs: np.ndarray  #: (Discrete) scratch of the error bounds
+    _z: np.ndarray  #: (Discrete) the output pre-activations
+    _zabs: np.ndarray
+
     def __init__(self, agent: Agent, genomes: np.ndarray, want_stats: bool, episodes: int = 1):
-        self.agent = agent
+        self.agent = agent = cast("LayeredAgent", agent)  # a PrunedMLP or a HebbianDAG (see the docstring)
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes
         k = genomes.shape[0]
@@ -54,12 +66,13 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         self.ids = np.arange(n)
         self._stats = np.zeros((n, agent.n_params)) if want_stats else None
         self._pending: list = []  # (original rows, their G per source) of ended episodes, not folded in yet
-        self._mats = self._w64 = None
+        self._mats = None
+        self._w64: list[np.ndarray] | None = None
         if self.discrete:
             layers = []
             for i, (s, shape) in enumerate(zip(agent._slices, agent._shapes)):
                 w = genomes[:, s].reshape(k, *shape)
-                layers.append((shape[0], [(j, w[:, cum[j]:cum[j + 1]]) for j in range(i + 1)]))
+                layers.append((shape[0], [(j, w[:, cum[j] : cum[j + 1]]) for j in range(i + 1)]))
             a32, b32, _, _ = decision_bounds(layers, out_tanh=False)  # on z
             _, _, a64, b64 = decision_bounds(layers, out_tanh=True)  # on tanh(z), float64
             b32 = b32 + np.float32(self.Z_SLACK)
@@ -71,14 +84,17 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         if self._mats is None:
             self._mats = self._weights(self.ids)
         self._x = np.zeros((cum[-1], n), dt)
-        self._layers = [(w, self._x[: cum[i + 1]], self._x[cum[i + 1]: cum[i + 2]]) for i, w in enumerate(self._mats)]
+        self._layers = [(w, self._x[: cum[i + 1]], self._x[cum[i + 1] : cum[i + 2]]) for i, w in enumerate(self._mats)]
         if self._stats is not None:
             if getattr(self, "_gram", None) is None or self._gram[0].shape[-1] != n:
                 self._gram = [np.zeros((cum[j + 1] - cum[j],) * 2 + (n,), dt) for j in range(len(self._mats))]
             self._prod = np.zeros((max(self.agent.sizes[:-1]), n), dt)
             # per source unit a: G_j[a, a:] += x_a * x_a.. (the upper triangle)
-            self._tri = [(self._x[cum[j] + a], self._x[cum[j] + a: cum[j + 1]], g[a, a:], self._prod[: cum[j + 1] - cum[j] - a])
-                         for j, g in enumerate(self._gram) for a in range(cum[j + 1] - cum[j])]
+            self._tri = [
+                (self._x[cum[j] + a], self._x[cum[j] + a : cum[j + 1]], g[a, a:], self._prod[: cum[j + 1] - cum[j] - a])
+                for j, g in enumerate(self._gram)
+                for a in range(cum[j + 1] - cum[j])
+            ]
         if self.discrete:
             self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
             self._abs = np.zeros((cum[1], n), dt)
@@ -94,6 +110,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
     def act(self, obs):
         if self._mats is None:
             self._build()
+        assert self._mats is not None  # _build made them
         cum, x = self.cum, self._x
         x0 = x[: cum[1]]
         np.copyto(x0, obs.T, casting="unsafe")
@@ -107,7 +124,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
                 np.multiply(xa, xs, out=p)
                 g += p
         if not self.discrete:
-            return batch_actions(self.agent, x[cum[-2] + 1:])
+            return batch_actions(self.agent, x[cum[-2] + 1 :])
         action, margin, bound, m = self._action, self._margin, self._bound, self._m
         y = self._z[1:]
         argmax_margin(y, action, margin, self._tmp)
@@ -128,18 +145,20 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         cum, agent = self.cum, self.agent
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             k = self.genomes.shape[0]
-            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(k, *shape))
-                         for s, shape in zip(agent._slices, agent._shapes)]
+            self._w64 = [
+                np.ascontiguousarray(self.genomes[:, s].reshape(k, *shape))
+                for s, shape in zip(agent._slices, agent._shapes)
+            ]
         ids = self.ids[rows]
         gi = ids // self.episodes
         x = np.zeros((len(ids), 1, cum[-1]))
         x[:, 0, : cum[1]] = obs.reshape(len(ids), -1)  # as given to act (not rounded to float32)
         m = np.abs(x[:, 0, : cum[1]]).max(axis=1)
         for i, w in enumerate(self._w64):
-            h = x[:, :, cum[i + 1]: cum[i + 2]]
+            h = x[:, :, cum[i + 1] : cum[i + 2]]
             np.matmul(x[:, :, : cum[i + 1]], w[gi], out=h)
             np.tanh(h, out=h)
-        out = np.ascontiguousarray(x[:, 0, cum[-2] + 1:].T)
+        out = np.ascontiguousarray(x[:, 0, cum[-2] + 1 :].T)
         action = np.zeros(len(ids), np.int64)
         margin = np.zeros(len(ids))
         argmax_margin(out, action, margin, np.zeros((2, len(ids))))
@@ -156,7 +175,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
         rows = np.concatenate([r for r, _ in self._pending])
         grams = [np.concatenate([gs[j] for _, gs in self._pending], axis=-1) for j in range(len(self._gram))]
         self._pending = []
-        for j, g in enumerate(grams):
+        for g in grams:
             n = g.shape[0]
             lower = np.tril(np.ones((n, n), bool), -1)
             g[lower] = g.transpose(1, 0, 2)[lower]  # symmetric: the lower triangle from the upper
@@ -167,6 +186,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
     def _fold_rows(self, rows, grams) -> None:
         cum, agent = self.cum, self.agent
         k = len(rows)
+        assert self._mats is not None  # built before any episode ends
         g_t = np.ascontiguousarray(self.genomes[rows // self.episodes].T)  # (n_params, k): rows last
         out = np.zeros((agent.n_params, k))
         for j, g in enumerate(grams):
@@ -186,6 +206,7 @@ class DAGBatchPolicy(RowsLastBatchPolicy):
                     np.multiply(gk[:, c, None, :], w[c], out=pc)
                     t += pc
                 np.abs(t, out=t)
+        assert self._stats is not None  # folded only when statistics are wanted
         self._stats[rows] = out.T  # every row's episode ends once
 
     def _keep_rows(self, rows) -> None:

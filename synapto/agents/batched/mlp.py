@@ -6,12 +6,17 @@ and this module imports nothing of the agent's, so the arrow between them points
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
 
 from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
 from synapto.fastmath import tanh_
+
+if TYPE_CHECKING:
+    from synapto.agents.batched.rows import LayeredAgent
 
 
 class MLPBatchPolicy(RowsLastBatchPolicy):
@@ -24,27 +29,31 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     """
 
     def __init__(self, agent: Agent, genomes: np.ndarray, episodes: int = 1):
-        self.agent = agent
+        self.agent = agent = cast("LayeredAgent", agent)  # a PrunedMLP or a HebbianDAG (see the docstring)
         self.genomes = genomes  # one per individual; row r runs genome r // episodes
         self.episodes = episodes
         k = genomes.shape[0]
         self.discrete = agent.space.discrete
         self.dtype = np.float32 if self.discrete else np.float64
         self.ids = np.arange(k * episodes)
-        self._mats = self._w64 = None
+        self._mats = None
+        self._w64: list[np.ndarray] | None = None
         if self.discrete:
-            layers = [(i, [(l, genomes[:, s].reshape(k, i, o))])
-                      for l, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))]
+            layers = [
+                (i, [(layer, genomes[:, s].reshape(k, i, o))])
+                for layer, (s, (i, o)) in enumerate(zip(agent._slices, agent._shapes))
+            ]
             self._a_all, self._b_all, self._a64, self._b64 = (
-                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False))
+                np.repeat(v, episodes) for v in decision_bounds(layers, out_tanh=False)
+            )
             self.exact = ExactRows(agent, genomes, episodes)
 
     def _build(self) -> None:
         n, dt = len(self.ids), self.dtype
         if self._mats is None:
             self._mats = self._weights(self.ids)
-        self._x0 = np.zeros((self.agent._shapes[0][0], n), dt)
-        self._bufs = [np.zeros((w.shape[1], n), dt) for w in self._mats]
+        self._x0: np.ndarray = np.zeros((self.agent._shapes[0][0], n), dt)
+        self._bufs: list[np.ndarray] = [np.zeros((w.shape[1], n), dt) for w in self._mats]
         if self.discrete:
             self._a, self._b = self._a_all[self.ids], self._b_all[self.ids]
             self._abs = np.zeros_like(self._x0)
@@ -56,6 +65,7 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
     def act(self, obs):
         if self._mats is None:
             self._build()
+        assert self._mats is not None  # _build made them
         x = self._x0
         np.copyto(x, obs.T, casting="unsafe")
         last = len(self._mats) - 1
@@ -82,8 +92,10 @@ class MLPBatchPolicy(RowsLastBatchPolicy):
         gi = ids // self.episodes
         if self._w64 is None:  # rows first, float64: the genomes' own matrices
             n = self.genomes.shape[0]
-            self._w64 = [np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
-                         for s, shape in zip(self.agent._slices, self.agent._shapes)]
+            self._w64 = [
+                np.ascontiguousarray(self.genomes[:, s].reshape(n, *shape))
+                for s, shape in zip(self.agent._slices, self.agent._shapes)
+            ]
         x = obs.reshape(len(ids), 1, -1)  # (k, 1, in)
         m = np.abs(x).max(axis=2)[:, 0]
         last = len(self._w64) - 1

@@ -10,8 +10,17 @@ from synapto.agents.base import Agent, BatchPolicy
 
 if TYPE_CHECKING:
     from synapto.agents.batched.certify import ExactRows
-    from synapto.agents.hebbian_dag import HebbianDAG
-    from synapto.agents.pruned_mlp import PrunedMLP
+
+    class LayeredAgent(Agent):
+        """What the built-in batched policies read of their agent (a PrunedMLP or a
+        HebbianDAG) beyond :class:`Agent`: each weight matrix's genome slice and shape, the
+        units per layer and their offsets (HebbianDAG).  Declared for the type checker only:
+        the agents import this package, so it names them by what it reads."""
+
+        sizes: list[int]
+        _slices: list[slice]
+        _shapes: list[tuple[int, int]]
+        _cum: list[int]
 
 
 class RowsLastBatchPolicy(BatchPolicy):
@@ -23,7 +32,7 @@ class RowsLastBatchPolicy(BatchPolicy):
     in ``__init__`` and implement ``_build`` (buffers for the current width) and ``act``;
     ``_keep_rows``/``_load_rows`` are hooks for per-row state of their own."""
 
-    agent: PrunedMLP | HebbianDAG
+    agent: LayeredAgent
     genomes: np.ndarray
     episodes: int
     dtype: type
@@ -38,8 +47,10 @@ class RowsLastBatchPolicy(BatchPolicy):
 
     def _weights(self, rows) -> list[np.ndarray]:
         g = self.genomes[rows // self.episodes]
-        return [np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
-                for s, shape in zip(self.agent._slices, self.agent._shapes)]
+        return [
+            np.ascontiguousarray(g[:, s].reshape(len(rows), *shape).transpose(1, 2, 0), dtype=self.dtype)
+            for s, shape in zip(self.agent._slices, self.agent._shapes)
+        ]
 
     def _build(self) -> None:
         raise NotImplementedError
@@ -88,7 +99,7 @@ def rows_product(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     m = p.shape[0]
     while m > 1:
         h = m // 2
-        p[:h] += p[m - h:m]
+        p[:h] += p[m - h : m]
         m -= h
     np.copyto(out, p[0])
     return out

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -75,16 +75,63 @@ from synapto.bench.evolve.runs import (
 )
 from synapto.store import differences
 
-__all__ = ["MULTI_VALUE_OPTIONS", "PARTS", "PROJECT_RANKS", "REFERENCE_MODE", "Logged", "Settings", "breakdown",
-           "build_sample", "ceiling", "derive", "evolve_command", "loop_times", "markdown", "measure_raw", "plot",
-           "productive_share", "project", "raw_process", "raw_summary", "read_run", "register", "run_bench",
-           "run_logged", "run_work", "simulate_farm", "summarise_run"]
+__all__ = [
+    "MULTI_VALUE_OPTIONS",
+    "PARTS",
+    "PROJECT_RANKS",
+    "REFERENCE_MODE",
+    "Logged",
+    "Settings",
+    "breakdown",
+    "build_sample",
+    "ceiling",
+    "derive",
+    "evolve_command",
+    "loop_times",
+    "markdown",
+    "measure_raw",
+    "plot",
+    "productive_share",
+    "project",
+    "raw_process",
+    "raw_summary",
+    "read_run",
+    "register",
+    "run_bench",
+    "run_logged",
+    "run_work",
+    "simulate_farm",
+    "summarise_run",
+]
 
 #: options taking several values (synapto's main() expands them)
 MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")
 
 
 # --------------------------------------------------------------------------- the benchmark
+def _new_result(s: Settings, workers: list[int]) -> dict[str, Any]:
+    """The benchmark's result before its runs: the settings, the machine, empty records."""
+    return {
+        "settings": {
+            **asdict(s),
+            "hidden": list(s.hidden),
+            "seeds": list(s.seeds),
+            "workers": workers,
+            "evolve_options": list(s.evolve_options),
+        },
+        "machine": {
+            "machine": platform.machine(),
+            "cores": cpu_count(),
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+        "runs": [],
+        "raw": [],
+        "identical": {},
+        "commands": [],
+    }
+
+
 def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
     s.check()
     out_dir = Path(s.out_dir)
@@ -92,13 +139,7 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
     runs_dir.mkdir(parents=True, exist_ok=True)
     workers = sorted(s.workers)
     scheds = lambda n: ["dynamic"] + (["waves"] if s.waves and n > 1 else [])  # noqa: E731
-    result = {
-        "settings": {**asdict(s), "hidden": list(s.hidden), "seeds": list(s.seeds), "workers": workers,
-                     "evolve_options": list(s.evolve_options)},
-        "machine": {"machine": platform.machine(), "cores": cpu_count(), "python": platform.python_version(),
-                    "date": time.strftime("%Y-%m-%d %H:%M:%S")},
-        "runs": [], "raw": [], "identical": {}, "commands": [],
-    }
+    result = _new_result(s, workers)
     t_start = time.perf_counter()
     for seed in s.seeds:
         first: Path | None = None
@@ -115,8 +156,10 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
                 result["runs"].append(summary)
                 if not result["commands"]:
                     result["commands"].append(shlex.join(["python", *cmd[1:]]))
-                log(f"  {summary['process_wall']:.1f} s ({summary['loop']:.1f} s loop), "
-                    f"{summary['env_steps']:,} env steps, {summary['steps_per_s_per_worker']:,.0f} steps/s per worker")
+                log(
+                    f"  {summary['process_wall']:.1f} s ({summary['loop']:.1f} s loop), "
+                    f"{summary['env_steps']:,} env steps, {summary['steps_per_s_per_worker']:,.0f} steps/s per worker"
+                )
                 if first is None:
                     first = out
                     if s.raw_steps:
@@ -134,9 +177,11 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
                 raw_entry = {"seed": seed, "workers": n, **raw, "summary": raw_summary(raw)}
                 result["raw"].append(raw_entry)
                 rs = raw_entry["summary"]
-                log(f"  raw env, {max(n, 1)} process(es): {rs['fresh_steps_per_s']:,.0f} steps/s fresh env "
+                log(
+                    f"  raw env, {max(n, 1)} process(es): {rs['fresh_steps_per_s']:,.0f} steps/s fresh env "
                     f"(synapto evaluate side by side: {rs['synapto_steps_per_s']:,.0f}, ratio "
-                    f"{rs['worker_ratio_wall']:.3f} wall, {rs['worker_ratio_cpu']:.3f} cpu)")
+                    f"{rs['worker_ratio_wall']:.3f} wall, {rs['worker_ratio_cpu']:.3f} cpu)"
+                )
     result["bench_seconds"] = time.perf_counter() - t_start
     derive(result)
     md = markdown(result)
@@ -161,6 +206,7 @@ def _json_default(o):
         return o.tolist()
     raise TypeError(type(o).__name__)
 
+
 # --------------------------------------------------------------------------- command line
 def register(bench_app) -> None:
     """Add ``evolve`` to the ``bench`` typer sub-app."""
@@ -170,31 +216,47 @@ def register(bench_app) -> None:
     def bench_evolve(
         env: Annotated[str, typer.Option(help="Gymnasium environment id.")] = d.env,
         agent: Annotated[str, typer.Option(help="pruned-mlp, hebbian-dag or package.module:Class.")] = d.agent,
-        hidden: Annotated[list[int] | None, typer.Option(
-            help="Hidden layer sizes.", show_default="8 8")] = None,
+        hidden: Annotated[list[int] | None, typer.Option(help="Hidden layer sizes.", show_default="8 8")] = None,
         population: Annotated[int, typer.Option(help="Individuals per generation.")] = d.population,
         generations: Annotated[int, typer.Option(help="Generations per run.")] = d.generations,
         episodes: Annotated[int, typer.Option(help="Episodes per fitness.")] = d.episodes,
-        seed: Annotated[list[int] | None, typer.Option(
-            help="Run seeds, one run per seed and worker count.", show_default="13 41337")] = None,
-        workers_list: Annotated[list[int] | None, typer.Option(
-            help="Worker counts; 0 runs in one process without MPI.", show_default="1 2")] = None,
-        waves: Annotated[bool, typer.Option(
-            help="Also run --schedule waves at every worker count above 1.")] = d.waves,
-        raw_steps: Annotated[int, typer.Option(
-            help="Env steps replayed per raw-ceiling process (0 skips the raw-environment ceiling).")] = d.raw_steps,
-        out_dir: Annotated[Path, typer.Option(help="Where the table (.md, .json, .png) and runs/ go.")]
-            = Path(d.out_dir),
-        evolve_options: Annotated[str, typer.Option(
-            help="Extra `synapto evolve` options for every run; the default runs the reference's algorithm, "
-                 "as the origin benchmark did; \"\" runs evolve's defaults.")] = shlex.join(REFERENCE_MODE),
+        seed: Annotated[
+            list[int] | None,
+            typer.Option(help="Run seeds, one run per seed and worker count.", show_default="13 41337"),
+        ] = None,
+        workers_list: Annotated[
+            list[int] | None, typer.Option(help="Worker counts; 0 runs in one process without MPI.", show_default="1 2")
+        ] = None,
+        waves: Annotated[bool, typer.Option(help="Also run --schedule waves at every worker count above 1.")] = d.waves,
+        raw_steps: Annotated[
+            int, typer.Option(help="Env steps replayed per raw-ceiling process (0 skips the raw-environment ceiling).")
+        ] = d.raw_steps,
+        out_dir: Annotated[Path, typer.Option(help="Where the table (.md, .json, .png) and runs/ go.")] = Path(
+            d.out_dir
+        ),
+        evolve_options: Annotated[
+            str,
+            typer.Option(
+                help="Extra `synapto evolve` options for every run; the default runs the reference's algorithm, "
+                'as the origin benchmark did; "" runs evolve\'s defaults.'
+            ),
+        ] = shlex.join(REFERENCE_MODE),
     ):
         """Time evolution at several worker counts: table, raw-env ratio, time breakdown, projection."""
-        settings = Settings(env=env, agent=agent, hidden=tuple(hidden or d.hidden), population=population,
-                            generations=generations, episodes=episodes, seeds=tuple(seed or d.seeds),
-                            workers=tuple(d.workers if workers_list is None else workers_list), waves=waves,
-                            raw_steps=raw_steps, out_dir=str(out_dir),
-                            evolve_options=tuple(shlex.split(evolve_options)))
+        settings = Settings(
+            env=env,
+            agent=agent,
+            hidden=tuple(hidden or d.hidden),
+            population=population,
+            generations=generations,
+            episodes=episodes,
+            seeds=tuple(seed or d.seeds),
+            workers=tuple(d.workers if workers_list is None else workers_list),
+            waves=waves,
+            raw_steps=raw_steps,
+            out_dir=str(out_dir),
+            evolve_options=tuple(shlex.split(evolve_options)),
+        )
         from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)

@@ -23,8 +23,7 @@ def simulate_farm(task_times, n_workers: int, schedule: str = "dynamic", per_tas
     if n_workers <= 0 or len(task_times) == 0:
         return float(sum(task_times)) + per_task * len(task_times)
     if schedule == "waves":
-        return float(sum(max(task_times[i:i + n_workers]) + per_task
-                         for i in range(0, len(task_times), n_workers)))
+        return float(sum(max(task_times[i : i + n_workers]) + per_task for i in range(0, len(task_times), n_workers)))
     free = [0.0] * min(n_workers, len(task_times))
     for t in task_times:
         heapq.heappush(free, heapq.heappop(free) + t + per_task)
@@ -84,31 +83,44 @@ def derive(result: dict) -> None:
     for n, sched in keys:
         rs = [r for r in runs if r["workers"] == n and r["schedule"] == sched]
         loops = {r["seed"]: r["loop"] for r in rs}
-        sp = speedups({**{b: v for b, v in dyn_loops.items() if b == min(dyn_loops)}, n: loops}) \
-            if sched != "dynamic" else sp_dyn
+        sp = (
+            speedups({**{b: v for b, v in dyn_loops.items() if b == min(dyn_loops)}, n: loops})
+            if sched != "dynamic"
+            else sp_dyn
+        )
         parts = {k: sum(r["parts"][k] for r in rs) for k, _ in PARTS}
-        rows.append({
-            "workers": n, "schedule": sched, "seeds": [r["seed"] for r in rs],
-            "process_wall": [r["process_wall"] for r in rs], "loop": [r["loop"] for r in rs],
-            "steps_per_s": float(np.mean([r["steps_per_s"] for r in rs])),
-            "steps_per_s_per_worker": float(np.mean([r["steps_per_s_per_worker"] for r in rs])),
-            "speedup": sp.get(n, {}).get("speedup", math.nan),
-            "efficiency": sp.get(n, {}).get("efficiency", math.nan),
-            "ceiling": float(np.mean([r["ceiling"] for r in rs])) if all("ceiling" in r for r in rs) else math.nan,
-            "ceiling_reuse": float(np.mean([r["ceiling_reuse"] for r in rs])) if all("ceiling" in r for r in rs)
-            else math.nan,
-            "ratio": float(np.mean([r["ratio"] for r in rs])) if all("ratio" in r for r in rs) else math.nan,
-            "ratio_side_by_side": float(np.mean([r["ratio_side_by_side"] for r in rs]))
-            if all("ratio" in r for r in rs) else math.nan,
-            "productive_share": float(np.mean([r["productive_share"] for r in rs])),
-            "parts": parts, "shares": shares(parts),
-        })
+        rows.append(
+            {
+                "workers": n,
+                "schedule": sched,
+                "seeds": [r["seed"] for r in rs],
+                "process_wall": [r["process_wall"] for r in rs],
+                "loop": [r["loop"] for r in rs],
+                "steps_per_s": float(np.mean([r["steps_per_s"] for r in rs])),
+                "steps_per_s_per_worker": float(np.mean([r["steps_per_s_per_worker"] for r in rs])),
+                "speedup": sp.get(n, {}).get("speedup", math.nan),
+                "efficiency": sp.get(n, {}).get("efficiency", math.nan),
+                "ceiling": float(np.mean([r["ceiling"] for r in rs])) if all("ceiling" in r for r in rs) else math.nan,
+                "ceiling_reuse": float(np.mean([r["ceiling_reuse"] for r in rs]))
+                if all("ceiling" in r for r in rs)
+                else math.nan,
+                "ratio": float(np.mean([r["ratio"] for r in rs])) if all("ratio" in r for r in rs) else math.nan,
+                "ratio_side_by_side": float(np.mean([r["ratio_side_by_side"] for r in rs]))
+                if all("ratio" in r for r in rs)
+                else math.nan,
+                "productive_share": float(np.mean([r["productive_share"] for r in rs])),
+                "parts": parts,
+                "shares": shares(parts),
+            }
+        )
     result["rows"] = rows
     points = {row["workers"]: row["speedup"] for row in rows if row["schedule"] == "dynamic"}
     base = min(points) if points else 1
     f = fit_amdahl(points) if base <= 1 else math.nan
-    proj = {"amdahl_serial_fraction": f,
-            "amdahl": {R: amdahl(f, R - 1) if math.isfinite(f) else math.nan for R in PROJECT_RANKS}}
+    proj = {
+        "amdahl_serial_fraction": f,
+        "amdahl": {R: amdahl(f, R - 1) if math.isfinite(f) else math.nan for R in PROJECT_RANKS},
+    }
     # the task-farm simulation, from the baseline runs (one per seed)
     sims = []
     for seed in result["settings"]["seeds"]:

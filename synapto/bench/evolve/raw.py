@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,10 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
             total += int(steps[g, i])
             if total >= budget:
                 break
-        items = [(g, i, np.asarray(run.population(g, i)), np.asarray(run.seeds(g, i)),
-                  np.asarray(run.returns(g, i))) for g, i in picks]
+        items = [
+            (g, i, np.asarray(run.population(g, i)), np.asarray(run.seeds(g, i)), np.asarray(run.returns(g, i)))
+            for g, i in picks
+        ]
     evaluations, mismatches = [], 0
     for g, i, genome, seeds, returns in items:
         policy = agent.policy(genome)
@@ -64,14 +67,19 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
             policy.end_episode()
             mismatches += total_r != returns[e]
             episodes.append((int(s), actions))
-        evaluations.append({"generation": g, "individual": i, "genome": genome, "seeds": seeds,
-                            "episodes": episodes})
+        evaluations.append({"generation": g, "individual": i, "genome": genome, "seeds": seeds, "episodes": episodes})
     if mismatches:
         log(f"warning: {mismatches} re-run episode(s) of {run_path} differ from the stored returns")
-    return {"env": cfg["env"], "agent": cfg["agent"], "hidden": tuple(cfg["hidden"]),
-            "agent_options": cfg.get("agent_options", {}), "evaluations": evaluations,
-            "steps": int(sum(len(a) for ev in evaluations for _, a in ev["episodes"])),
-            "episodes": int(sum(len(ev["episodes"]) for ev in evaluations)), "mismatches": int(mismatches)}
+    return {
+        "env": cfg["env"],
+        "agent": cfg["agent"],
+        "hidden": tuple(cfg["hidden"]),
+        "agent_options": cfg.get("agent_options", {}),
+        "evaluations": evaluations,
+        "steps": int(sum(len(a) for ev in evaluations for _, a in ev["episodes"])),
+        "episodes": int(sum(len(ev["episodes"]) for ev in evaluations)),
+        "mismatches": int(mismatches),
+    }
 
 
 def raw_process(sample_path: str, out_path: str) -> None:
@@ -87,8 +95,10 @@ def raw_process(sample_path: str, out_path: str) -> None:
     env_id = sample["env"]
     evaluator = EvolveSpec(env_id, sample["agent"], tuple(sample["hidden"]), dict(sample["agent_options"])).build()
     clock, cpu = time.perf_counter, time.thread_time
-    acc = {m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
-           for m in ("fresh", "reuse", "synapto")}
+    acc: dict[str, Any] = {
+        m: dict(make=0.0, reset=0.0, step=0.0, close=0.0, wall=0.0, cpu=0.0, steps=0, episodes=0)
+        for m in ("fresh", "reuse", "synapto")
+    }
     reuse_env = make_env(env_id)
 
     def syn(ev, a):
@@ -96,8 +106,11 @@ def raw_process(sample_path: str, out_path: str) -> None:
         a["steps"] += int(r.steps.sum())
         a["episodes"] += len(r.steps)
 
-    modes = (("fresh", lambda ev, a: _replay_fresh(env_id, ev, a)),
-             ("reuse", lambda ev, a: _replay_reused(reuse_env, ev, a)), ("synapto", syn))
+    modes = (
+        ("fresh", lambda ev, a: _replay_fresh(env_id, ev, a)),
+        ("reuse", lambda ev, a: _replay_reused(reuse_env, ev, a)),
+        ("synapto", syn),
+    )
     _replay_fresh(env_id, sample["evaluations"][0], acc["fresh"])  # warm-up (first-call costs), not counted
     for a in acc.values():
         a.update(make=0.0, reset=0.0, step=0.0, close=0.0, steps=0, episodes=0)
@@ -110,8 +123,8 @@ def raw_process(sample_path: str, out_path: str) -> None:
             acc[name]["wall"] += clock() - w
     reuse_env.close()
     acc["clock_s"] = _clock_cost()
-    with open(out_path, "w") as fh:
-        json.dump(acc, fh)
+    with open(out_path, "w") as out:
+        json.dump(acc, out)
 
 
 def _replay_fresh(env_id: str, ev: dict, a: dict) -> None:
@@ -176,14 +189,19 @@ def _clock_cost() -> float:
 def measure_raw(sample_path: Path, concurrency: int, tag: str) -> dict:
     """``concurrency`` raw processes at once; their figures summed (they did the same work)."""
     outs = [sample_path.with_name(f"{sample_path.stem}_{tag}_{k}.json") for k in range(concurrency)]
-    procs = [subprocess.Popen([sys.executable, "-m", "synapto.bench.evolve", "raw", str(sample_path), str(o)],
-                              env=child_env()) for o in outs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "synapto.bench.evolve", "raw", str(sample_path), str(o)], env=child_env()
+        )
+        for o in outs
+    ]
     rcs = [p.wait() for p in procs]
     if any(rcs):
         raise UsageError(f"raw-environment measurement failed (exit codes {rcs})")
     results = [json.loads(o.read_text()) for o in outs]
-    total = {m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]}
-             for m in ("fresh", "reuse", "synapto")}
+    total: dict[str, Any] = {
+        m: {k: float(sum(r[m][k] for r in results)) for k in results[0][m]} for m in ("fresh", "reuse", "synapto")
+    }
     total["clock_s"] = float(np.mean([r["clock_s"] for r in results]))
     total["processes"] = concurrency
     return total

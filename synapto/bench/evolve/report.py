@@ -20,8 +20,15 @@ def _f(x, fmt="{:.1f}") -> str:
 def markdown(result: dict) -> str:
     rows = result["rows"]
     base = min(r["workers"] for r in rows) if rows else 1
-    lines = [*_header(result, base), *_runs_table(result), *_raw_ceiling(result), *_time_shares(result),
-             *_waves(rows), *_beyond_one_machine(result, base), *_assumptions(result["settings"])]
+    lines = [
+        *_header(result, base),
+        *_runs_table(result),
+        *_raw_ceiling(result),
+        *_time_shares(result),
+        *_waves(rows),
+        *_beyond_one_machine(result, base),
+        *_assumptions(result["settings"]),
+    ]
     return "\n".join(lines)
 
 
@@ -62,21 +69,49 @@ def _runs_table(result: dict) -> list[str]:
     seeds = s["seeds"]
     table = []
     for row in rows:
-        table.append([row["workers"], row["schedule"], " / ".join(f"{w:.1f}" for w in row["process_wall"]),
-                      fmt_mean_std(row["process_wall"]), fmt_mean_std(row["loop"]),
-                      f"{row['steps_per_s']:,.0f}", f"{row['steps_per_s_per_worker']:,.0f}",
-                      _f(row["speedup"], "{:.2f}"), _f(row["efficiency"], "{:.1%}"),
-                      _f(row["ceiling"], "{:,.0f}"), _f(row["ratio"], "{:.3f}"),
-                      _f(row["ratio_side_by_side"], "{:.3f}")])
-    lines.append(md_table(["workers", "schedule", f"wall per seed {'/'.join(map(str, seeds))} (s)",
-                           "wall mean ± std (s)", "loop mean ± std (s)", "env steps/s", "steps/s per worker",
-                           "speed-up", "efficiency", "raw ceiling (steps/s)", "ratio to raw",
-                           "ratio, side by side"], table))
+        table.append(
+            [
+                row["workers"],
+                row["schedule"],
+                " / ".join(f"{w:.1f}" for w in row["process_wall"]),
+                fmt_mean_std(row["process_wall"]),
+                fmt_mean_std(row["loop"]),
+                f"{row['steps_per_s']:,.0f}",
+                f"{row['steps_per_s_per_worker']:,.0f}",
+                _f(row["speedup"], "{:.2f}"),
+                _f(row["efficiency"], "{:.1%}"),
+                _f(row["ceiling"], "{:,.0f}"),
+                _f(row["ratio"], "{:.3f}"),
+                _f(row["ratio_side_by_side"], "{:.3f}"),
+            ]
+        )
+    lines.append(
+        md_table(
+            [
+                "workers",
+                "schedule",
+                f"wall per seed {'/'.join(map(str, seeds))} (s)",
+                "wall mean ± std (s)",
+                "loop mean ± std (s)",
+                "env steps/s",
+                "steps/s per worker",
+                "speed-up",
+                "efficiency",
+                "raw ceiling (steps/s)",
+                "ratio to raw",
+                "ratio, side by side",
+            ],
+            table,
+        )
+    )
     ident = result["identical"]
     if ident:
         ok = all(ident.values())
-        lines += ["", "Results identical across worker counts and schedules (every dataset outside /timing, "
-                  f"bit for bit): **{'yes' if ok else 'NO: ' + ', '.join(k for k, v in ident.items() if not v)}**."]
+        lines += [
+            "",
+            "Results identical across worker counts and schedules (every dataset outside /timing, "
+            f"bit for bit): **{'yes' if ok else 'NO: ' + ', '.join(k for k, v in ident.items() if not v)}**.",
+        ]
     return lines
 
 
@@ -85,30 +120,65 @@ def _raw_ceiling(result: dict) -> list[str]:
     runs = result["runs"]
     lines: list[str] = []
     if result["raw"]:
-        lines += ["", "### Raw-environment ceiling", "",
-                  "Same env (`make_env`), same episode seeds, the run's own actions replayed from a table (the same "
-                  "trajectories), no synapto.  Per seed and number of concurrent processes; the side-by-side "
-                  "columns run synapto's `evaluate` on the same evaluations in the same processes, interleaved.", ""]
+        lines += [
+            "",
+            "### Raw-environment ceiling",
+            "",
+            "Same env (`make_env`), same episode seeds, the run's own actions replayed from a table (the same "
+            "trajectories), no synapto.  Per seed and number of concurrent processes; the side-by-side "
+            "columns run synapto's `evaluate` on the same evaluations in the same processes, interleaved.",
+            "",
+        ]
         t = []
         for r in result["raw"]:
             rs = r["summary"]
-            run = next((x for x in runs if x["seed"] == r["seed"] and x["workers"] == r["workers"]
-                        and x["schedule"] == "dynamic"), None)
-            t.append([r["seed"], r["workers"], rs["processes"], f"{rs['sample_episodes']} / {rs['sample_steps']:,}",
-                      f"{rs['make_ms']:.2f} + {rs['reset_ms']:.2f} + {rs['close_ms']:.2f}", f"{rs['step_us']:.0f}",
-                      _f(run.get("ceiling") if run else None, "{:,.0f}"),
-                      _f(run.get("ceiling_reuse") if run else None, "{:,.0f}"),
-                      _f(run.get("ratio") if run else None, "{:.3f}"),
-                      f"{rs['fresh_steps_per_s']:,.0f} / {rs['synapto_steps_per_s']:,.0f}",
-                      f"{rs['worker_ratio_wall']:.3f} / {rs['worker_ratio_cpu']:.3f}"])
-        lines.append(md_table(["seed", "after the runs at (workers)", "processes", "sample episodes / steps",
-                               "make + reset + close (ms/episode)",
-                               "step (µs)", "ceiling, fresh env (steps/s)", "ceiling, reused env (steps/s)",
-                               "run ratio", "side by side: raw / evaluate (steps/s)",
-                               "evaluate / raw (wall / cpu)"], t))
+            run = next(
+                (
+                    x
+                    for x in runs
+                    if x["seed"] == r["seed"] and x["workers"] == r["workers"] and x["schedule"] == "dynamic"
+                ),
+                None,
+            )
+            t.append(
+                [
+                    r["seed"],
+                    r["workers"],
+                    rs["processes"],
+                    f"{rs['sample_episodes']} / {rs['sample_steps']:,}",
+                    f"{rs['make_ms']:.2f} + {rs['reset_ms']:.2f} + {rs['close_ms']:.2f}",
+                    f"{rs['step_us']:.0f}",
+                    _f(run.get("ceiling") if run else None, "{:,.0f}"),
+                    _f(run.get("ceiling_reuse") if run else None, "{:,.0f}"),
+                    _f(run.get("ratio") if run else None, "{:.3f}"),
+                    f"{rs['fresh_steps_per_s']:,.0f} / {rs['synapto_steps_per_s']:,.0f}",
+                    f"{rs['worker_ratio_wall']:.3f} / {rs['worker_ratio_cpu']:.3f}",
+                ]
+            )
+        lines.append(
+            md_table(
+                [
+                    "seed",
+                    "after the runs at (workers)",
+                    "processes",
+                    "sample episodes / steps",
+                    "make + reset + close (ms/episode)",
+                    "step (µs)",
+                    "ceiling, fresh env (steps/s)",
+                    "ceiling, reused env (steps/s)",
+                    "run ratio",
+                    "side by side: raw / evaluate (steps/s)",
+                    "evaluate / raw (wall / cpu)",
+                ],
+                t,
+            )
+        )
         mean_len = [r["env_steps"] / r["episodes"] for r in runs if r["episodes"]]
-        lines += ["", f"Mean episode length in the runs: {np.mean(mean_len):.0f} steps.  Targets: ratio ≥ 0.90 "
-                  "(hebbian-dag), ≥ 0.95 (pruned-mlp)."]
+        lines += [
+            "",
+            f"Mean episode length in the runs: {np.mean(mean_len):.0f} steps.  Targets: ratio ≥ 0.90 "
+            "(hebbian-dag), ≥ 0.95 (pruned-mlp).",
+        ]
     return lines
 
 
@@ -116,24 +186,38 @@ def _time_shares(result: dict) -> list[str]:
     """Where the worker-seconds went, and what measuring them costs."""
     rows = result["rows"]
     lines: list[str] = []
-    lines += ["", "### Where the time goes", "",
-              "Shares of worker-seconds (workers × generation time, generation time from the log lines), summed "
-              "over generations and seeds.  env, agent and other work in a task are inside tasks (`/timing/"
-              "worker_env`, `worker_agent`, the rest of `worker_compute`); idle = holding no task (coordinator "
-              "clock); serialisation + communication = the rest of the evaluation time; the coordinator parts are "
-              "its own time outside the evaluation, when every worker waits.", ""]
+    lines += [
+        "",
+        "### Where the time goes",
+        "",
+        "Shares of worker-seconds (workers × generation time, generation time from the log lines), summed "
+        "over generations and seeds.  env, agent and other work in a task are inside tasks (`/timing/"
+        "worker_env`, `worker_agent`, the rest of `worker_compute`); idle = holding no task (coordinator "
+        "clock); serialisation + communication = the rest of the evaluation time; the coordinator parts are "
+        "its own time outside the evaluation, when every worker waits.",
+        "",
+    ]
     t = []
     for row in rows:
         sh = row["shares"]
-        t.append([row["workers"], row["schedule"], *(_f(sh[k], "{:.1%}") for k, _ in PARTS),
-                  f"{sum(row['parts'].values()):.0f}"])
+        t.append(
+            [
+                row["workers"],
+                row["schedule"],
+                *(_f(sh[k], "{:.1%}") for k, _ in PARTS),
+                f"{sum(row['parts'].values()):.0f}",
+            ]
+        )
     lines.append(md_table(["workers", "schedule", *(label for _, label in PARTS), "worker-seconds"], t))
     if result["raw"]:
         clock_ns = np.mean([r["summary"]["clock_ns"] for r in result["raw"]])
         step_us = np.mean([r["summary"]["step_us"] for r in result["raw"]])
-        lines += ["", f"Measuring costs two clock reads per step ({clock_ns:.0f} ns each) against a {step_us:.0f} µs "
-                  f"env step: {2 * clock_ns / (10 * step_us):.2f} % (per-episode and per-task clock reads are "
-                  "negligible)."]
+        lines += [
+            "",
+            f"Measuring costs two clock reads per step ({clock_ns:.0f} ns each) against a {step_us:.0f} µs "
+            f"env step: {2 * clock_ns / (10 * step_us):.2f} % (per-episode and per-task clock reads are "
+            "negligible).",
+        ]
     return lines
 
 
@@ -145,10 +229,12 @@ def _waves(rows: list) -> list[str]:
         lines += ["", "### Waves against dynamic scheduling", ""]
         for w in waves:
             d = next(row for row in rows if row["workers"] == w["workers"] and row["schedule"] == "dynamic")
-            lines.append(f"- {w['workers']} workers: waves {fmt_mean_std(w['loop'])} s against dynamic "
-                         f"{fmt_mean_std(d['loop'])} s loop time ({np.mean(w['loop']) / np.mean(d['loop']) - 1:+.1%}); "
-                         f"idle {w['shares']['idle']:.1%} against {d['shares']['idle']:.1%} of worker-seconds; "
-                         f"efficiency {_f(w['efficiency'], '{:.1%}')} against {_f(d['efficiency'], '{:.1%}')}.")
+            lines.append(
+                f"- {w['workers']} workers: waves {fmt_mean_std(w['loop'])} s against dynamic "
+                f"{fmt_mean_std(d['loop'])} s loop time ({np.mean(w['loop']) / np.mean(d['loop']) - 1:+.1%}); "
+                f"idle {w['shares']['idle']:.1%} against {d['shares']['idle']:.1%} of worker-seconds; "
+                f"efficiency {_f(w['efficiency'], '{:.1%}')} against {_f(d['efficiency'], '{:.1%}')}."
+            )
     return lines
 
 
@@ -161,9 +247,12 @@ def _beyond_one_machine(result: dict, base: int) -> list[str]:
     lines += ["", "### Beyond one machine", ""]
     pts = ", ".join(f"{row['workers']}: {row['speedup']:.2f}" for row in rows if row["schedule"] == "dynamic")
     if math.isfinite(f):
-        lines.append(f"Amdahl's law fitted to the measured speed-ups ({pts}): serial fraction f = {f:.4f}; "
-                     "projected speed-up " + ", ".join(f"{amdahl(f, R - 1):.1f} at {R} ranks ({R - 1} workers)"
-                                                      for R in PROJECT_RANKS) + ".")
+        lines.append(
+            f"Amdahl's law fitted to the measured speed-ups ({pts}): serial fraction f = {f:.4f}; "
+            "projected speed-up "
+            + ", ".join(f"{amdahl(f, R - 1):.1f} at {R} ranks ({R - 1} workers)" for R in PROJECT_RANKS)
+            + "."
+        )
     else:
         lines.append("Amdahl fit: needs a run at 1 worker (or 0) and one above it.")
     base_row = next((row for row in rows if row["schedule"] == "dynamic" and row["workers"] == base), None)
@@ -171,35 +260,48 @@ def _beyond_one_machine(result: dict, base: int) -> list[str]:
         sh = base_row["shares"]
         f_meas = sh["update"] + sh["coordinator"] + sh["write"]
         lines.append("")
-        lines.append(f"The serial work itself (coordinator update, its other work, run file and checkpoint) is "
-                     f"{f_meas:.2%} of the worker-seconds at {max(base, 1)} worker(s); as Amdahl's f it gives "
-                     + ", ".join(f"{amdahl(f_meas, R - 1):.1f} at {R} ranks ({R - 1} workers)" for R in PROJECT_RANKS)
-                     + ".  A fitted f well above it measures the machine (cores shared by the workers, the "
-                     "coordinator and other processes), not synapto's serial part.")
+        lines.append(
+            f"The serial work itself (coordinator update, its other work, run file and checkpoint) is "
+            f"{f_meas:.2%} of the worker-seconds at {max(base, 1)} worker(s); as Amdahl's f it gives "
+            + ", ".join(f"{amdahl(f_meas, R - 1):.1f} at {R} ranks ({R - 1} workers)" for R in PROJECT_RANKS)
+            + ".  A fitted f well above it measures the machine (cores shared by the workers, the "
+            "coordinator and other processes), not synapto's serial part."
+        )
     sim = proj.get("simulated_speedup")
     if sim:
         measured = {row["workers"]: row["speedup"] for row in rows if row["schedule"] == "dynamic"}
-        check = ", ".join(f"{n} workers: simulated {sim[f'{max(n, 1)}/dynamic']:.2f}, measured {measured[n]:.2f}"
-                          for n in sorted(measured) if n > 1 and f"{n}/dynamic" in sim)
+        check = ", ".join(
+            f"{n} workers: simulated {sim[f'{max(n, 1)}/dynamic']:.2f}, measured {measured[n]:.2f}"
+            for n in sorted(measured)
+            if n > 1 and f"{n}/dynamic" in sim
+        )
         lines.append("")
-        lines.append("Task-farm simulation (each generation's individuals with their measured env steps, the raw "
-                     "per-episode and per-step costs scaled to the measured compute, the measured communication "
-                     "per task and coordinator time per generation): " + ", ".join(
-                         f"{sim[f'{R - 1}/dynamic']:.1f} at {R} ranks (waves {sim[f'{R - 1}/waves']:.1f})"
-                         for R in PROJECT_RANKS) + (f"; check against this machine: {check}." if check else "."))
+        lines.append(
+            "Task-farm simulation (each generation's individuals with their measured env steps, the raw "
+            "per-episode and per-step costs scaled to the measured compute, the measured communication "
+            "per task and coordinator time per generation): "
+            + ", ".join(
+                f"{sim[f'{R - 1}/dynamic']:.1f} at {R} ranks (waves {sim[f'{R - 1}/waves']:.1f})" for R in PROJECT_RANKS
+            )
+            + (f"; check against this machine: {check}." if check else ".")
+        )
     return lines
 
 
 def _assumptions(s: dict) -> list[str]:
     """What the projection assumes."""
     lines: list[str] = []
-    lines += ["", "Assumptions: one core per rank, rank 0 coordinating (it polls and sleeps, so it needs little "
-              "CPU) and ranks 1.. evaluating; per-step cost as measured here (no slow-down from shared memory "
-              "bandwidth, turbo or hyper-threads); the serial part (coordinator update, run-file writes) does not "
-              "grow with ranks; the same configuration, so with "
-              f"{s['population']} individuals per generation workers beyond the population idle and the slowest "
-              "individual bounds a generation (the simulation accounts for that, Amdahl does not).  A fit to 1 and "
-              "2 workers on a 2-core machine shared with other processes is a rough estimate.", ""]
+    lines += [
+        "",
+        "Assumptions: one core per rank, rank 0 coordinating (it polls and sleeps, so it needs little "
+        "CPU) and ranks 1.. evaluating; per-step cost as measured here (no slow-down from shared memory "
+        "bandwidth, turbo or hyper-threads); the serial part (coordinator update, run-file writes) does not "
+        "grow with ranks; the same configuration, so with "
+        f"{s['population']} individuals per generation workers beyond the population idle and the slowest "
+        "individual bounds a generation (the simulation accounts for that, Amdahl does not).  A fit to 1 and "
+        "2 workers on a 2-core machine shared with other processes is a rough estimate.",
+        "",
+    ]
     return lines
 
 
@@ -219,8 +321,14 @@ def plot(result: dict, path: Path) -> bool:
         if not rs:
             continue
         n = [max(r["workers"], 1) for r in rs]
-        a1.errorbar(n, [mean_std(r["loop"])[0] for r in rs], yerr=[mean_std(r["loop"])[1] for r in rs],
-                    fmt=style, capsize=3, label=sched)
+        a1.errorbar(
+            n,
+            [mean_std(r["loop"])[0] for r in rs],
+            yerr=[mean_std(r["loop"])[1] for r in rs],
+            fmt=style,
+            capsize=3,
+            label=sched,
+        )
         a2.plot(n, [r["efficiency"] for r in rs], style, label=sched)
     f = result.get("projection", {}).get("amdahl_serial_fraction", math.nan)
     if math.isfinite(f):
@@ -237,8 +345,7 @@ def plot(result: dict, path: Path) -> bool:
         a.legend()
         a.grid(alpha=0.3)
     s = result["settings"]
-    fig.suptitle(f"{s['env']} {s['agent']} {s['hidden']}, population {s['population']}, "
-                 f"{s['generations']} generations")
+    fig.suptitle(f"{s['env']} {s['agent']} {s['hidden']}, population {s['population']}, {s['generations']} generations")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

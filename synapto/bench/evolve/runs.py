@@ -16,8 +16,19 @@ from synapto.errors import UsageError
 
 #: the reference's algorithm, as experiments/bipedal_hebbian_dag.toml runs it (EvolveConfig's
 #: defaults spelled out: without --config, evolve's defaults are the default experiment's)
-REFERENCE_MODE = ("--strategy", "ga", "--no-crn", "--validate-episodes", "0", "--mutation-std", "0",
-                  "--select-episodes", "0", "--max-env-steps", "0")
+REFERENCE_MODE = (
+    "--strategy",
+    "ga",
+    "--no-crn",
+    "--validate-episodes",
+    "0",
+    "--mutation-std",
+    "0",
+    "--select-episodes",
+    "0",
+    "--max-env-steps",
+    "0",
+)
 
 #: parts of the worker-seconds, in report order: (key, label)
 PARTS = (
@@ -75,10 +86,33 @@ class Settings:
 
 # --------------------------------------------------------------------------- running evolve
 def evolve_command(s: Settings, workers: int, schedule: str, seed: int, out: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "synapto", "evolve", "--env", s.env, "--agent", s.agent,
-           "--hidden", *map(str, s.hidden), "--population", str(s.population),
-           "--generations", str(s.generations), "--episodes", str(s.episodes), "--seed", str(seed),
-           "--test-episodes", "0", "--schedule", schedule, "--out", str(out), "--force"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "synapto",
+        "evolve",
+        "--env",
+        s.env,
+        "--agent",
+        s.agent,
+        "--hidden",
+        *map(str, s.hidden),
+        "--population",
+        str(s.population),
+        "--generations",
+        str(s.generations),
+        "--episodes",
+        str(s.episodes),
+        "--seed",
+        str(seed),
+        "--test-episodes",
+        "0",
+        "--schedule",
+        schedule,
+        "--out",
+        str(out),
+        "--force",
+    ]
     if workers > 0:
         cmd += ["--workers", str(workers)]
     return cmd + list(s.evolve_options)
@@ -88,7 +122,8 @@ def loop_times(lines) -> tuple[float | None, list[float]]:
     """``(start, [end of generation 1, 2, ...])`` from time-stamped evolve output:
     the header line (printed just before the first generation) and each
     generation's line (printed after its rows and checkpoint are written)."""
-    start, ends = None, []
+    start: float | None = None
+    ends: list[float] = []
     for t, line in lines:
         if line.startswith("synapto evolve:"):
             start, ends = t, []
@@ -104,8 +139,13 @@ def read_run(path: Path) -> dict:
 
     with RunData(path, kind="evolve") as run:
         timing = {k: np.asarray(v, dtype=float) for k, v in run.timing_columns().items()}
-        out = {"config": run.config, "generations": run.completed, "timing": timing,
-               "steps": np.asarray(run.steps(), dtype=np.int64), "episodes_per_individual": run.episodes}
+        out = {
+            "config": run.config,
+            "generations": run.completed,
+            "timing": timing,
+            "steps": np.asarray(run.steps(), dtype=np.int64),
+            "episodes_per_individual": run.episodes,
+        }
         if run.has_validation:
             out["validation_steps"] = np.asarray(run.validation_steps(), dtype=np.int64)
             out["validation_episodes"] = run.validation_episodes
@@ -143,9 +183,15 @@ def breakdown(timing: dict, n_workers: int, cycles=None) -> dict[str, float]:
     val, upd, write = get("validation"), get("update"), get("write")
     cyc = wall if cycles is None else np.asarray(cycles, dtype=float)
     parts = {
-        "env": env, "agent": agent, "task": comp - env - agent,
-        "comm": n * ev - comp - idle, "idle": idle, "validation": n * val, "update": n * upd,
-        "coordinator": n * (wall - ev - val - upd - write), "write": n * (write + cyc - wall),
+        "env": env,
+        "agent": agent,
+        "task": comp - env - agent,
+        "comm": n * ev - comp - idle,
+        "idle": idle,
+        "validation": n * val,
+        "update": n * upd,
+        "coordinator": n * (wall - ev - val - upd - write),
+        "write": n * (write + cyc - wall),
     }
     return {k: float(np.sum(v)) for k, v in parts.items()}
 
@@ -179,9 +225,16 @@ def summarise_run(run: dict, workers: int, logged: Logged | None) -> dict:
     return {
         "productive_share": productive_share(parts, run["timing"], workers),
         "process_wall": logged.wall if logged is not None else math.nan,
-        "loop": loop, "generations": run["generations"], "env_steps": steps, "episodes": episodes,
-        "steps_per_s": steps / loop, "steps_per_s_per_worker": steps / loop / n,
-        "parts": parts, "shares": shares(parts), "cycles": None if cycles is None else [float(c) for c in cycles],
-        "comm_per_task": parts["comm"] / tasks if tasks else 0.0, "tasks": tasks,
+        "loop": loop,
+        "generations": run["generations"],
+        "env_steps": steps,
+        "episodes": episodes,
+        "steps_per_s": steps / loop,
+        "steps_per_s_per_worker": steps / loop / n,
+        "parts": parts,
+        "shares": shares(parts),
+        "cycles": None if cycles is None else [float(c) for c in cycles],
+        "comm_per_task": parts["comm"] / tasks if tasks else 0.0,
+        "tasks": tasks,
         "config": run["config"],
     }

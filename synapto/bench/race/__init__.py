@@ -50,23 +50,45 @@ def plan(evolve_configs: list[str], ppo_configs: list[str], workers: int) -> lis
     from synapto.bench.race.runs import ppo_processes
 
     if len(evolve_configs) != len(ppo_configs) or not evolve_configs:
-        raise UsageError(f"--evolve-config and --ppo-config pair up, one of each per task: got "
-                         f"{len(evolve_configs)} and {len(ppo_configs)}")
+        raise UsageError(
+            f"--evolve-config and --ppo-config pair up, one of each per task: got "
+            f"{len(evolve_configs)} and {len(ppo_configs)}"
+        )
     tasks = []
     for ec, pc in zip(evolve_configs, ppo_configs):
         env, cfg = task_of_evolve(ec), ppo_config(pc)
         if env != cfg.env:
-            raise UsageError(f"--evolve-config {ec!r} runs {env} and --ppo-config {pc!r} runs {cfg.env}: "
-                             f"a task's two configs must run the same env")
-        tasks.append({"task": env, "evolve_config": ec, "ppo_config": pc,
-                      "ppo_processes": ppo_processes(cfg.n_envs, workers + 1)})
+            raise UsageError(
+                f"--evolve-config {ec!r} runs {env} and --ppo-config {pc!r} runs {cfg.env}: "
+                f"a task's two configs must run the same env"
+            )
+        tasks.append(
+            {
+                "task": env,
+                "evolve_config": ec,
+                "ppo_config": pc,
+                "ppo_processes": ppo_processes(cfg.n_envs, workers + 1),
+            }
+        )
     if len({t["task"] for t in tasks}) != len(tasks):
         raise UsageError("each task (env) may appear once among the config pairs")
     return tasks
 
 
-def race(tasks: list[dict], workers: int, seeds: list[int], points: int, episodes: int, thresholds: dict,
-         out_dir: Path, command: str, load: dict, loaded: bool, per_task: float, log=print) -> dict:
+def race(
+    tasks: list[dict],
+    workers: int,
+    seeds: list[int],
+    points: int,
+    episodes: int,
+    thresholds: dict,
+    out_dir: Path,
+    command: str,
+    load: dict,
+    loaded: bool,
+    per_task: float,
+    log=print,
+) -> dict:
     from synapto.bench.compare import Cache, plot
     from synapto.bench.race.projection import project
     from synapto.bench.race.report import markdown
@@ -77,14 +99,23 @@ def race(tasks: list[dict], workers: int, seeds: list[int], points: int, episode
     for t in tasks:
         for i, seed in enumerate(seeds):
             order = [("evolve", t["evolve_config"], workers), ("ppo", t["ppo_config"], t["ppo_processes"])]
-            for method, config, procs in (order if i % 2 == 0 else order[::-1]):
+            for method, config, procs in order if i % 2 == 0 else order[::-1]:
                 procs = workers + 1 if method == "evolve" else procs
                 runs.append(run_method(method, config, workers, procs, seed, out_dir, t["task"], log))
     cache = Cache(out_dir / "race_cache.json")
     curves = [score(r, points, episodes, thresholds, cache, log) for r in runs]
-    result = {"command": command, "workers": workers, "seeds": seeds, "points": points, "episodes": episodes,
-              "thresholds": thresholds, "load": load, "loaded": loaded, "runs": runs,
-              "projection": project(runs, per_task=per_task)}
+    result = {
+        "command": command,
+        "workers": workers,
+        "seeds": seeds,
+        "points": points,
+        "episodes": episodes,
+        "thresholds": thresholds,
+        "load": load,
+        "loaded": loaded,
+        "runs": runs,
+        "projection": project(runs, per_task=per_task),
+    }
     (out_dir / "race.json").write_text(json.dumps(result, indent=1, default=_plain))
     md = markdown(result)
     (out_dir / "race.md").write_text(md)
@@ -101,27 +132,44 @@ def _plain(x):
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("race")
     def bench_race(
-        evolve_config: Annotated[list[str] | None, typer.Option(
-            help="Evolution config of a task (repeatable; a centre strategy: openai-es, pgpe, cmaes, ars).",
-            show_default="none, required")] = None,
-        ppo_config: Annotated[list[str] | None, typer.Option(
-            help="PPO config of the same task (repeatable, paired in order with --evolve-config).",
-            show_default="none, required")] = None,
+        evolve_config: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="Evolution config of a task (repeatable; a centre strategy: openai-es, pgpe, cmaes, ars).",
+                show_default="none, required",
+            ),
+        ] = None,
+        ppo_config: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="PPO config of the same task (repeatable, paired in order with --evolve-config).",
+                show_default="none, required",
+            ),
+        ] = None,
         workers: Annotated[int, typer.Option(help="Evolution's workers W: both methods get W + 1 cores.")] = 1,
-        seeds: Annotated[list[int] | None, typer.Option(help="Seeds, each a race of both methods.",
-                                                           show_default="1")] = None,
+        seeds: Annotated[
+            list[int] | None, typer.Option(help="Seeds, each a race of both methods.", show_default="1")
+        ] = None,
         points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final.")] = 10,
         episodes: Annotated[int, typer.Option(help="Test episodes per policy.")] = 100,
-        threshold: Annotated[list[str] | None, typer.Option(
-            help="ENV=X: a task's threshold (repeatable).", show_default="bench compare's")] = None,
-        out_dir: Annotated[Path, typer.Option(help="Folder of race.md, race.json, race.png, runs/.")]
-            = Path("bench/race"),
-        allow_load: Annotated[bool, typer.Option("--allow-load", help="Race even when other load would bias "
-                                                                      "the wall times (it is recorded).")] = False,
-        max_busy: Annotated[float, typer.Option(help="Other load (busy cores, /proc/stat over 1 s) above which "
-                                                     "the race refuses to start.")] = 0.5,
-        coordinator_us: Annotated[float, typer.Option(help="The projection's coordinator CPU per task "
-                                                           "(µs; bench farm's noise-key figure).")] = 24.0,
+        threshold: Annotated[
+            list[str] | None,
+            typer.Option(help="ENV=X: a task's threshold (repeatable).", show_default="bench compare's"),
+        ] = None,
+        out_dir: Annotated[Path, typer.Option(help="Folder of race.md, race.json, race.png, runs/.")] = Path(
+            "bench/race"
+        ),
+        allow_load: Annotated[
+            bool,
+            typer.Option("--allow-load", help="Race even when other load would bias the wall times (it is recorded)."),
+        ] = False,
+        max_busy: Annotated[
+            float,
+            typer.Option(help="Other load (busy cores, /proc/stat over 1 s) above which the race refuses to start."),
+        ] = 0.5,
+        coordinator_us: Annotated[
+            float, typer.Option(help="The projection's coordinator CPU per task (µs; bench farm's noise-key figure).")
+        ] = 24.0,
     ):
         """Evolution against PPO on the same cores: wall time and env steps to each task's threshold."""
         from synapto.bench.race.load import measure, verdict
@@ -151,11 +199,34 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"{why}: the wall times would be biased; pass --allow-load to race anyway")
         if why:
             print(f"warning: {why}; racing anyway (--allow-load)", flush=True)
-        words = [*(w for c in evolve_config for w in ("--evolve-config", c)),
-                 *(w for c in ppo_config for w in ("--ppo-config", c)), "--workers", str(workers),
-                 "--seeds", *map(str, seeds), "--points", str(points), "--episodes", str(episodes),
-                 *(w for item in threshold or [] for w in ("--threshold", item)), "--out-dir", str(out_dir),
-                 *(["--allow-load"] if allow_load else [])]
+        words = [
+            *(w for c in evolve_config for w in ("--evolve-config", c)),
+            *(w for c in ppo_config for w in ("--ppo-config", c)),
+            "--workers",
+            str(workers),
+            "--seeds",
+            *map(str, seeds),
+            "--points",
+            str(points),
+            "--episodes",
+            str(episodes),
+            *(w for item in threshold or [] for w in ("--threshold", item)),
+            "--out-dir",
+            str(out_dir),
+            *(["--allow-load"] if allow_load else []),
+        ]
         command = "python -m synapto bench race " + " ".join(shlex.quote(w) for w in words)
-        race(tasks, workers, seeds, points, episodes, thresholds, out_dir, command, load, bool(why),
-             coordinator_us * 1e-6, log=lambda msg: print(msg, flush=True))
+        race(
+            tasks,
+            workers,
+            seeds,
+            points,
+            episodes,
+            thresholds,
+            out_dir,
+            command,
+            load,
+            bool(why),
+            coordinator_us * 1e-6,
+            log=lambda msg: print(msg, flush=True),
+        )

@@ -63,8 +63,13 @@ def load_average(path: Path = Path("/proc/loadavg")) -> float:
 
 def measure(interval: float = 1.0) -> dict:
     """The figures of the moment: busy cores over ``interval``, load average, cores."""
-    return {"busy_cores": busy_cores(interval), "loadavg_1min": load_average(), "cores": cpu_count_all(),
-            "usable_cores": cpu_count(), "interval_s": interval}
+    return {
+        "busy_cores": busy_cores(interval),
+        "loadavg_1min": load_average(),
+        "cores": cpu_count_all(),
+        "usable_cores": cpu_count(),
+        "interval_s": interval,
+    }
 
 
 def verdict(seen: dict, need: int, max_busy: float) -> str | None:
@@ -73,8 +78,10 @@ def verdict(seen: dict, need: int, max_busy: float) -> str | None:
     if not math.isfinite(busy):
         return None
     if busy > max_busy:
-        return (f"the machine is busy: {busy:.2f} cores' worth of other work over {seen['interval_s']:g} s "
-                f"(/proc/stat; load average {seen['loadavg_1min']:.2f}), above --max-busy {max_busy:g}")
+        return (
+            f"the machine is busy: {busy:.2f} cores' worth of other work over {seen['interval_s']:g} s "
+            f"(/proc/stat; load average {seen['loadavg_1min']:.2f}), above --max-busy {max_busy:g}"
+        )
     if need > seen["usable_cores"]:
         return f"the race needs {need} cores and this process may use {seen['usable_cores']}"
     return None

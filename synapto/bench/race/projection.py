@@ -138,11 +138,18 @@ def project(runs: list[dict], cores=CORES, per_task: float = COORDINATOR_S) -> l
             row[method] = {c: float(np.median([p[c] for p in proj])) for c in cores} if proj else {}
             row[f"{method}_seeds"] = len(proj)
             row[f"{method}_model_at_measured"] = [
-                {"seed": r["seed"], "cores": r["cores"], "measured": r["wall_to_threshold_s"],
-                 "model": (project_run(r, (r["cores"],), per_task) or {}).get(r["cores"])} for r in mine]
+                {
+                    "seed": r["seed"],
+                    "cores": r["cores"],
+                    "measured": r["wall_to_threshold_s"],
+                    "model": (project_run(r, (r["cores"],), per_task) or {}).get(r["cores"]),
+                }
+                for r in mine
+            ]
         ppo_runs = [r for r in runs if r["task"] == task and r["method"] == "ppo"]
-        row["ppo_serial_share"] = float(np.median([serial_share(Path(r["out"]), r["processes"])
-                                                   for r in ppo_runs])) if ppo_runs else math.nan
+        row["ppo_serial_share"] = (
+            float(np.median([serial_share(Path(r["out"]), r["processes"]) for r in ppo_runs])) if ppo_runs else math.nan
+        )
         row["crossing_cores"] = crossing(row["evolve"], row["ppo"]) if row["evolve"] and row["ppo"] else None
         out.append(row)
     return out

@@ -37,27 +37,51 @@ def children_cpu() -> float:
 
 
 def command(method: str, config: str, workers: int, processes: int, seed: int, out: Path) -> list[str]:
-    base = [sys.executable, "-m", "synapto", method, "--config", str(config), "--seed", str(seed),
-            "--out", str(out), "--force"]
+    base = [
+        sys.executable,
+        "-m",
+        "synapto",
+        method,
+        "--config",
+        str(config),
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--force",
+    ]
     return base + (["--workers", str(workers)] if method == "evolve" else ["--cpu", str(processes)])
 
 
-def run_method(method: str, config: str, workers: int, processes: int, seed: int, out_dir: Path, task: str,
-               log=print) -> dict:
+def run_method(
+    method: str, config: str, workers: int, processes: int, seed: int, out_dir: Path, task: str, log=print
+) -> dict:
     """Run one method once; what it cost (wall, CPU) and the load just before it."""
     tag = "".join(c if c.isalnum() else "_" for c in task)
     out = out_dir / "runs" / f"{method}_{tag}_s{seed}_c{workers + 1}.h5"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = command(method, config, workers, processes, seed, out)
     load = measure()
-    log(f"race: {method} {task} seed {seed} on {workers + 1} cores ({processes} processes; other load "
-        f"{load['busy_cores']:.2f} cores) ...")
+    log(
+        f"race: {method} {task} seed {seed} on {workers + 1} cores ({processes} processes; other load "
+        f"{load['busy_cores']:.2f} cores) ..."
+    )
     cpu0, t0 = children_cpu(), time.perf_counter()
     run_logged(cmd, out.with_suffix(".log"))
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
-    return {"method": method, "task": task, "seed": seed, "cores": workers + 1, "processes": processes,
-            "config": str(config), "out": str(out), "command": " ".join(cmd[1:]), "process_wall_s": wall,
-            "cpu_s": cpu, "load_before": load}
+    return {
+        "method": method,
+        "task": task,
+        "seed": seed,
+        "cores": workers + 1,
+        "processes": processes,
+        "config": str(config),
+        "out": str(out),
+        "command": " ".join(cmd[1:]),
+        "process_wall_s": wall,
+        "cpu_s": cpu,
+        "load_before": load,
+    }
 
 
 def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache, log=print) -> Curve:
@@ -69,12 +93,19 @@ def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache,
     curve = make(Path(run["out"]), points, episodes, cache, log)
     threshold = thresholds.get(run["task"], THRESHOLDS.get(run["task"]))
     hit = curve.reached(threshold) if threshold is not None else None
-    run.update(threshold=threshold, label=curve.method,
-               steps_to_threshold=None if hit is None else hit.env_steps,
-               wall_to_threshold_s=None if hit is None else hit.wall,
-               point_at_threshold=None if hit is None else hit.label,
-               final_test=curve.final.test_mean, final_test_std=curve.final.test_std,
-               wall_s=curve.final.wall, env_steps=curve.final.env_steps,
-               curve=[{"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean}
-                      for p in curve.points])
+    run.update(
+        threshold=threshold,
+        label=curve.method,
+        steps_to_threshold=None if hit is None else hit.env_steps,
+        wall_to_threshold_s=None if hit is None else hit.wall,
+        point_at_threshold=None if hit is None else hit.label,
+        final_test=curve.final.test_mean,
+        final_test_std=curve.final.test_std,
+        wall_s=curve.final.wall,
+        env_steps=curve.final.env_steps,
+        curve=[
+            {"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean}
+            for p in curve.points
+        ],
+    )
     return curve

@@ -48,12 +48,16 @@ class ARS(MirroredStrategy):
     OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.03, "nu: standard deviation of the exploration noise along each direction"),
         "lr": Option(0.02, "alpha: step size of the centre"),
-        "top": Option(0, "b: directions used in the update, those with the best max(r+, r-) "
-                         "(0: all P / 2, the non-t versions)"),
+        "top": Option(
+            0, "b: directions used in the update, those with the best max(r+, r-) (0: all P / 2, the non-t versions)"
+        ),
         **CentreStrategy.COMMON_OPTIONS,
-           "init_std": Option(0.01, "> 0: the initial centre's surviving weights are drawn from "
-                                    "N(0, init_std^2) (ARS starts at 0, which synapto reads as pruned); "
-                                    "0: the agent's initial genome as it is"),
+        "init_std": Option(
+            0.01,
+            "> 0: the initial centre's surviving weights are drawn from "
+            "N(0, init_std^2) (ARS starts at 0, which synapto reads as pruned); "
+            "0: the agent's initial genome as it is",
+        ),
     }
 
     def __init__(self, agent, population, options, rng):
@@ -76,8 +80,10 @@ class ARS(MirroredStrategy):
         super().check_population(population, options)
         top = options.get("top", 0)
         if top > population // 2:
-            raise UsageError(f"strategy option top must be at most the number of directions, population / 2 = "
-                             f"{population // 2}, got {top}")
+            raise UsageError(
+                f"strategy option top must be at most the number of directions, population / 2 = "
+                f"{population // 2}, got {top}"
+            )
 
     @property
     def directions(self) -> int:
@@ -119,5 +125,9 @@ class ARS(MirroredStrategy):
         self.sigma = self.options["sigma"]
 
     def _record(self):
-        return {"sigma_mean": float(self.sigma), "step_norm": float(self.step_norm),
-                "reward_std": float(self.reward_std), "directions_used": float(self.used)}
+        return {
+            "sigma_mean": float(self.sigma),
+            "step_norm": float(self.step_norm),
+            "reward_std": float(self.reward_std),
+            "directions_used": float(self.used),
+        }

@@ -100,8 +100,7 @@ class Strategy(ABC):
     #: the agent's genome layout where a budget is cut by ``magnitude`` or ``trace`` (its inert connections)
     layout: Any = None
 
-    def __init__(self, agent, population: int, options: Mapping[str, Any] | None,
-                 rng: np.random.Generator):
+    def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
         self.agent = agent
         self.population = int(population)
         self.options = self.check_options(options or {})
@@ -165,11 +164,14 @@ class Strategy(ABC):
         validation fitness per candidate."""
         check_told(feedback, self.generation)
         if np.shape(feedback.fitness) != (self.population,):
-            raise RuntimeError(f"told {np.shape(feedback.fitness)} fitness values for a population of "
-                               f"{self.population}")
+            raise RuntimeError(
+                f"told {np.shape(feedback.fitness)} fitness values for a population of {self.population}"
+            )
         if np.shape(feedback.validation_fitness) != np.shape(feedback.candidates.individual):
-            raise RuntimeError(f"told {np.size(feedback.validation_fitness)} validation fitness values for "
-                               f"{np.size(feedback.candidates.individual)} candidates")
+            raise RuntimeError(
+                f"told {np.size(feedback.validation_fitness)} validation fitness values for "
+                f"{np.size(feedback.candidates.individual)} candidates"
+            )
 
     @abstractmethod
     def _step(self, feedback: Feedback) -> None:

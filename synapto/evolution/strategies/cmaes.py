@@ -68,8 +68,17 @@ def cma_constants(n: int, population: int, separable: bool) -> dict[str, float |
         cmu = min(1 - c1, cmu * (n + 2) / 3)
     damps = 1 + 2 * max(0.0, math.sqrt((mueff - 1) / (n + 1)) - 1) + cs
     chin = math.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n * n))
-    return {"weights": w, "mu": mu, "mueff": mueff, "cc": cc, "cs": cs, "c1": c1, "cmu": cmu,
-            "damps": damps, "chin": chin}
+    return {
+        "weights": w,
+        "mu": mu,
+        "mueff": mueff,
+        "cc": cc,
+        "cs": cs,
+        "c1": c1,
+        "cmu": cmu,
+        "damps": damps,
+        "chin": chin,
+    }
 
 
 class CMAES(CentreStrategy):
@@ -78,8 +87,11 @@ class CMAES(CentreStrategy):
     name = "cmaes"
     OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial step size (the covariance starts as the identity)"),
-        "separable": Option("auto", f'"auto": diagonal covariance for genomes longer than {SEPARABLE_ABOVE} '
-                                    'weights; true: always; false: never (full covariance)'),
+        "separable": Option(
+            "auto",
+            f'"auto": diagonal covariance for genomes longer than {SEPARABLE_ABOVE} '
+            "weights; true: always; false: never (full covariance)",
+        ),
         **CentreStrategy.COMMON_OPTIONS,
     }
     _scalar_names = ("sigma", "updates")
@@ -229,5 +241,7 @@ class CMAES(CentreStrategy):
     def _record(self):
         alive = self.alive
         diag = self.cov[alive] if self.separable else np.diag(self.cov)[alive]
-        return {"sigma_mean": float(self.sigma * np.mean(np.sqrt(diag))) if alive.any() else 0.0,
-                "step_norm": float(self.step_norm)}
+        return {
+            "sigma_mean": float(self.sigma * np.mean(np.sqrt(diag))) if alive.any() else 0.0,
+            "step_norm": float(self.step_norm),
+        }

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -99,11 +99,17 @@ class CentreStrategy(Strategy):
     :attr:`_scalar_names`.
     """
 
-    COMMON_OPTIONS: dict[str, Option] = {
-        "init_std": Option(0.1, "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
-                                "(the agent's zeros kept); 0: the agent's initial genome as it is"),
-        "prune": Option(True, "the agent's pruning removes connections from the centre every prune_every "
-                              "generations (false: a dense search of the initial connections)"),
+    COMMON_OPTIONS: ClassVar[dict[str, Option]] = {
+        "init_std": Option(
+            0.1,
+            "> 0: the initial centre's surviving weights are redrawn from N(0, init_std^2) "
+            "(the agent's zeros kept); 0: the agent's initial genome as it is",
+        ),
+        "prune": Option(
+            True,
+            "the agent's pruning removes connections from the centre every prune_every "
+            "generations (false: a dense search of the initial connections)",
+        ),
         "prune_every": Option(10, "generations between two prunings of the centre"),
         **target.OPTIONS,
     }
@@ -149,7 +155,6 @@ class CentreStrategy(Strategy):
         """:attr:`noise`: ``rows`` rows of standard normals on the surviving weights, drawn
         from :attr:`rng` row by row, with their :attr:`keys`."""
         self.noise, self.keys = noise_keys.draw_rows(self.rng, rows, np.flatnonzero(self.alive), self.n)
-
 
     def _genomes_from_noise(self) -> np.ndarray:
         """The genomes of :attr:`noise` (a pure function of the state: used after restore)."""
@@ -262,10 +267,19 @@ class CentreStrategy(Strategy):
         return distinct([*self.hof.members(), Champion(self.centre, float("nan"), self.generation)])
 
     def record(self):
-        budget = {} if self.schedule is None else {  # of the generation just told
-            "connection_budget": float(self.schedule.budget(self.generation - 1))}
-        return {"prune_rate": float(self.rate), "centre_connections": float(np.count_nonzero(self.centre)),
-                **budget, **self._record()}
+        budget = (
+            {}
+            if self.schedule is None
+            else {  # of the generation just told
+                "connection_budget": float(self.schedule.budget(self.generation - 1))
+            }
+        )
+        return {
+            "prune_rate": float(self.rate),
+            "centre_connections": float(np.count_nonzero(self.centre)),
+            **budget,
+            **self._record(),
+        }
 
     def record_arrays(self):
         return {"centre": self.centre.copy()}
@@ -274,9 +288,12 @@ class CentreStrategy(Strategy):
     def state(self):
         drawn = {"noise_keys": self.keys} if self.keys is not None else {"noise": self.noise}
         arrays = {"centre": self.centre, **drawn, **self.hof.state(), **self._search_state()}
-        scalars = {"generation": int(self.generation), "rate": float(self.rate),
-                   "last_mean_fitness": float(self.last_mean_fitness),
-                   **{k: float(getattr(self, k)) for k in self._scalar_names}}
+        scalars = {
+            "generation": int(self.generation),
+            "rate": float(self.rate),
+            "last_mean_fitness": float(self.last_mean_fitness),
+            **{k: float(getattr(self, k)) for k in self._scalar_names},
+        }
         return {k: np.array(v, copy=True) for k, v in arrays.items()}, scalars
 
     def restore(self, arrays, scalars):
@@ -291,8 +308,9 @@ class CentreStrategy(Strategy):
         if "noise_keys" in arrays:  # the rows are drawn again from their keys
             self.keys = np.array(arrays["noise_keys"], dtype=np.uint64)
             alive, n = np.flatnonzero(self.alive), self.n
-            self.noise = (np.stack([noise_keys.draw(k, alive, n) for k in self.keys]) if len(self.keys)
-                          else np.zeros((0, n)))
+            self.noise = (
+                np.stack([noise_keys.draw(k, alive, n) for k in self.keys]) if len(self.keys) else np.zeros((0, n))
+            )
         else:  # a checkpoint of a version before noise keys
             self.keys = None
             self.noise = np.array(arrays["noise"], dtype=np.float64)
@@ -305,6 +323,7 @@ class MirroredStrategy(CentreStrategy):
     (openai-es, pgpe).  The population must be even."""
 
     SAMPLING = "mirrored sampling"  #: named in the error for an odd population
+    sigma: float | np.ndarray  #: the step size: a number (openai-es) or one per weight (pgpe)
 
     @classmethod
     def check_population(cls, population, options):
@@ -315,11 +334,16 @@ class MirroredStrategy(CentreStrategy):
         self.genomes = self._genomes_from_noise()
 
     def _genomes_from_noise(self):
-        return noise_keys.Samples("mirrored", self.centre, self.sigma, np.zeros((0, noise_keys.KEY_WIDTH),
-                                                                             np.uint64)).genomes(self.noise)
+        return noise_keys.Samples(
+            "mirrored", self.centre, self.sigma, np.zeros((0, noise_keys.KEY_WIDTH), np.uint64)
+        ).genomes(self.noise)
 
     def samples(self):
         if self.keys is None:
             return None
-        return noise_keys.Samples("mirrored", self.centre.copy(), np.copy(self.sigma) if np.ndim(self.sigma)
-                                  else float(self.sigma), self.keys.copy())
+        return noise_keys.Samples(
+            "mirrored",
+            self.centre.copy(),
+            np.copy(self.sigma) if np.ndim(self.sigma) else float(self.sigma),
+            self.keys.copy(),
+        )

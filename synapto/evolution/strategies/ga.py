@@ -1,9 +1,9 @@
 """``ga``: selection, recombination and pruning (synaptolysis), optionally with
 Gaussian weight mutation -- the reference's algorithm with its defects fixed.
 
-Pure functions of their inputs and one explicit ``np.random.Generator``, behind the
-:class:`GA` strategy.  One generation's update (after the reference's HebbianDAG.update_pop, with its
-defects fixed), with ``k = ceil(P / 8)``:
+Pure functions of their inputs and one explicit ``np.random.Generator`` (here and in
+:mod:`.ga_operators`), behind the :class:`GA` strategy.  One generation's update (after
+the reference's HebbianDAG.update_pop, with its defects fixed), with ``k = ceil(P / 8)``:
 
 1. Rank the population by fitness (descending; ties by index, so the order is
    deterministic).
@@ -34,6 +34,7 @@ members over this generation's budget are forgotten.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from synapto.evolution.strategies.base import (
     distinct,
     rank_order,
 )
+from synapto.evolution.strategies.ga_operators import rank_weights, recombine
 from synapto.evolution.strategies.hall import HallOfFame
 from synapto.evolution.strategies.options import (
     MAX_SCALE,
@@ -80,22 +82,41 @@ class EvolutionState:
     @classmethod
     def initial(cls, agent, population: int, elite: int, rng: np.random.Generator) -> EvolutionState:
         keys = np.zeros((population, KEY_WIDTH), dtype=np.uint64)
-        genomes = []
+        rows = []
         for i in range(population):
             key = key_of(rng)
             keys[i] = key if key is not None else 0
-            genomes.append(agent.init_genome(rng))
-        genomes = np.stack(genomes)
+            rows.append(agent.init_genome(rng))
+        genomes = np.stack(rows)
         n = agent.n_params
         bounds = lin.segments(agent.groups(), n)
         lineage = None
         if bounds is not None and key_of(rng) is not None:
             S = len(bounds) - 1
-            lineage = Lineage(bounds, np.full((2 * elite + 1, 2), -1, np.int64), np.full((population, S), -1, np.int64),
-                              np.zeros((population, -(-n // 8)), np.uint8), keys, 0.0, False, initial=genomes)
+            lineage = Lineage(
+                bounds,
+                np.full((2 * elite + 1, 2), -1, np.int64),
+                np.full((population, S), -1, np.int64),
+                np.zeros((population, -(-n // 8)), np.uint8),
+                keys,
+                0.0,
+                False,
+                initial=genomes,
+            )
         hof = HallOfFame.empty(elite, n, hof_columns(n))
-        return cls(0, genomes, hof, genomes[0].copy(), np.zeros(n), -np.inf, -1, float(agent.initial_rate), rng,
-                   np.full(2, -1, np.int64), lineage)
+        return cls(
+            0,
+            genomes,
+            hof,
+            genomes[0].copy(),
+            np.zeros(n),
+            -np.inf,
+            -1,
+            float(agent.initial_rate),
+            rng,
+            np.full(2, -1, np.int64),
+            lineage,
+        )
 
 
 def hof_columns(n: int) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -128,55 +149,20 @@ class Brood:
         self.children = np.array(children, dtype=np.float64)
 
 
-def rank_weights(n: int) -> np.ndarray:
-    """Rank-proportional selection probabilities ``n, n-1, ..., 1`` normalised."""
-    w = np.arange(n, 0, -1, dtype=np.float64)
-    return w / w.sum()
-
-
-def merge_hall_of_fame(hof_fitness, hof_genomes, hof_stats, fitness, genomes, stats, order, k,
-                       hof_generation=None, generation=None, hof_row=None):
-    """The ``k`` best of (a hall of fame of ``k`` places, this generation's top ``k``); new ones
-    first on ties (:meth:`.hall.HallOfFame.add`).  With ``hof_generation`` (and this
-    ``generation``) the members' generations come along as a fourth result, and with
-    ``hof_row`` their rows as a fifth."""
-    k_old = len(hof_fitness)
-    hof = HallOfFame(hof_fitness, hof_genomes,
-                     np.full(k_old, -1, np.int64) if hof_generation is None else hof_generation,
-                     {"stats": np.asarray(hof_stats), "row": np.full(k_old, -1, np.int64) if hof_row is None else hof_row})
-    top = order[:k]
-    hof.add(np.asarray(fitness, np.float64)[top], genomes[top], -1 if generation is None else generation,
-            stats=stats[top], row=np.asarray(top, np.int64))
-    out = (hof.fitness, hof.genomes, hof.columns["stats"])
-    out += (hof.generation,) if hof_generation is not None else ()
-    return out + ((hof.columns["row"],) if hof_row is not None else ())
-
-
-def recombine(children: np.ndarray, child_stats: np.ndarray, groups, n_swaps: int, lo: int,
-              rng: np.random.Generator, origin: np.ndarray | None = None, bounds: np.ndarray | None = None) -> None:
-    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo.
-    With ``origin`` ((P, S) parents of the segments ``bounds``) the same swaps move it."""
-    P = children.shape[0]
-    if P - lo < 2 or not groups:
-        return
-    for _ in range(n_swaps):
-        a, b = rng.integers(lo, P, size=2)
-        group = groups[rng.integers(len(groups))]
-        parts = group if rng.integers(2) else [group[rng.integers(len(group))]]
-        for s in parts:
-            for arr, at in ((children, s), (child_stats, s), (origin, None)):
-                if arr is None:
-                    continue
-                at = lin.segment_range(bounds, s) if at is None else at
-                tmp = arr[a, at].copy()
-                arr[a, at] = arr[b, at]
-                arr[b, at] = tmp
-
-
-def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
-                    connections: np.ndarray, select_fitness: np.ndarray | None = None,
-                    mutation_std: float = 0.0, prune: bool = True, schedule: target.Schedule | None = None,
-                    prune_by: str = "magnitude", layout=None) -> None:
+def next_generation(
+    state: EvolutionState,
+    fitness: np.ndarray,
+    stats: np.ndarray,
+    agent,
+    elite: int,
+    connections: np.ndarray,
+    select_fitness: np.ndarray | None = None,
+    mutation_std: float = 0.0,
+    prune: bool = True,
+    schedule: target.Schedule | None = None,
+    prune_by: str = "magnitude",
+    layout=None,
+) -> None:
     """Advance ``state`` in place from the evaluated ``state.genomes`` (see module doc):
     :func:`breed`, with a ``schedule`` the cut to the next generation's budget, :func:`vary`
     -- the steps :class:`GA` takes through :meth:`Strategy.tell`.
@@ -198,9 +184,16 @@ def next_generation(state: EvolutionState, fitness: np.ndarray, stats: np.ndarra
     vary(state, brood, agent, mutation_std, prune and schedule is None, schedule is not None)
 
 
-def breed(state: EvolutionState, fitness: np.ndarray, stats: np.ndarray, agent, elite: int,
-          connections: np.ndarray, select_fitness: np.ndarray | None = None,
-          schedule: target.Schedule | None = None) -> Brood:
+def breed(
+    state: EvolutionState,
+    fitness: np.ndarray,
+    stats: np.ndarray,
+    agent,
+    elite: int,
+    connections: np.ndarray,
+    select_fitness: np.ndarray | None = None,
+    schedule: target.Schedule | None = None,
+) -> Brood:
     """Steps 1-5 and the recombination of step 6 (module docstring): ``state``'s best-ever
     agent, hall of fame and pruning rate updated, the children drawn and recombined.  With a
     ``schedule``, the best-ever agent and hall-of-fame members over this generation's
@@ -246,8 +239,13 @@ def _rank(state: EvolutionState, fitness, stats, select_fitness, k: int) -> np.n
         state.best_generation = state.generation
         state.best_ref = np.array([state.generation, best], np.int64)
     top = order[:k]
-    state.hof.add(np.asarray(select_fitness, np.float64)[top], genomes[top], state.generation,
-                  stats=stats[top], row=np.asarray(top, np.int64))
+    state.hof.add(
+        np.asarray(select_fitness, np.float64)[top],
+        genomes[top],
+        state.generation,
+        stats=stats[top],
+        row=np.asarray(top, np.int64),
+    )
     return order
 
 
@@ -273,18 +271,19 @@ def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune:
     is recorded (``assign``: the children were cut to a budget)."""
     rng, children, k = state.rng, brood.children, state.hof.size
     record = brood.origin is not None
+    pruned, keys = brood.pruned, brood.keys  # not None where the origin is recorded
     for i in range(k, children.shape[0]):
         if prune:
             child = agent.mutate(children[i], brood.stats[i], state.rate, rng)
-            if record:
-                brood.pruned[i] = lin.changed(children[i], child)
+            if record and pruned is not None:
+                pruned[i] = lin.changed(children[i], child)
             children[i] = child
         if mutation_std > 0:
             key = key_of(rng) if record else None
-            if key is None:
+            if key is None or keys is None:
                 record = False
             else:
-                brood.keys[i] = key
+                keys[i] = key
             children[i] = perturb(children[i], mutation_std, rng)
     state.lineage = _lineage(state, brood, mutation_std, assign) if record else None
     state.genomes = children
@@ -293,13 +292,19 @@ def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune:
 def _lineage(state: EvolutionState, brood: Brood, std, assign) -> Lineage:
     """The children's :class:`Lineage`: the pool slots they use, as distinct parents."""
     hof, k = state.hof, state.hof.size
+    # called only while the lineage is recorded: the brood has its origin, pruned bits and keys
+    assert brood.origin is not None and brood.pruned is not None and brood.keys is not None
+    assert state.lineage is not None
     refs = np.full((2 * k + 1, 2), -1, np.int64)
-    used, parents, index = [], [], {}
+    used: list[tuple[int, int]] = []
+    parents: list[np.ndarray] = []
+    index: dict[tuple[int, int], int] = {}
     remap = np.empty(2 * k + 1, np.int64)
     for slot in np.unique(brood.origin):
         if slot < k:
             g, r, genome = hof.generation[slot], hof.columns["row"][slot], hof.genomes[slot]
         elif slot == k:
+            assert state.best_ref is not None  # kept with the lineage
             (g, r), genome = state.best_ref, state.best_genome
         else:
             g, r = brood.generation, brood.order[slot - k - 1]
@@ -310,9 +315,17 @@ def _lineage(state: EvolutionState, brood: Brood, std, assign) -> Lineage:
             used.append(ref)
             parents.append(genome)
         remap[slot] = index[ref]
-    refs[:len(used)] = used
-    return Lineage(state.lineage.bounds, refs, remap[brood.origin], brood.pruned, brood.keys, float(std), bool(assign),
-                   parents=np.stack(parents))
+    refs[: len(used)] = used
+    return Lineage(
+        state.lineage.bounds,
+        refs,
+        remap[brood.origin],
+        brood.pruned,
+        brood.keys,
+        float(std),
+        bool(assign),
+        parents=np.stack(parents),
+    )
 
 
 def _forget_over_budget(state: EvolutionState, keep: int) -> None:
@@ -329,9 +342,12 @@ class GA(Strategy):
     elites, hall-of-fame places and recombination swaps."""
 
     name = "ga"
-    OPTIONS = {
-        "mutation_std": Option(0.5, "std of the Gaussian perturbation of every non-elite child's surviving "
-                                    "weights, after pruning; 0 keeps pure pruning (the reference)"),
+    OPTIONS: ClassVar[dict[str, Option]] = {
+        "mutation_std": Option(
+            0.5,
+            "std of the Gaussian perturbation of every non-elite child's surviving "
+            "weights, after pruning; 0 keeps pure pruning (the reference)",
+        ),
         "prune": Option(True, "the agent prunes every non-elite child (synaptolysis); false: never"),
         "prune_every": Option(1, "with a target (prune_to): generations between two steps of the budget"),
         **target.OPTIONS,
@@ -361,62 +377,92 @@ class GA(Strategy):
         return check_target(out)
 
     @property
-    def generation(self) -> int:  # type: ignore[override]
+    def generation(self) -> int:
         """The generation :meth:`ask` is for (the state's counter)."""
         return self.evo.generation if self.evo is not None else 0
 
     @generation.setter
     def generation(self, value: int) -> None:
-        self.evo.generation = int(value)
+        self.current.generation = int(value)
+
+    @property
+    def current(self) -> EvolutionState:
+        """The state the next generation reads (made by :meth:`start` or :meth:`restore`)."""
+        if self.evo is None:
+            raise RuntimeError("strategy 'ga' has no state yet: start() or restore() first")
+        return self.evo
+
+    @property
+    def brood(self) -> Brood:
+        """The children between the steps of :meth:`tell` (made by :meth:`_step`)."""
+        if self._brood is None:
+            raise RuntimeError("strategy 'ga' has no children yet: _step() first")
+        return self._brood
 
     def start(self):
         self.evo = EvolutionState.initial(self.agent, self.population, self.elite, self.rng)
 
     def ask(self):
-        return self.evo.genomes
+        return self.current.genomes
 
     # -- tell (Strategy.tell): breed, cut the children to the budget, count, vary --
     def _step(self, feedback: Feedback):
-        self._brood = breed(self.evo, feedback.fitness, feedback.stats, self.agent, self.elite,
-                            feedback.connections, feedback.select_fitness(), self.schedule)
+        self._brood = breed(
+            self.current,
+            feedback.fitness,
+            feedback.stats,
+            self.agent,
+            self.elite,
+            feedback.connections,
+            feedback.select_fitness(),
+            self.schedule,
+        )
 
     def _budgeted(self):
-        return self._brood.children
+        return self.brood.children
 
     def _budget_stats(self, feedback):
-        return self._brood.stats  # each child's, its parts' parents'
+        return self.brood.stats  # each child's, its parts' parents'
 
     def _set_budgeted(self, genomes):
-        self._brood.cut(genomes)
+        self.brood.cut(genomes)
 
     def _populate(self):
-        brood, self._brood = self._brood, None
-        vary(self.evo, brood, self.agent, float(self.options["mutation_std"]),
-             bool(self.options["prune"]) and self.schedule is None, self.schedule is not None)
+        brood, self._brood = self.brood, None
+        vary(
+            self.current,
+            brood,
+            self.agent,
+            float(self.options["mutation_std"]),
+            bool(self.options["prune"]) and self.schedule is None,
+            self.schedule is not None,
+        )
 
     @property
     def champion(self):
-        s = self.evo
+        s = self.current
         return Champion(s.best_genome, float(s.best_fitness), int(s.best_generation))
 
     def final_candidates(self):
         """The best-ever agent, then the hall of fame (places never filled, and members
         equal to an earlier candidate, left out)."""
-        return distinct([self.champion, *self.evo.hof.members()])
+        return distinct([self.champion, *self.current.hof.members()])
 
     def record(self):
         if self.schedule is None:
-            return {"prune_rate": float(self.evo.rate)}
-        return {"prune_rate": float(self.evo.rate),
-                "connection_budget": float(self.schedule.budget(self.evo.generation - 1))}  # the generation told
+            return {"prune_rate": float(self.current.rate)}
+        return {
+            "prune_rate": float(self.current.rate),
+            "connection_budget": float(self.schedule.budget(self.current.generation - 1)),
+        }  # the generation told
 
     def samples(self):
         """The population as its :class:`~synapto.lineage.Lineage` (parents, segments,
         pruned bits, noise keys), None where it was not recorded."""
-        return self.evo.lineage
+        return self.current.lineage
 
     def state(self):
-        e = self.evo
+        e = self.current
         arrays = {name: getattr(e, name) for name in self.ARRAYS}
         arrays.update(e.hof.state())
         if e.best_ref is not None:  # where the best-ever agent was evaluated (a lineage reference)
@@ -424,21 +470,28 @@ class GA(Strategy):
         if e.lineage is not None:  # the population as its lineage: its few parents rather than every genome
             del arrays["genomes"]
             arrays.update({f"lineage_{k}": v for k, v in e.lineage.state().items()})
-        return (arrays,
-                {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation),
-                 "rate": float(e.rate)})
+        return (
+            arrays,
+            {"best_fitness": float(e.best_fitness), "best_generation": int(e.best_generation), "rate": float(e.rate)},
+        )
 
     def restore(self, arrays, scalars):
         """``scalars`` also holds the loop's ``generation`` (the checkpoint's counter).  Older
         checkpoints may lack the members' generations and rows, and ``best_ref``."""
         arrays = dict(arrays)
-        part = {k[len("lineage_"):]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
+        part = {k[len("lineage_") :]: np.asarray(v) for k, v in arrays.items() if k.startswith("lineage_")}
         lineage = Lineage.from_arrays(part["bounds"], part) if part else None
         if "genomes" not in arrays:
+            assert lineage is not None  # a checkpoint without genomes stores their lineage
             arrays["genomes"] = lineage.genomes()
         self.evo = EvolutionState(
-            generation=int(scalars["generation"]), rate=float(scalars["rate"]),
-            best_fitness=float(scalars["best_fitness"]), best_generation=int(scalars["best_generation"]),
-            rng=self.rng, hof=HallOfFame.restore(arrays, columns=("stats", "row")),
+            generation=int(scalars["generation"]),
+            rate=float(scalars["rate"]),
+            best_fitness=float(scalars["best_fitness"]),
+            best_generation=int(scalars["best_generation"]),
+            rng=self.rng,
+            hof=HallOfFame.restore(arrays, columns=("stats", "row")),
             **{name: np.asarray(arrays[name]) for name in self.ARRAYS},
-            best_ref=np.asarray(arrays["best_ref"]) if "best_ref" in arrays else None, lineage=lineage)
+            best_ref=np.asarray(arrays["best_ref"]) if "best_ref" in arrays else None,
+            lineage=lineage,
+        )

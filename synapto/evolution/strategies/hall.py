@@ -59,9 +59,11 @@ class HallOfFame:
         """New entries, evaluated in ``generation``, with their rows of every column: the ``k``
         best of them and the members stay (new ones first on ties)."""
         fitness = np.asarray(fitness, dtype=np.float64)
-        pairs = [(np.full(fitness.size, generation, dtype=np.int64), self.generation),
-                 (np.asarray(genomes, dtype=np.float64), self.genomes),
-                 *((np.asarray(columns[name]), self.columns[name]) for name in self.columns)]
+        pairs = [
+            (np.full(fitness.size, generation, dtype=np.int64), self.generation),
+            (np.asarray(genomes, dtype=np.float64), self.genomes),
+            *((np.asarray(columns[name]), self.columns[name]) for name in self.columns),
+        ]
         self.fitness, self.generation, self.genomes, *cols = keep_best(self.size, fitness, self.fitness, *pairs)
         self.columns = dict(zip(self.columns, cols))
 
@@ -85,14 +87,21 @@ class HallOfFame:
 
     def members(self) -> list[Champion]:
         """The places filled, best first, as :class:`Champion` s."""
-        return [Champion(g, float(f), int(n)) for g, f, n in zip(self.genomes, self.fitness, self.generation)
-                if np.isfinite(f)]
+        return [
+            Champion(g, float(f), int(n))
+            for g, f, n in zip(self.genomes, self.fitness, self.generation)
+            if np.isfinite(f)
+        ]
 
     def state(self, prefix: str = "hof_") -> dict[str, np.ndarray]:
         """The checkpoint's arrays: ``<prefix>fitness``, ``<prefix>genomes``, ``<prefix>generation``
         and ``<prefix><column>``."""
-        return {f"{prefix}genomes": self.genomes, f"{prefix}fitness": self.fitness,
-                f"{prefix}generation": self.generation, **{prefix + k: a for k, a in self.columns.items()}}
+        return {
+            f"{prefix}genomes": self.genomes,
+            f"{prefix}fitness": self.fitness,
+            f"{prefix}generation": self.generation,
+            **{prefix + k: a for k, a in self.columns.items()},
+        }
 
     @classmethod
     def restore(cls, arrays: Mapping[str, np.ndarray], columns=(), prefix: str = "hof_") -> HallOfFame:
@@ -101,10 +110,13 @@ class HallOfFame:
         fitness = np.array(arrays[f"{prefix}fitness"], dtype=np.float64)
         k = fitness.size
         generation = arrays.get(f"{prefix}generation", np.full(k, -1, dtype=np.int64))
-        cols = {name: np.array(arrays[prefix + name]) if prefix + name in arrays else np.full(k, -1, dtype=np.int64)
-                for name in columns}
-        return cls(fitness, np.array(arrays[f"{prefix}genomes"], dtype=np.float64),
-                   np.array(generation, dtype=np.int64), cols)
+        cols = {
+            name: np.array(arrays[prefix + name]) if prefix + name in arrays else np.full(k, -1, dtype=np.int64)
+            for name in columns
+        }
+        return cls(
+            fitness, np.array(arrays[f"{prefix}genomes"], dtype=np.float64), np.array(generation, dtype=np.int64), cols
+        )
 
 
 __all__ = ["HallOfFame", "keep_best"]

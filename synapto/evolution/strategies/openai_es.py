@@ -18,6 +18,7 @@ Adam moments.  Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,7 +40,8 @@ class OpenAIES(MirroredStrategy):
     """The strategy ``openai-es`` (see the module docstring)."""
 
     name = "openai-es"
-    OPTIONS = {
+    sigma: float
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "standard deviation of the perturbations (first generation)"),
         "sigma_decay": Option(1.0, "sigma is multiplied by this after every generation (1: fixed)"),
         "sigma_min": Option(0.01, "sigma never decays below this"),
@@ -90,7 +92,7 @@ class OpenAIES(MirroredStrategy):
         self.m[alive] = b1 * self.m[alive] + (1 - b1) * grad
         self.v[alive] = b2 * self.v[alive] + (1 - b2) * grad * grad
         t = self.adam_t
-        a = o["lr"] * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        a = o["lr"] * math.sqrt(1 - b2**t) / (1 - b1**t)
         step = a * self.m[alive] / (np.sqrt(self.v[alive]) + self.ADAM_EPS)
         centre = self.centre.copy()
         centre[alive] -= step

@@ -40,8 +40,10 @@ def complete(strategy: str, declared: Mapping[str, Option], options: Mapping[str
     """``options`` completed with the ``declared`` defaults; unknown names are refused."""
     unknown = sorted(set(options) - set(declared))
     if unknown:
-        raise UsageError(f"strategy {strategy!r} has no option(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(declared)) or 'none'}")
+        raise UsageError(
+            f"strategy {strategy!r} has no option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(declared)) or 'none'}"
+        )
     return {**{k: o.default for k, o in declared.items()}, **dict(options)}
 
 
@@ -68,8 +70,7 @@ def need_nonnegative(name: str, v) -> float:
 def need_fraction(name: str, v, closed_high: bool = False) -> float:
     ok = is_number(v) and (0 <= v <= 1 if closed_high else 0 <= v < 1)
     if not ok:
-        raise UsageError(f"strategy option {name} must be a number in [0, 1{']' if closed_high else ')'}, "
-                         f"got {v!r}")
+        raise UsageError(f"strategy option {name} must be a number in [0, 1{']' if closed_high else ')'}, got {v!r}")
     return float(v)
 
 
@@ -94,8 +95,7 @@ def check_target(out: dict[str, Any]) -> dict[str, Any]:
     """Check (and normalise) the connection-budget options (``prune_to``, ``prune_by``,
     ``prune_start``, ``prune_end``) of a completed option dict; one-line errors."""
     f = out["prune_to"]
-    if isinstance(f, (bool, np.bool_)) or not isinstance(f, (int, float, np.integer, np.floating)) \
-            or not 0 <= f <= 1:
+    if isinstance(f, (bool, np.bool_)) or not isinstance(f, (int, float, np.integer, np.floating)) or not 0 <= f <= 1:
         raise UsageError(f"strategy option prune_to must be a fraction in (0, 1] (0: no target), got {f!r}")
     out["prune_to"] = float(f)
     if out["prune_by"] not in CRITERIA:
@@ -105,12 +105,26 @@ def check_target(out: dict[str, Any]) -> dict[str, Any]:
             raise UsageError(f"strategy option {key} must be an integer >= {low}, got {out[key]!r}")
         out[key] = int(out[key])
     if out["prune_end"] <= out["prune_start"]:
-        raise UsageError(f"strategy option prune_end ({out['prune_end']}) must be after prune_start "
-                         f"({out['prune_start']})")
+        raise UsageError(
+            f"strategy option prune_end ({out['prune_end']}) must be after prune_start ({out['prune_start']})"
+        )
     if out["prune_to"] > 0 and out.get("prune") is False:
         raise UsageError(f"strategy option prune_to {out['prune_to']:g} needs pruning on (got prune = false)")
     return out
 
 
-__all__ = ["CRITERIA", "MAX_SCALE", "Option", "check_target", "complete", "is_int", "is_number", "need_bool",
-           "need_even_population", "need_fraction", "need_int", "need_nonnegative", "need_positive"]
+__all__ = [
+    "CRITERIA",
+    "MAX_SCALE",
+    "Option",
+    "check_target",
+    "complete",
+    "is_int",
+    "is_number",
+    "need_bool",
+    "need_even_population",
+    "need_fraction",
+    "need_int",
+    "need_nonnegative",
+    "need_positive",
+]

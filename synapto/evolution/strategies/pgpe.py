@@ -24,6 +24,7 @@ Pruning, candidates and the champion: :mod:`.es`.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,13 +46,17 @@ class PGPE(MirroredStrategy):
 
     name = "pgpe"
     SAMPLING = "symmetric sampling"
-    OPTIONS = {
+    sigma: np.ndarray
+    OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial standard deviation of every surviving weight"),
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
         "sigma_max_change": Option(0.2, "largest relative change of a standard deviation in one generation"),
         "max_speed": Option(0.15, "ClipUp: the longest step of the centre"),
-        "step_size": Option(0.0, "ClipUp: length of the normalised gradient added to the velocity "
-                                 "(0: max_speed / 2, as the ClipUp paper suggests)"),
+        "step_size": Option(
+            0.0,
+            "ClipUp: length of the normalised gradient added to the velocity "
+            "(0: max_speed / 2, as the ClipUp paper suggests)",
+        ),
         "momentum": Option(0.9, "ClipUp: decay of the velocity"),
         **CentreStrategy.COMMON_OPTIONS,
     }
@@ -123,5 +128,7 @@ class PGPE(MirroredStrategy):
 
     def _record(self):
         alive = self.alive
-        return {"sigma_mean": float(self.sigma[alive].mean()) if alive.any() else 0.0,
-                "step_norm": float(self.step_norm)}
+        return {
+            "sigma_mean": float(self.sigma[alive].mean()) if alive.any() else 0.0,
+            "step_norm": float(self.step_norm),
+        }

@@ -42,17 +42,27 @@ from synapto.evolution.strategies.options import CRITERIA, Option
 
 #: the options every strategy has for a target (defaults: no target, the pruning of before)
 OPTIONS: dict[str, Option] = {
-    "prune_to": Option(0.0, "target: the fraction of the dense network's connections (the genome length) "
-                            "left once the schedule ends, in (0, 1]; 0: no target, the agent's own pruning "
-                            "at its adaptive rate"),
-    "prune_by": Option("magnitude", "with a target: which connections go first: \"magnitude\" (smallest "
-                                    "|weight|), \"trace\" (weakest Hebbian trace; hebbian-dag), \"random\" "
-                                    "(the reference's pruning); magnitude and trace remove connections that "
-                                    "cannot change an action first"),
-    "prune_start": Option(0, "with a target: the generation the schedule starts from (all connections "
-                             "allowed until then)"),
-    "prune_end": Option(100, "with a target: the first generation held to the target; the budget falls "
-                             "on a cubic from prune_start to here, in steps of prune_every generations"),
+    "prune_to": Option(
+        0.0,
+        "target: the fraction of the dense network's connections (the genome length) "
+        "left once the schedule ends, in (0, 1]; 0: no target, the agent's own pruning "
+        "at its adaptive rate",
+    ),
+    "prune_by": Option(
+        "magnitude",
+        'with a target: which connections go first: "magnitude" (smallest '
+        '|weight|), "trace" (weakest Hebbian trace; hebbian-dag), "random" '
+        "(the reference's pruning); magnitude and trace remove connections that "
+        "cannot change an action first",
+    ),
+    "prune_start": Option(
+        0, "with a target: the generation the schedule starts from (all connections allowed until then)"
+    ),
+    "prune_end": Option(
+        100,
+        "with a target: the first generation held to the target; the budget falls "
+        "on a cubic from prune_start to here, in steps of prune_every generations",
+    ),
 }
 
 
@@ -60,11 +70,15 @@ def check_agent(agent, options: dict[str, Any]) -> None:
     """Refuse a criterion the agent cannot serve, or a target that leaves no connection (one line)."""
     n = int(getattr(agent, "n_params", 0))
     if options["prune_to"] > 0 and n and int(round(n * options["prune_to"])) < 1:
-        raise UsageError(f"strategy option prune_to {options['prune_to']:g} leaves no connection of the "
-                         f"network's {n:,}: give at least {1 / n:.3g} (one connection)")
+        raise UsageError(
+            f"strategy option prune_to {options['prune_to']:g} leaves no connection of the "
+            f"network's {n:,}: give at least {1 / n:.3g} (one connection)"
+        )
     if options["prune_to"] > 0 and options["prune_by"] == "trace" and not getattr(agent, "traces", False):
-        raise UsageError(f"strategy option prune_by 'trace' needs an agent with Hebbian traces (hebbian-dag); "
-                         f"{getattr(agent, 'name', type(agent).__name__)!r} has none")
+        raise UsageError(
+            f"strategy option prune_by 'trace' needs an agent with Hebbian traces (hebbian-dag); "
+            f"{getattr(agent, 'name', type(agent).__name__)!r} has none"
+        )
 
 
 @dataclass(frozen=True)
@@ -82,8 +96,13 @@ class Schedule:
         """The schedule of ``options`` (None without a target)."""
         if options["prune_to"] <= 0:
             return None
-        return cls(int(agent.n_params), options["prune_to"], options["prune_start"], options["prune_end"],
-                   int(options.get("prune_every", 1)))
+        return cls(
+            int(agent.n_params),
+            options["prune_to"],
+            options["prune_start"],
+            options["prune_end"],
+            int(options.get("prune_every", 1)),
+        )
 
     @property
     def final(self) -> int:
@@ -97,7 +116,7 @@ class Schedule:
             return self.final
         t = self.start + (generation - self.start) // self.every * self.every
         left = 1.0 - (t - self.start) / (self.end - self.start)
-        return max(self.final, min(self.dense, int(round(self.dense * (self.target + (1 - self.target) * left ** 3)))))
+        return max(self.final, min(self.dense, int(round(self.dense * (self.target + (1 - self.target) * left**3)))))
 
 
 def inert(layout, genome: np.ndarray) -> np.ndarray:
@@ -130,8 +149,9 @@ def inert(layout, genome: np.ndarray) -> np.ndarray:
     return out
 
 
-def prune_to(genome: np.ndarray, keep: int, criterion: str, stats: np.ndarray | None,
-             rng: np.random.Generator, layout=None) -> np.ndarray:
+def prune_to(
+    genome: np.ndarray, keep: int, criterion: str, stats: np.ndarray | None, rng: np.random.Generator, layout=None
+) -> np.ndarray:
     """``genome`` with at most ``keep`` surviving connections: the ones ``criterion`` ranks
     lowest are set to 0 (a copy; nothing drawn when it is within budget).  For
     ``magnitude`` and ``trace`` the inert connections go first, including those made
@@ -157,14 +177,15 @@ def prune_to(genome: np.ndarray, keep: int, criterion: str, stats: np.ndarray | 
     while excess > 0:
         ranked = ranked[child[ranked] != 0]
         dead = inert(layout, child)[ranked]
-        drop = ranked[dead][:excess] if dead.any() else ranked[:max(1, excess // 4)]
+        drop = ranked[dead][:excess] if dead.any() else ranked[: max(1, excess // 4)]
         child[drop] = 0.0
         excess -= drop.size
     return child
 
 
-def cut_rows(genomes: np.ndarray, keep: int, criterion: str, stats: np.ndarray | None,
-             rng: np.random.Generator, layout=None) -> np.ndarray:
+def cut_rows(
+    genomes: np.ndarray, keep: int, criterion: str, stats: np.ndarray | None, rng: np.random.Generator, layout=None
+) -> np.ndarray:
     """Every row of ``genomes`` held to ``keep`` connections (:func:`prune_to`, row by row in
     order; row ``i`` ranked by ``stats[i]`` for ``trace``): a copy."""
     out = np.array(genomes, dtype=np.float64, copy=True)
@@ -187,5 +208,4 @@ def mean_stats(stats: np.ndarray, fitness: np.ndarray) -> np.ndarray:
     return np.mean(rows[finite] if finite.any() else rows, axis=0)
 
 
-__all__ = ["CRITERIA", "OPTIONS", "Schedule", "check_agent", "cut_rows", "inert", "layout_of", "mean_stats",
-           "prune_to"]
+__all__ = ["CRITERIA", "OPTIONS", "Schedule", "check_agent", "cut_rows", "inert", "layout_of", "mean_stats", "prune_to"]

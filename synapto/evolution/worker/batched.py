@@ -85,8 +85,14 @@ class BatchTask:
     want_stats: bool = True
 
 
-def evaluate_batch(agent, venv: SeededVectorEnv, genomes: np.ndarray, seeds: np.ndarray,
-                   want_stats: bool = True, slots: int | None = None) -> list[EvalResult]:
+def evaluate_batch(
+    agent,
+    venv: SeededVectorEnv,
+    genomes: np.ndarray,
+    seeds: np.ndarray,
+    want_stats: bool = True,
+    slots: int | None = None,
+) -> list[EvalResult]:
     """:func:`~synapto.evolution.worker.evaluate.evaluate` for every row of ``genomes`` (K, n)
     on the episodes ``seeds`` (K, E), in lockstep on ``venv``: at most ``slots``
     (default :data:`SLOTS`) sub-envs at a time, ended ones refilled from the queue of
@@ -253,8 +259,9 @@ class _Lockstep:
         self.policy.keep(keep)
 
 
-def batch_results(agent, genomes: np.ndarray, ret: np.ndarray, steps: np.ndarray, bad: np.ndarray,
-                  stats: np.ndarray | None) -> list[EvalResult]:
+def batch_results(
+    agent, genomes: np.ndarray, ret: np.ndarray, steps: np.ndarray, bad: np.ndarray, stats: np.ndarray | None
+) -> list[EvalResult]:
     """Per individual (rows of ``genomes``), the :class:`EvalResult` of its episodes'
     returns, steps and non-finite flags (K, E) and its rows' trace statistics (K * E,
     n_params) -- as the one-at-a-time path gives: an individual with a bad episode stops
@@ -273,8 +280,8 @@ def batch_results(agent, genomes: np.ndarray, ret: np.ndarray, steps: np.ndarray
         if nonfinite:  # as the one-at-a-time path: stop at the first bad episode
             e = int(np.argmax(bad[k]))
             r[e] = np.nan
-            r[e + 1:] = 0.0
-            s[e + 1:] = 0
+            r[e + 1 :] = 0.0
+            s[e + 1 :] = 0
             f = -math.inf
             if stats is not None:
                 st = stats[k, : e + 1].sum(axis=0) / (e + 1)
@@ -303,8 +310,9 @@ class BatchedEvaluator:
     def __call__(self, task, context=None):
         if isinstance(task, Chunk):
             tasks = [context.task(p) for p in task.payloads]
-            task = BatchTask(np.stack([t.genome for t in tasks]), np.stack([np.asarray(t.seeds) for t in tasks]),
-                             tasks[0].want_stats)
+            task = BatchTask(
+                np.stack([t.genome for t in tasks]), np.stack([np.asarray(t.seeds) for t in tasks]), tasks[0].want_stats
+            )
         if isinstance(task, BatchTask):
             return evaluate_batch(self.agent, self.venv, task.genomes, task.seeds, task.want_stats)
         return self.serial(task, context)
@@ -360,9 +368,14 @@ class BatchingFarm:
         """The chunks' tasks for the workers' evaluator."""
         if context is not None:
             return [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
-        return [BatchTask(np.stack([payloads[i].genome for i in c]),
-                          np.stack([np.asarray(payloads[i].seeds) for i in c]), payloads[c[0]].want_stats)
-                for c in chunks]
+        return [
+            BatchTask(
+                np.stack([payloads[i].genome for i in c]),
+                np.stack([np.asarray(payloads[i].seeds) for i in c]),
+                payloads[c[0]].want_stats,
+            )
+            for c in chunks
+        ]
 
     def batched(self, payloads: list, context) -> bool:
         """Whether a map of ``payloads`` is evaluated in chunks (else task by task)."""
@@ -425,8 +438,9 @@ def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
 
         farm.setup(BatchedSpec(spec))
         # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
-        return BatchingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)),
-                            local=isinstance(farm, SerialFarm))
+        return BatchingFarm(
+            farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm)
+        )
     farm.setup(spec)
     return farm
 

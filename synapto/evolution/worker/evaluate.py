@@ -11,15 +11,25 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from synapto.evolution.worker.tasks import EvalResult, SampleContext
+from synapto.shaping import Shaping
 
 
-def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = True,
-             obs_norm: tuple[np.ndarray, np.ndarray] | None = None, count_obs: bool = False) -> EvalResult:
+def evaluate(
+    agent,
+    env_factory,
+    genome: np.ndarray,
+    seeds,
+    want_stats: bool = True,
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None,
+    count_obs: bool = False,
+) -> EvalResult:
     """Run ``genome`` for one episode per seed; pure function of (genome, seeds, obs_norm).
 
     ``env_factory()`` makes a fresh environment for every episode: Box2D worlds
@@ -64,16 +74,16 @@ def evaluate(agent, env_factory, genome: np.ndarray, seeds, want_stats: bool = T
     # repeat that on every step of every worker
     with np.errstate(over="ignore", invalid="ignore"):
         for e in range(n):
-            total, count, nonfinite, env_s, agent_s = _episode(env_factory, int(seeds[e]), policy, act, record,
-                                                               checks)
+            total, count, nonfinite, env_s, agent_s = _episode(env_factory, int(seeds[e]), policy, act, record, checks)
             t_env += env_s
             t_agent += agent_s
             returns[e], steps[e] = (np.nan if nonfinite else total), count
             if nonfinite or not math.isfinite(total):
                 nonfinite = True
                 break
-    return _result(agent, genome, policy, returns, steps, nonfinite, want_stats, t_env, t_agent,
-                   record if count_obs else None)
+    return _result(
+        agent, genome, policy, returns, steps, nonfinite, want_stats, t_env, t_agent, record if count_obs else None
+    )
 
 
 def _checks(space) -> tuple:
@@ -144,8 +154,9 @@ def _play(obs, step, act, checks: tuple):
             return total, count, False, t_step, t2
 
 
-def _result(agent, genome, policy, returns, steps, nonfinite: bool, want_stats: bool, t_env: float,
-            t_agent: float, record) -> EvalResult:
+def _result(
+    agent, genome, policy, returns, steps, nonfinite: bool, want_stats: bool, t_env: float, t_agent: float, record
+) -> EvalResult:
     """The evaluation's result from its episodes' ``returns`` and ``steps``; ``record``: the
     observation counter (``count_obs``), or None."""
     fitness = -math.inf
@@ -157,8 +168,9 @@ def _result(agent, genome, policy, returns, steps, nonfinite: bool, want_stats: 
     stats = policy.trace_stats() if want_stats else None
     t_agent += time.perf_counter() - t0
     if record is not None:
-        return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent,
-                          record.count, record.sum, record.sumsq)
+        return EvalResult(
+            fitness, returns, steps, stats, nonfinite, t_env, t_agent, record.count, record.sum, record.sumsq
+        )
     return EvalResult(fitness, returns, steps, stats, nonfinite, t_env, t_agent)
 
 
@@ -201,7 +213,7 @@ class EvolveSpec:
     hidden: tuple
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
-    shaping: object = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
+    shaping: Shaping | None = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
     #: the simulator of training episodes ("gymnasium" or "envpool"); an envpool run's farm is
     #: set up with :class:`synapto.evolution.worker.fast_box2d.FastSpec`, whose evaluator runs
     #: its training tasks (this one refuses them)
@@ -230,13 +242,16 @@ class Evaluator:
         if context is not None:
             task = context.task(task)
         if task.shaped and self.fast:  # pragma: no cover - a farm set up with the wrong recipe
-            raise RuntimeError("a training task of a train_backend=envpool run: the farm must be set up "
-                               "with synapto.evolution.worker.fast_box2d.FastSpec")
-        make = self.make_env
+            raise RuntimeError(
+                "a training task of a train_backend=envpool run: the farm must be set up "
+                "with synapto.evolution.worker.fast_box2d.FastSpec"
+            )
+        make: Callable[[], Any] = self.make_env
         if task.shaped and self.shaping is not None:
             shaping, cap = self.shaping, task.max_steps
 
-            def make():
+            def shaped_env():
                 return shaping.wrap(self.make_env(), cap)
-        return evaluate(self.agent, make, task.genome, task.seeds, task.want_stats,
-                        task.obs_norm, task.count_obs)
+
+            make = shaped_env
+        return evaluate(self.agent, make, task.genome, task.seeds, task.want_stats, task.obs_norm, task.count_obs)

@@ -71,8 +71,9 @@ def check_backend(env_id: str, envs) -> None:
     if env_id not in COVERED:
         raise UsageError(f"env option train_backend=envpool covers {', '.join(COVERED)}, not {env_id}")
     if envs.make:
-        raise UsageError(f"env option train_backend=envpool takes no options of the env itself, "
-                         f"got {', '.join(sorted(envs.make))}")
+        raise UsageError(
+            f"env option train_backend=envpool takes no options of the env itself, got {', '.join(sorted(envs.make))}"
+        )
 
 
 def require(cfg, agent) -> None:
@@ -81,11 +82,13 @@ def require(cfg, agent) -> None:
     try:
         import envpool  # noqa: F401
     except ImportError:
-        raise UsageError("env option train_backend=envpool needs the envpool extra: "
-                         "pip install -e .[envpool]") from None
+        raise UsageError(
+            "env option train_backend=envpool needs the envpool extra: pip install -e .[envpool]"
+        ) from None
     if agent.batch_policy(np.zeros((1, agent.n_params)), False) is None:
-        raise UsageError(f"env option train_backend=envpool: agent {agent.name} (with these options) "
-                         f"has no batched policy")
+        raise UsageError(
+            f"env option train_backend=envpool: agent {agent.name} (with these options) has no batched policy"
+        )
 
 
 def make_pool(env_id: str, seeds: np.ndarray):
@@ -93,8 +96,9 @@ def make_pool(env_id: str, seeds: np.ndarray):
     import envpool
 
     n = len(seeds)
-    return envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n, num_threads=1,
-                        seed=[int(s) % SEED_MOD for s in seeds])
+    return envpool.make(
+        env_id, env_type="gymnasium", num_envs=n, batch_size=n, num_threads=1, seed=[int(s) % SEED_MOD for s in seeds]
+    )
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     stats = policy.trace_stats() if tasks[0].want_stats else None
     results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
     if count:
+        assert osum is not None and osumsq is not None  # made with count
         _fold_obs(results, tasks, ocount.reshape(K, E), osum.reshape(K, E, d), osumsq.reshape(K, E, d))
     share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
     t_agent += clock() - t0
@@ -209,6 +214,7 @@ def _act(st: _Rows, x: np.ndarray, policy, discrete: bool, t: int, ocount, bad, 
     live = st.live
     ok = np.isfinite(x).all(axis=1)
     if st.count:
+        assert st.osum is not None and st.osumsq is not None  # made with count
         seen = live & ok
         x64 = x.astype(np.float64)
         np.add(st.osum, x64, out=st.osum, where=seen[:, None])
@@ -241,8 +247,9 @@ def _step(pool, action: np.ndarray, go: np.ndarray, rows: np.ndarray, discrete: 
     return go, o, r, term, trunc
 
 
-def _shape(st: _Rows, go: np.ndarray, raw: np.ndarray, term: np.ndarray, trunc: np.ndarray, t: int,
-           s: Shaping) -> np.ndarray:
+def _shape(
+    st: _Rows, go: np.ndarray, raw: np.ndarray, term: np.ndarray, trunc: np.ndarray, t: int, s: Shaping
+) -> np.ndarray:
     """Add the stepped rows' (positions ``go``) shaped rewards to their returns, as
     :class:`~synapto.shaping.ShapedEnv` shapes them; returns their ``truncated``."""
     r = raw
@@ -273,6 +280,7 @@ def _end(st: _Rows, pos: np.ndarray, t: int, out: tuple, policy) -> None:
     ret[rows] = st.ret[pos]
     steps[rows] = t
     if st.count:
+        assert st.osum is not None and st.osumsq is not None  # made with count
         osum[rows] = st.osum[pos]
         osumsq[rows] = st.osumsq[pos]
     st.live[pos] = False
@@ -344,5 +352,4 @@ def training_farm(farm, spec: EvolveSpec) -> TrainingFarm:
     from synapto.parallel.farm import SerialFarm
 
     farm.setup(FastSpec(spec))
-    return TrainingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)),
-                        local=isinstance(farm, SerialFarm))
+    return TrainingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,17 +52,18 @@ class EvalResult:
 def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult:
     """One evaluation's result from its episodes evaluated apart (``parts[e]``: the result
     of a task holding episode ``e`` alone; None where that task raised) -- exactly what
-    :func:`~synapto.evolution.worker.evaluate.evaluate` gives for all the episodes in one task: an evaluation stops at its
-    first non-finite episode (the later ones count as 0 return and 0 steps), and one
+    :func:`~synapto.evolution.worker.evaluate.evaluate` gives for all the episodes in one task: an
+    evaluation stops at its first non-finite episode (the later ones count as 0 return and 0 steps), and one
     whose task raised counts as a failed evaluation (fitness -inf, returns NaN, 0 steps).
     ``penalty``: ``agent.penalty(genome)``.  Trace statistics and observation counts are
     not merged (the phases that split episodes ask for neither)."""
     n = len(parts)
     returns, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
-    if any(p is None for p in parts):
+    done = [p for p in parts if p is not None]
+    if len(done) < n:
         return EvalResult(-math.inf, np.full(n, np.nan), steps, None, False, 0.0, 0.0)
     nonfinite, ran = False, n
-    for e, p in enumerate(parts):
+    for e, p in enumerate(done):
         returns[e], steps[e] = p.returns[0], p.steps[0]
         if p.nonfinite:
             nonfinite, ran = True, e + 1
@@ -71,8 +73,15 @@ def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult
         fitness = float(np.mean(returns)) - penalty
         if not math.isfinite(fitness):
             nonfinite, fitness = True, -math.inf
-    return EvalResult(fitness, returns, steps, None, nonfinite, sum(p.env_seconds for p in parts[:ran]),
-                      sum(p.agent_seconds for p in parts[:ran]))
+    return EvalResult(
+        fitness,
+        returns,
+        steps,
+        None,
+        nonfinite,
+        sum(p.env_seconds for p in done[:ran]),
+        sum(p.agent_seconds for p in done[:ran]),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +92,7 @@ class SampleContext:
     ``(i, e)`` (sample ``i`` -- the centre for ``i = -1`` -- on episode ``e`` of the
     episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
 
-    samples: object  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
+    samples: Any  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
     seeds: np.ndarray  #: (P, E): each sample's own episodes; or (V,): episodes shared by all
     want_stats: bool = True
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None
@@ -101,8 +110,9 @@ class SampleContext:
     def task(self, payload) -> EvalTask:
         if isinstance(payload, tuple):
             i, e = payload
-            seeds = self.seeds[e:e + 1]
+            seeds = self.seeds[e : e + 1]
         else:
             i, seeds = payload, self.seeds[payload]
-        return EvalTask(self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped,
-                        self.max_steps)
+        return EvalTask(
+            self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped, self.max_steps
+        )

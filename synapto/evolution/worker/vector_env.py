@@ -33,8 +33,11 @@ class CartPoleStep:
             from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
         except ImportError:  # pragma: no cover
             return False
-        return (type(u) is CartPoleVectorEnv and u.kinematics_integrator == "euler"
-                and not getattr(u, "_sutton_barto_reward", False))
+        return (
+            type(u) is CartPoleVectorEnv
+            and u.kinematics_integrator == "euler"
+            and not getattr(u, "_sutton_barto_reward", False)
+        )
 
     def start(self, states: np.ndarray) -> None:
         n = states.shape[1]
@@ -152,11 +155,15 @@ class SeededVectorEnv:
             u = vec.unwrapped
             single = make_env(env_id)
             single.reset(seed=0)
-            ok = (isinstance(getattr(u, "state", None), np.ndarray) and u.state.shape[-1] == 2
-                  and hasattr(u, "steps") and hasattr(u, "prev_done")
-                  and str(vec.metadata.get("autoreset_mode", "")).endswith("NEXT_STEP")
-                  and isinstance(getattr(single.unwrapped, "state", None), np.ndarray)
-                  and single.unwrapped.state.shape == u.state.shape[:-1])
+            ok = (
+                isinstance(getattr(u, "state", None), np.ndarray)
+                and u.state.shape[-1] == 2
+                and hasattr(u, "steps")
+                and hasattr(u, "prev_done")
+                and str(vec.metadata.get("autoreset_mode", "")).endswith("NEXT_STEP")
+                and isinstance(getattr(single.unwrapped, "state", None), np.ndarray)
+                and single.unwrapped.state.shape == u.state.shape[:-1]
+            )
             vec.close()
             single.close()
         except Exception as exc:  # a vector env we do not understand: one at a time
@@ -191,9 +198,12 @@ class SeededVectorEnv:
 
     def _check_quick(self) -> None:
         """Use :meth:`_cartpole_initial` if it gives the single env's resets, bit for bit."""
-        seeds = [0, 1, 2, 7, 12345, 2 ** 31 - 1, 2 ** 40 + 3, 2 ** 62 + 11]
-        ok = all(np.array_equal(a, b) and a.dtype == b.dtype
-                 for s in seeds for a, b in zip(self._cartpole_initial(s), self._single_initial(s)))
+        seeds = [0, 1, 2, 7, 12345, 2**31 - 1, 2**40 + 3, 2**62 + 11]
+        ok = all(
+            np.array_equal(a, b) and a.dtype == b.dtype
+            for s in seeds
+            for a, b in zip(self._cartpole_initial(s), self._single_initial(s))
+        )
         self._quick = self._cartpole_initial if ok else None
 
     def _initials(self, seeds):
