@@ -185,6 +185,7 @@ def bench_run(tmp_path_factory):
     return out, output
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_bench_writes_a_consistent_table(bench_run):
@@ -222,6 +223,7 @@ def test_bench_writes_a_consistent_table(bench_run):
     assert {"23/dynamic", "39/waves", "63/dynamic"} <= set(result["projection"]["simulated_speedup"])
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_waves_give_the_same_results_as_dynamic_scheduling(bench_run):
@@ -235,6 +237,7 @@ def test_waves_give_the_same_results_as_dynamic_scheduling(bench_run):
     assert_same_run(serial, dynamic)
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_farm_time_accounting_is_consistent(bench_run):

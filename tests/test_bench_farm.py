@@ -49,6 +49,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 def test_a_probe_times_every_payload_at_each_worker_count(tmp_path):
     res = run_cli(

@@ -88,6 +88,7 @@ def race(tmp_path_factory):
     return out, json.loads((out / "race.json").read_text())
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_both_methods_race_on_the_same_cores_and_reach_the_threshold(race):

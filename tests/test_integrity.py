@@ -333,6 +333,7 @@ def damaged_copies(good, folder, kind: str) -> list:
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["evolve", "ppo"])
 def test_truncated_or_damaged_run_files_are_refused_at_once(good_runs, tmp_path, kind):
     """Every command that reads a run file refuses one cut at 100, 512, 20000 bytes, half its

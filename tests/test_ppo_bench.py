@@ -6,6 +6,7 @@ import pytest
 from conftest import run_cli
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_bench_ppo_writes_markdown_and_json(tmp_path):
