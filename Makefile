@@ -28,7 +28,7 @@ test: install
 # (CI runs them after make test): each benchmark end to end (bench race, evolve, ppo, farm,
 # envs, learn, sparsity), kill -9 of a fast-path run, of a whole `bench sparsity` and of a
 # `tune` study, tune's search, every reader against damaged run files, BipedalWalker on 1, 2
-# and 4 ranks, and 64 MPI ranks on the machine's cores (which would starve the tests beside it)
+# and 4 ranks and its fast path on 3, and 64 MPI ranks on the machine's cores (which would starve the tests beside it)
 .PHONY: test-long
 test-long: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=10 -n 2 --dist loadfile -m long

@@ -230,6 +230,7 @@ def test_replay_of_a_training_evaluation_is_exact(fast_run):
     assert "1/1 bit-identical" in r.stdout
 
 
+@pytest.mark.long
 @pytest.mark.mpi
 def test_fast_run_identical_on_three_ranks(fast_run, tmp_path):
     out = tmp_path / "three.h5"
