@@ -24,11 +24,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 test: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=20 -n 2 --dist loadfile -m "not long"
 
-# The tests marked long, run on their own so that make test stays near 6 minutes on 2 cores
+# The tests marked long, run on their own so that make test stays under 6 minutes on 2 cores
 # (CI runs them after make test): each benchmark end to end (bench race, evolve, ppo, farm,
 # envs, learn, sparsity), kill -9 of a fast-path run, of a whole `bench sparsity` and of a
 # `tune` study, tune's search, every reader against damaged run files, BipedalWalker on 1, 2
-# and 4 ranks and its fast path on 3, and 64 MPI ranks on the machine's cores (which would starve the tests beside it)
+# and 4 ranks and its fast path on 3, and 64 MPI ranks on the machine's cores (which would
+# starve the tests beside it)
 .PHONY: test-long
 test-long: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra --durations=10 -n 2 --dist loadfile -m long

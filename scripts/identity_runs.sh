@@ -31,6 +31,8 @@ run ppo --env CartPole-v1 --hid 8 --epochs 3 --steps-per-epoch 400 --seed 5 --te
     --out "$OUT/ppo_2.h5"
 echo "run files in $OUT"
 [ -z "$REF" ] && exit 0
+# The comparison is written here rather than taken from synapto.store.compare: it must not
+# depend on the code under change, and it covers attributes (the config, the layout) too.
 "$PY" - "$OUT" "$REF" <<'EOF'
 import sys
 from pathlib import Path
