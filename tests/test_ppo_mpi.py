@@ -86,6 +86,68 @@ def test_rank_averaged_gradient_is_the_pooled_batch_gradient(tmp_path, ranks):
         assert np.abs(r[f"{key}_pooled"]).max() > 0
 
 
+def _gathered_update(out: str) -> None:
+    """Run under mpiexec: each rank fills its buffer with its own rows and runs one gathered
+    minibatch update; rank 0 then runs the update of one process on all the rows."""
+    from synapto.envs import SpaceInfo
+    from synapto.parallel.collectives import Collectives
+    from synapto.parallel.launch import world
+    from synapto.ppo.config import PPOConfig
+    from synapto.ppo.train import Trainer
+
+    comm, rank, size = world()
+    info = SpaceInfo(obs_dim=5, act_dim=2, discrete=False, low=None, high=None, max_episode_steps=None)
+    cfg = PPOConfig(
+        env="Pendulum-v1", hid=(7,), steps_per_epoch=24 * size, n_envs=size, minibatch_size=10, update_epochs=3,
+        max_grad_norm=0.5, ent_coef=0.01, target_kl=0.0, seed=4, dtype="float64",
+    )  # fmt: skip
+
+    def rows_of(r: int, n: int):
+        rng = np.random.default_rng(100 + r)
+        return rng.standard_normal((n, 5)), rng.standard_normal((n, 2)), rng.standard_normal(n), rng.standard_normal(n)
+
+    def fill(trainer, parts):
+        for name, value in zip(("obs", "act", "adv", "val"), (np.concatenate(p) for p in zip(*parts))):
+            getattr(trainer.buf, name)[...] = value
+
+    ranks = Trainer(cfg, Collectives(comm), rank, info)
+    assert ranks.gathered
+    fill(ranks, [rows_of(rank, ranks.buf.n)])
+    figures = ranks.update(dict.fromkeys(("update", "update_pi"), 0.0), epoch=2)
+    params = comm.gather(np.concatenate([ranks.pi.params, ranks.vf.params]), root=0)
+    if rank == 0:
+        one = Trainer(cfg, Collectives(None), 0, info)  # the same initial parameters
+        fill(one, [rows_of(r, ranks.buf.n) for r in range(size)])
+        alone = one.update(dict.fromkeys(("update", "update_pi"), 0.0), epoch=2)
+        np.savez(
+            out,
+            ranks=params[0],
+            others_equal=np.array([all(p.tobytes() == params[0].tobytes() for p in params)]),
+            one=np.concatenate([one.pi.params, one.vf.params]),
+            start=np.concatenate([Trainer(cfg, Collectives(None), 0, info).pi.params]),
+            figures=np.array([figures[k] for k in sorted(alone)]),
+            figures_one=np.array([alone[k] for k in sorted(alone)]),
+        )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_gathered_update_is_one_process_update_of_all_rows(tmp_path, ranks):
+    """The default minibatch update with several ranks: rank 0 updates on every rank's rows,
+    in rank order and shuffled as one process would, and every rank ends with its parameters."""
+    import subprocess
+
+    out = tmp_path / "gathered.npz"
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, __file__, "gathered", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    r = np.load(out)
+    assert r["others_equal"][0]
+    np.testing.assert_array_equal(r["ranks"], r["one"])
+    assert not np.array_equal(r["ranks"][: r["start"].size], r["start"])  # the update moved them
+    np.testing.assert_array_equal(r["figures"], r["figures_one"])
+
+
 def ppo(tmp_path, name, *extra, ranks=2, timeout=180):
     out = tmp_path / f"{name}.h5"
     proc = run_cli("ppo", *TINY, "--out", out, *extra, ranks=ranks, timeout=timeout)
@@ -249,3 +311,5 @@ def test_ppo_eval_is_deterministic(one_rank_run):
 if __name__ == "__main__":
     if sys.argv[1] == "pooled":
         _pooled_gradients(sys.argv[2])
+    elif sys.argv[1] == "gathered":
+        _gathered_update(sys.argv[2])

@@ -5,6 +5,7 @@ moments they keep, the test the run file holds, and bad values refused in one li
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
 from synapto.cli import main
+from synapto.ppo.config import PPOConfig
 from synapto.ppo.normalise import PRIOR, Moments, ObsNormaliser, RewardScaler
 from synapto.store import PPORun
 
@@ -57,10 +59,12 @@ PARITY = [
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_rerun_and_resume_after_kill_are_bit_identical(tmp_path):
+@pytest.mark.parametrize("update", ["gathered", pytest.param("allreduce", marks=pytest.mark.long)])
+def test_rerun_and_resume_after_kill_are_bit_identical(tmp_path, update):
     a, b, killed = tmp_path / "a.h5", tmp_path / "b.h5", tmp_path / "killed.h5"
+    parity = [*PARITY, "--minibatch-update", update]
     for out in (a, b):
-        r = run_cli(*PARITY, "--epochs", "5", "--out", out, ranks=2, timeout=300)
+        r = run_cli(*parity, "--epochs", "5", "--out", out, ranks=2, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
     assert_same_run(a, b)
     with PPORun(a) as run:
@@ -68,15 +72,27 @@ def test_rerun_and_resume_after_kill_are_bit_identical(tmp_path):
         assert test is not None and test["returns"].size == 3
         assert not np.array_equal(run.policy_norm(0)[0], run.policy_norm(4)[0])
 
-    proc = start_cli(*PARITY, "--epochs", "5", "--out", killed, ranks=2, extra_env={"SYNAPTO_FAULT": "epoch:3"})
+    proc = start_cli(*parity, "--epochs", "5", "--out", killed, ranks=2, extra_env={"SYNAPTO_FAULT": "epoch:3"})
     wait_for_line(proc, "FAULT-POINT epoch 3", timeout=240)
     kill_group(proc)
     proc.wait(timeout=60)
     with PPORun(killed) as run:
         assert run.completed == 3 and run.policy_test() is None
+        assert run.config["minibatch_update"] == update
     r = run_cli("ppo", "--resume", killed, ranks=2, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert_same_run(a, killed)
+
+
+def test_a_run_file_from_before_gathered_updates_resumes_with_allreduce():
+    """Run files written before ``minibatch_update`` existed updated with one Allreduce per
+    minibatch; reading their config must give that back, not today's default."""
+    cfg = PPOConfig(env="Pendulum-v1", minibatch_size=40)
+    assert cfg.minibatch_update == "gathered"
+    old = json.loads(cfg.to_json())
+    del old["minibatch_update"]
+    assert PPOConfig.from_json(json.dumps(old)).minibatch_update == "allreduce"
+    assert PPOConfig.from_json(cfg.to_json()) == cfg
 
 
 @pytest.mark.mpi
@@ -182,6 +198,7 @@ def test_linear_schedule_refuses_other_epochs_on_resume(tmp_path):
         (["--max-grad-norm", "nan"], "--max-grad-norm must be a number"),
         (["--adam-eps", "0"], "--adam-eps must be a number in (0.0, 1.0]"),
         (["--test-episodes", "-2"], "--test-episodes must be an integer >= 0, got -2"),
+        (["--minibatch-update", "sideways"], "--minibatch-update must be gathered or allreduce, got 'sideways'"),
     ],
 )
 def test_bad_values_are_one_line_and_exit_2(tmp_path, capsys, args, needle):

@@ -31,6 +31,20 @@ class Collectives:
         if self.comm is not None:
             self.comm.Bcast(array, root=0)
 
+    def gather_(self, array: np.ndarray) -> np.ndarray | None:
+        """Every rank's ``array`` (all of one shape) stacked in rank order along the first
+        axis, on rank 0 (None elsewhere); in a single process ``array`` itself."""
+        if self.comm is None or self.size == 1:
+            return array
+        t = clock()
+        array = np.ascontiguousarray(array)
+        out = (
+            np.empty((self.size * array.shape[0], *array.shape[1:]), array.dtype) if self.comm.Get_rank() == 0 else None
+        )
+        self.comm.Gather(array, out, root=0)
+        self.seconds += clock() - t
+        return out
+
     def _allreduce(self, array: np.ndarray, op_name: str) -> np.ndarray:
         if self.comm is not None and self.size > 1:
             t = clock()

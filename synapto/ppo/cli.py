@@ -162,6 +162,15 @@ def ppo(
             "--update-epochs", rich_help_panel=PANELS["ppo"], help="Passes over an epoch's steps with --minibatch-size."
         ),
     ] = _P["update_epochs"],
+    minibatch_update: Annotated[
+        str,
+        typer.Option(
+            "--minibatch-update",
+            rich_help_panel=PANELS["exec"],
+            help="With several processes: gathered (rank 0 updates on every row, then broadcasts) or "
+            "allreduce (one Allreduce per minibatch).",
+        ),
+    ] = _P["minibatch_update"],
     ent_coef: Annotated[float, typer.Option("--ent-coef", rich_help_panel=PANELS["ppo"], help="Entropy bonus.")] = _P[
         "ent_coef"
     ],

@@ -51,6 +51,7 @@ VALUE_OPTIONS = (
     "lr_schedule",
     "minibatch_size",
     "update_epochs",
+    "minibatch_update",
     "ent_coef",
     "vf_coef",
     "max_grad_norm",

@@ -56,6 +56,10 @@ class PPOConfig:
     #: 0: Spinning Up's full-batch steps (train_pi_iters, train_v_iters)
     minibatch_size: int = 0
     update_epochs: int = 10  #: passes over the epoch's steps (minibatch_size > 0)
+    #: with several ranks and minibatch_size > 0: "gathered" (the epoch's rows go to rank 0 once, which runs
+    #: the whole update alone and broadcasts the parameters) or "allreduce" (every rank walks its own rows,
+    #: minibatch_size // ranks a step, gradients averaged in one Allreduce per minibatch); one rank: the same
+    minibatch_update: str = "gathered"
     ent_coef: float = 0.0  #: entropy bonus of the policy loss (minibatch_size > 0)
     vf_coef: float = 0.5  #: weight of the value loss in the gradient norm that max_grad_norm clips (minibatches)
     max_grad_norm: float = 0.0  #: clip the joint gradient norm of a minibatch to this (0: no clipping)
@@ -124,6 +128,10 @@ class PPOConfig:
                 f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}",
             )
         need(
+            self.minibatch_update in ("gathered", "allreduce"),
+            f"--minibatch-update must be gathered or allreduce, got {self.minibatch_update!r}",
+        )
+        need(
             self.lr_schedule in ("constant", "linear"),
             f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}",
         )
@@ -166,7 +174,9 @@ class PPOConfig:
 
     @classmethod
     def from_json(cls, text: str) -> PPOConfig:
-        data = json.loads(text)
+        """The config a run file stores; a field the file predates takes the value the run
+        was made with (``LEGACY``), not today's default."""
+        data = {**LEGACY, **json.loads(text)}
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
     def changed(self, other: PPOConfig) -> list[str]:
@@ -176,6 +186,10 @@ class PPOConfig:
             for f in dataclasses.fields(self)
             if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)
         ]
+
+
+#: fields added after run files were written, with the behaviour those runs had
+LEGACY: dict[str, Any] = {"minibatch_update": "allreduce"}
 
 
 def field_names() -> frozenset[str]:

@@ -18,27 +18,73 @@ minibatches of ``minibatch_size // ranks`` rows (the last one shorter).  Per min
 The figures returned (``LossPi``, ``LossV``, ...) are those of the first minibatch
 (``Loss*``), the change to the last (``DeltaLoss*``), the mean entropy and clip fraction
 and the last KL; ``StopIter`` counts the minibatch steps taken.
+
+That is ``minibatch_update = "allreduce"``.  With rl-zoo's minibatches of 64 steps it
+costs an Allreduce every 64 rows -- 10,240 an epoch of ``ppo_bipedal`` --, and on two
+processes the update ran 3.3x slower than on one (docs/compare.md).  So by default
+(``"gathered"``, :func:`gathered_update`) the ranks send their rows to rank 0 once per
+epoch (one Gather per array, in rank order: env-major rows, as one rank would hold
+them), rank 0 runs the update above on all of them as a single process would
+(minibatches of ``minibatch_size``, shuffled with ``generator(seed, PPO, 3, 0, epoch,
+p)``), and broadcasts the two networks' parameters.  Only rank 0's Adam moments advance;
+only rank 0 writes checkpoints, and a resume hands its moments to every rank.  The
+others wait during the update, which is the serial share of an epoch.
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
+from synapto.parallel.collectives import Collectives
 from synapto.seeding import Stream, generator
 
 clock = time.perf_counter
 
+#: the figures an update returns (``seconds`` aside)
+FIGURES = ("LossPi", "DeltaLossPi", "Entropy", "KL", "ClipFrac", "StopIter", "LossV", "DeltaLossV")
 
-def minibatch_update(trainer, epoch: int) -> dict[str, float]:
-    cfg, buf, pi, vf, coll = trainer.cfg, trainer.buf, trainer.pi, trainer.vf, trainer.coll
+
+class Rows(NamedTuple):
+    """The rows an update walks, and over which ranks: ``rank`` keys the shuffle."""
+
+    obs: np.ndarray
+    act: np.ndarray
+    adv: np.ndarray
+    val: np.ndarray
+    coll: Collectives
+    rank: int
+
+
+def gathered_update(trainer, epoch: int) -> dict[str, float]:
+    """Every rank's rows to rank 0, the update there (:func:`minibatch_update` as one
+    process), the parameters broadcast back.  The figures are rank 0's; NaN elsewhere."""
+    coll, buf = trainer.coll, trainer.buf
     t = clock()
-    n = buf.n
+    obs, act, adv, val = (coll.gather_(a) for a in (buf.obs, buf.act, buf.adv, buf.val))
+    out = dict.fromkeys(FIGURES, float("nan"))
+    if trainer.rank == 0:
+        out = minibatch_update(trainer, epoch, Rows(obs, act, adv, val, Collectives(None), 0))
+    coll.bcast_(trainer.pi.params)
+    coll.bcast_(trainer.vf.params)
+    out["seconds"] = clock() - t
+    return out
+
+
+def minibatch_update(trainer, epoch: int, rows: Rows | None = None) -> dict[str, float]:
+    """The update over ``rows`` (by default this rank's buffer, every rank together)."""
+    cfg, buf, pi, vf = trainer.cfg, trainer.buf, trainer.pi, trainer.vf
+    if rows is None:
+        rows = Rows(buf.obs, buf.act, buf.adv, buf.val, trainer.coll, trainer.rank)
+    coll = rows.coll
+    t = clock()
+    n = len(rows.obs)
     size = max(1, cfg.minibatch_size // coll.size)
-    obs, act = buf.obs, buf.act
-    adv = buf.adv
-    ret = (buf.adv + buf.val).astype(trainer.dtype)
+    obs, act = rows.obs, rows.act
+    adv = rows.adv
+    ret = (rows.adv + rows.val).astype(trainer.dtype)
     logp_old = pi.logp(obs, act)
     n_pi, n_v = pi.params.size, vf.params.size
     comm = np.empty(n_pi + n_v + 1, np.float64)
@@ -46,7 +92,7 @@ def minibatch_update(trainer, epoch: int) -> dict[str, float]:
     last: tuple[float, float] | None = None
     entropy, clip_frac, kl, steps, stopped = [], [], 0.0, 0, False
     for p in range(cfg.update_epochs):
-        order = generator(cfg.seed, Stream.PPO, 3, trainer.rank, epoch, p).permutation(n)
+        order = generator(cfg.seed, Stream.PPO, 3, rows.rank, epoch, p).permutation(n)
         for start in range(0, n, size):
             idx = order[start : start + size]
             a = adv[idx]

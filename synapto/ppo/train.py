@@ -12,7 +12,8 @@ Per epoch, on every rank:
    epoch boundary is all that resuming needs.
 2. **Values and GAE** (:mod:`synapto.ppo.buffer`), V in one batched forward pass.
 3. **Advantage normalisation** with the mean and std over all ranks (2 Allreduces).
-4. **Policy update**: up to ``train_pi_iters`` full-batch Adam steps.  Each step sends
+4. **Policy update**: minibatches (:mod:`synapto.ppo.minibatch`: by default on rank 0,
+   with every rank's rows gathered there), or up to ``train_pi_iters`` full-batch Adam steps.  Each step sends
    the local gradient and the local approximate KL in *one* flat Allreduce; if the
    rank-averaged KL exceeds ``1.5 * target_kl`` the loop stops before stepping.
 5. **Value update**: ``train_v_iters`` Adam steps on the mean squared error to the
@@ -124,6 +125,8 @@ class Trainer:
         self._v_comm = np.empty(self.vf.params.size + 1, np.float64)
         #: run the value loop beside the policy loop (see :meth:`update`)
         self.concurrent = coll.size == 1 and update_threads() == 2
+        #: rank 0 runs the minibatch update on every rank's rows (:func:`~synapto.ppo.minibatch.gathered_update`)
+        self.gathered = coll.size > 1 and cfg.minibatch_size > 0 and cfg.minibatch_update == "gathered"
 
     # -- 1. rollout -----------------------------------------------------------------------
     def rollout(self, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
@@ -204,10 +207,10 @@ class Trainer:
         self.pi_opt.lr, self.vf_opt.lr = self.cfg.pi_lr * factor, self.cfg.vf_lr * factor
         if not self.cfg.minibatch_size:
             return self.full_batch_update(timing)
-        from synapto.ppo.minibatch import minibatch_update
+        from synapto.ppo.minibatch import gathered_update, minibatch_update
 
         t = clock()
-        out = minibatch_update(self, epoch)
+        out = gathered_update(self, epoch) if self.gathered else minibatch_update(self, epoch)
         timing["update"] += clock() - t
         timing["update_pi"] += out.pop("seconds")
         return out
@@ -263,7 +266,9 @@ class Trainer:
         t_stats = clock()
         coll = self.coll
         names = ("LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "ClipFrac", "StopIter")
-        means = coll.mean_(np.array([upd[k] for k in names], dtype=np.float64))
+        means = np.array([upd[k] for k in names], dtype=np.float64)
+        if not self.gathered:  # gathered: rank 0 ran the whole update and holds its figures
+            coll.mean_(means)
         stats: dict[str, float] = dict(zip(names, means.tolist()))
         r_mean, r_std, r_max, r_min = coll.statistics(np.array(ep_returns))
         len_mean = coll.statistics(np.array(ep_lengths, dtype=np.float64))[0]
