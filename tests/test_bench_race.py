@@ -182,3 +182,57 @@ def test_configs_of_different_envs_are_refused(tmp_path, capsys):
         main(["bench", "race", *args, "--out-dir", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "must run the same env" in err, err
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_shared_coordinator_gives_both_methods_w_cores(tmp_path, capsys, monkeypatch):
+    """--shared-coordinator: evolution's W workers and its coordinator on W cores, PPO on W
+    processes; the race is not refused on a W-core machine, and without the flag it is."""
+    from synapto.bench.race import projection
+    from synapto.bench.race import runs as race_runs
+
+    idle = {"busy_cores": 0.0, "loadavg_1min": 0.1, "cores": 2, "usable_cores": 2, "interval_s": 1.0}
+    monkeypatch.setattr(race_load, "measure", lambda interval=1.0: dict(idle))
+    ppo6 = PPO.replace("n_envs = 2", "n_envs = 6")  # 3 processes would split it too
+    calls = []
+
+    def fake_run(method, config, workers, processes, cores, seed, out_dir, task, log=print):
+        calls.append((method, workers, processes, cores))
+        if len(calls) == 2:
+            raise Stop
+
+    monkeypatch.setattr(race_runs, "run_method", fake_run)
+    args = ["bench", "race", *configs(tmp_path, ppo6), "--workers", "2", "--out-dir", str(tmp_path / "o")]
+    with pytest.raises(Stop):
+        main([*args, "--threshold", "CartPole-v1=20", "--shared-coordinator"])
+    assert calls == [("evolve", 2, 3, 2), ("ppo", 2, 2, 2)]
+
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--threshold", "CartPole-v1=20"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "needs 3 cores" in err, err
+
+    # the projection keeps the race's layout: C workers at C cores when the coordinator shared them
+    seen = []
+    monkeypatch.setattr(
+        projection, "evolve_time", lambda path, measured, workers, n, c: seen.append((measured, workers))
+    )
+    monkeypatch.setattr(projection, "_until", lambda label, total: 3)
+
+    class Run:
+        completed, config = 5, {}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr("synapto.store.RunData", lambda path: Run())
+    run = {"method": "evolve", "out": "x.h5", "cores": 2, "workers": 2, "shared_coordinator": True}
+    projection.project_run(run, cores=(2, 8))
+    projection.project_run({**run, "cores": 3, "shared_coordinator": False}, cores=(2, 8))
+    assert seen == [(2, 2), (2, 8), (2, 1), (2, 7)]

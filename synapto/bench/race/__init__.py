@@ -3,10 +3,13 @@
 For each task (a pair ``--evolve-config`` / ``--ppo-config`` of the same env) and seed,
 the race runs both methods itself, one after the other on the same cores (evolution with
 ``W`` workers and its coordinator, PPO with as many processes, :mod:`.runs`), the order
-alternating from seed to seed.  It then tests each run's checkpointed policies as
-``bench compare`` does (:mod:`synapto.bench.compare`) and reports, per run: wall time
-and env steps to the task's threshold, the final test, CPU seconds, the other load seen
-just before it (:mod:`.load`); then the projection to 2-64 cores (:mod:`.projection`).
+alternating from seed to seed.  With ``--shared-coordinator`` both get ``W`` cores
+instead: the coordinator, idle while its workers evaluate, shares them (as ``evolve
+--workers 2`` does on a 2-core machine), and PPO runs ``W`` processes.  It then tests
+each run's checkpointed policies as ``bench compare`` does (:mod:`synapto.bench.compare`)
+and reports, per run: wall time and env steps to the task's threshold, the final test,
+CPU seconds, the other load seen just before it (:mod:`.load`); then the projection to
+2-64 cores (:mod:`.projection`).
 
 Before it starts, the race measures the machine's other load and refuses (one line,
 exit 2) when it would bias the wall times, unless ``--allow-load``; the figures are in
@@ -45,7 +48,7 @@ def ppo_config(config: str):
     return build_config(values)
 
 
-def plan(evolve_configs: list[str], ppo_configs: list[str], workers: int) -> list[dict]:
+def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int) -> list[dict]:
     """The tasks: each evolve config paired with the PPO config of the same place, same env."""
     from synapto.bench.race.runs import ppo_processes
 
@@ -67,7 +70,7 @@ def plan(evolve_configs: list[str], ppo_configs: list[str], workers: int) -> lis
                 "task": env,
                 "evolve_config": ec,
                 "ppo_config": pc,
-                "ppo_processes": ppo_processes(cfg.n_envs, workers + 1),
+                "ppo_processes": ppo_processes(cfg.n_envs, cores),
             }
         )
     if len({t["task"] for t in tasks}) != len(tasks):
@@ -78,6 +81,7 @@ def plan(evolve_configs: list[str], ppo_configs: list[str], workers: int) -> lis
 def race(
     tasks: list[dict],
     workers: int,
+    cores: int,
     seeds: list[int],
     points: int,
     episodes: int,
@@ -101,12 +105,14 @@ def race(
             order = [("evolve", t["evolve_config"], workers), ("ppo", t["ppo_config"], t["ppo_processes"])]
             for method, config, procs in order if i % 2 == 0 else order[::-1]:
                 procs = workers + 1 if method == "evolve" else procs
-                runs.append(run_method(method, config, workers, procs, seed, out_dir, t["task"], log))
+                runs.append(run_method(method, config, workers, procs, cores, seed, out_dir, t["task"], log))
     cache = Cache(out_dir / "race_cache.json")
     curves = [score(r, points, episodes, thresholds, cache, log) for r in runs]
     result = {
         "command": command,
         "workers": workers,
+        "cores": cores,
+        "shared_coordinator": cores == workers,
         "seeds": seeds,
         "points": points,
         "episodes": episodes,
@@ -147,6 +153,14 @@ def register(bench_app: typer.Typer) -> None:
             ),
         ] = None,
         workers: Annotated[int, typer.Option(help="Evolution's workers W: both methods get W + 1 cores.")] = 1,
+        shared_coordinator: Annotated[
+            bool,
+            typer.Option(
+                "--shared-coordinator",
+                help="Both methods get W cores: evolution's coordinator (idle while its workers evaluate) "
+                "shares them, and PPO runs W processes.",
+            ),
+        ] = False,
         seeds: Annotated[
             list[int] | None, typer.Option(help="Seeds, each a race of both methods.", show_default="1")
         ] = None,
@@ -189,12 +203,13 @@ def register(bench_app: typer.Typer) -> None:
         thresholds = parse_thresholds(threshold or [])
         check_out_dir(out_dir)
         evolve_config, ppo_config = list(evolve_config or []), list(ppo_config or [])
-        tasks = plan(evolve_config, ppo_config, workers)
+        cores = workers if shared_coordinator else workers + 1
+        tasks = plan(evolve_config, ppo_config, cores)
         for t in tasks:
             if t["task"] not in thresholds:
                 raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
         load = measure()
-        why = verdict(load, workers + 1, max_busy)
+        why = verdict(load, cores, max_busy)
         if why and not allow_load:
             raise UsageError(f"{why}: the wall times would be biased; pass --allow-load to race anyway")
         if why:
@@ -204,6 +219,7 @@ def register(bench_app: typer.Typer) -> None:
             *(w for c in ppo_config for w in ("--ppo-config", c)),
             "--workers",
             str(workers),
+            *(["--shared-coordinator"] if shared_coordinator else []),
             "--seeds",
             *map(str, seeds),
             "--points",
@@ -219,6 +235,7 @@ def register(bench_app: typer.Typer) -> None:
         race(
             tasks,
             workers,
+            cores,
             seeds,
             points,
             episodes,

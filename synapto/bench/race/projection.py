@@ -19,7 +19,8 @@ It rests on four figures, each measured:
    which splits over processes, and the rest (values, GAE, the minibatch update with
    its Allreduces, statistics), PPO's **serial share**, kept as it is.
 
-At ``C`` cores, evolution runs ``C - 1`` workers: generation ``g`` takes its
+At ``C`` cores, evolution runs ``C - 1`` workers (``C`` when the race shared the
+coordinator's core, ``--shared-coordinator``): generation ``g`` takes its
 coordinator time plus the makespan of its tasks on ``C - 1`` workers, each task to the
 first free worker (:func:`synapto.bench.evolve.projection.simulate_farm`).  PPO runs
 ``P'`` processes (:func:`synapto.bench.race.runs.ppo_processes`: no more than its
@@ -114,7 +115,9 @@ def project_run(run: dict, cores=CORES, per_task: float = COORDINATOR_S) -> dict
     if n is None:
         return None
     if run["method"] == "evolve":
-        return {c: evolve_time(Path(run["out"]), run["cores"] - 1, c - 1, n, per_task) for c in cores}
+        shared = run.get("shared_coordinator", False)
+        measured = run.get("workers", run["cores"] - 1)
+        return {c: evolve_time(Path(run["out"]), measured, c if shared else c - 1, n, per_task) for c in cores}
     n_envs = int(cfg.get("n_envs", 1))
     return {c: ppo_time(Path(run["out"]), run["processes"], ppo_processes(n_envs, c), n) for c in cores}
 

@@ -128,6 +128,15 @@ def markdown(result: dict) -> str:
             else "."
         ),
         "",
+        *(
+            [
+                f"Shared coordinator: both methods had {result['cores']} cores; evolution ran "
+                f"{result['workers']} workers and its coordinator on them, PPO at most {result['cores']} processes.",
+                "",
+            ]
+            if result.get("shared_coordinator")
+            else []
+        ),
         "Wall times are the runs' own clocks at the first tested point past the threshold (an upper bound: "
         'the crossing lies between it and the point before); "with start-up" is the whole command. '
         f"Tests: {result['episodes']} episodes of each run's test stream at up to {result['points']} "

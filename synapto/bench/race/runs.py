@@ -5,7 +5,9 @@ command, wall time, CPU seconds, then its tested curve and threshold figures.
 * PPO on the same cores: ``--cpu P`` with ``P`` the most processes, at most ``W + 1``,
   over which the config's ``n_envs`` split evenly (``synapto.ppo.train.local_envs``;
   with ``n_envs = 1`` every process has one env, so ``P = W + 1``).  A race of
-  LunarLander's 16 envs at 2 workers (3 cores) runs PPO on 2 processes: the table says so.
+  LunarLander's 16 envs at 2 workers (3 cores) runs PPO on 2 processes: the table says so;
+* with a shared coordinator, ``W`` cores: evolution's ``W`` workers and its coordinator
+  (3 processes on 2 cores at ``W = 2``), PPO at most ``W`` processes.
 
 CPU seconds are the user + system time of the command and every process under it
 (``getrusage(RUSAGE_CHILDREN)`` before and after: mpiexec and its proxies wait for
@@ -54,16 +56,25 @@ def command(method: str, config: str, workers: int, processes: int, seed: int, o
 
 
 def run_method(
-    method: str, config: str, workers: int, processes: int, seed: int, out_dir: Path, task: str, log=print
+    method: str,
+    config: str,
+    workers: int,
+    processes: int,
+    cores: int,
+    seed: int,
+    out_dir: Path,
+    task: str,
+    log=print,
 ) -> dict:
-    """Run one method once; what it cost (wall, CPU) and the load just before it."""
+    """Run one method once on ``cores`` cores; what it cost (wall, CPU) and the load just before it."""
     tag = "".join(c if c.isalnum() else "_" for c in task)
-    out = out_dir / "runs" / f"{method}_{tag}_s{seed}_c{workers + 1}.h5"
+    shared = "_shared" if cores == workers else ""
+    out = out_dir / "runs" / f"{method}_{tag}_s{seed}_c{cores}{shared}.h5"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = command(method, config, workers, processes, seed, out)
     load = measure()
     log(
-        f"race: {method} {task} seed {seed} on {workers + 1} cores ({processes} processes; other load "
+        f"race: {method} {task} seed {seed} on {cores} cores ({processes} processes; other load "
         f"{load['busy_cores']:.2f} cores) ..."
     )
     cpu0, t0 = children_cpu(), time.perf_counter()
@@ -73,7 +84,9 @@ def run_method(
         "method": method,
         "task": task,
         "seed": seed,
-        "cores": workers + 1,
+        "cores": cores,
+        "workers": workers,
+        "shared_coordinator": cores == workers,
         "processes": processes,
         "config": str(config),
         "out": str(out),
