@@ -44,9 +44,9 @@ done
   echo "## PPO: what more processes buy"
   echo
   echo '```'
-  echo "$PY scripts/bench_ppo_processes.py --epochs ppo_bipedal=1 ppo_lunarlander=4 --procs 1 2 4 8 16"
+  echo "$PY scripts/bench_ppo_processes.py --epochs ppo_bipedal=1 ppo_lunarlander=4 --procs 1 2 4 8 16 --updates gathered allreduce"
   echo '```'
   echo
-  "$PY" scripts/bench_ppo_processes.py --epochs ppo_bipedal=1 ppo_lunarlander=4 --procs 1 2 4 8 16
+  "$PY" scripts/bench_ppo_processes.py --epochs ppo_bipedal=1 ppo_lunarlander=4 --procs 1 2 4 8 16 --updates gathered allreduce
 } | tee "$OUT/ppo_processes.md" >> "$OUT/race_device.md"
 echo "-> $OUT/race_device.md"
