@@ -191,8 +191,7 @@ class Stop(Exception):
 def test_a_shared_coordinator_gives_both_methods_w_cores(tmp_path, capsys, monkeypatch):
     """--shared-coordinator: evolution's W workers and its coordinator on W cores, PPO on W
     processes; the race is not refused on a W-core machine, and without the flag it is."""
-    from synapto.bench.race import projection
-    from synapto.bench.race import runs as race_runs
+    from synapto.bench.race import projection, runs as race_runs
 
     idle = {"busy_cores": 0.0, "loadavg_1min": 0.1, "cores": 2, "usable_cores": 2, "interval_s": 1.0}
     monkeypatch.setattr(race_load, "measure", lambda interval=1.0: dict(idle))
