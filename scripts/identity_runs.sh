@@ -1,7 +1,8 @@
 #!/bin/bash
 # Small run files of every strategy, the batched CartPole path, a Hebbian DAG, a shaped
-# BipedalWalker generation, PPO (1 and 2 processes) and a resumed run, written to OUT; then,
-# with a second directory, every file compared dataset by dataset (outside /timing).
+# BipedalWalker generation, PPO (1 and 2 processes; full-batch and minibatch updates) and a
+# resumed run, written to OUT; then, with a second directory, every file the reference holds
+# compared dataset by dataset (outside /timing).
 # A refactoring that claims "no result changes" runs this on the tree before and after:
 #
 #   git stash; scripts/identity_runs.sh /tmp/before; git stash pop
@@ -29,6 +30,8 @@ run evolve "${COMMON[@]}" --generations 2 --strategy openai-es --batch off --out
 run ppo --env CartPole-v1 --hid 8 --epochs 3 --steps-per-epoch 400 --seed 5 --test-episodes 3 --out "$OUT/ppo.h5"
 run ppo --env CartPole-v1 --hid 8 --epochs 3 --steps-per-epoch 400 --seed 5 --test-episodes 3 --cpu 2 \
     --out "$OUT/ppo_2.h5"
+run ppo --env Pendulum-v1 --hid 8 --epochs 2 --steps-per-epoch 480 --n-envs 4 --obs-norm --reward-scale \
+    --minibatch-size 40 --update-epochs 2 --max-grad-norm 0.5 --target-kl 0 --seed 5 --cpu 2 --out "$OUT/ppo_minibatch_2.h5"
 echo "run files in $OUT"
 [ -z "$REF" ] && exit 0
 # The comparison is written here rather than taken from synapto.store.compare: it must not
