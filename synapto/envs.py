@@ -25,7 +25,7 @@ class EnvOptions:
     recorded in the run file's config: how its environments are made and its episodes run.
 
     ``reward_shift`` and the shaping options of :mod:`synapto.shaping` (``fall_reward``,
-    ``finish_bonus``, ``reward_floor``, ``stall_steps``, ``cap_factor``) are synapto's own,
+    ``finish_bonus``, ``reward_floor``, ``stall_steps``, ``cap_factor``, ``cap_steps``) are synapto's own,
     for training episodes only.  ``reward_shift`` is subtracted from every step's reward in the
     fitness the strategy learns from (training episodes only: ARS's removal of the survival
     bonus of Hopper, Walker2d, Ant and Humanoid), while the run file, validation,

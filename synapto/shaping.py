@@ -21,6 +21,10 @@ file's config with the rest, so replay and resume shape exactly as the run did:
                      times the mean training episode length of generation ``g - 1``, rounded
                      up (Salimans et al. 2017: 2); the cap follows from the run file's
                      ``/steps``, so resume and replay find it again
+``cap_steps``        training episodes stop (truncated) after this many steps, from generation 0
+                     (with ``cap_factor`` too, the lower cap holds): the return becomes the
+                     progress made in that time, so a faster gait scores more -- BipedalWalker's
+                     slow walkers score 230-270 by running out of its 1,600 steps
 ===================  ==========================================================================
 
 Why each one exists (REFERENCE facts): a -100 fall penalty makes standing still the
@@ -55,8 +59,9 @@ class Shaping:
     reward_floor: float | None = None
     stall_steps: int = 0
     cap_factor: float = 0.0
+    cap_steps: int = 0
 
-    KEYS = ("fall_reward", "finish_bonus", "reward_floor", "stall_steps", "cap_factor")
+    KEYS = ("fall_reward", "finish_bonus", "reward_floor", "stall_steps", "cap_factor", "cap_steps")
     HELP: ClassVar[dict[str, str]] = {
         "fall_reward": "training episodes only: the reward of a fall (a terminating step of reward -100) "
         "instead of -100",
@@ -65,6 +70,7 @@ class Shaping:
         "stall_steps": "training episodes only: stop after this many consecutive steps of negative reward (0: never)",
         "cap_factor": "training episodes only: cap at this times the previous generation's mean episode length "
         "(0: no cap; else >= 1)",
+        "cap_steps": "training episodes only: stop after this many steps (0: no cap)",
     }
 
     @classmethod
@@ -77,11 +83,12 @@ class Shaping:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise UsageError(f"env option {key} must be a finite number, got {v!r}")
                 values[key] = float(v)
-        if "stall_steps" in options:
-            v = options.pop("stall_steps")
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise UsageError(f"env option stall_steps must be an integer >= 0, got {v!r}")
-            values["stall_steps"] = v
+        for key in ("stall_steps", "cap_steps"):
+            if key in options:
+                v = options.pop(key)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise UsageError(f"env option {key} must be an integer >= 0, got {v!r}")
+                values[key] = v
         if "cap_factor" in options:
             v = options.pop("cap_factor")
             if (
@@ -106,11 +113,13 @@ class Shaping:
     def cap(self, previous_steps: np.ndarray | None, episodes: int) -> int:
         """The step cap of a generation's training episodes (0: none): ``cap_factor`` times
         the mean episode length of the previous generation, whose per-individual total
-        env steps over ``episodes`` episodes are ``previous_steps`` (None: generation 0)."""
-        if not self.cap_factor or previous_steps is None or len(previous_steps) == 0:
-            return 0
-        mean = float(np.mean(np.asarray(previous_steps, dtype=np.float64))) / episodes
-        return max(1, math.ceil(self.cap_factor * mean))
+        env steps over ``episodes`` episodes are ``previous_steps`` (None: generation 0),
+        or ``cap_steps`` where that is lower."""
+        caps = [self.cap_steps] if self.cap_steps else []
+        if self.cap_factor and previous_steps is not None and len(previous_steps) > 0:
+            mean = float(np.mean(np.asarray(previous_steps, dtype=np.float64))) / episodes
+            caps.append(max(1, math.ceil(self.cap_factor * mean)))
+        return min(caps, default=0)
 
     def wrap(self, env, max_steps: int = 0):
         """``env`` for one shaped training episode (``env`` itself when nothing applies)."""

@@ -88,6 +88,15 @@ def test_cap_is_the_factor_times_the_previous_mean_length_rounded_up():
     assert Shaping().cap(np.array([100]), 1) == 0
 
 
+def test_cap_steps_holds_from_generation_0_and_the_lower_cap_wins():
+    assert Shaping(cap_steps=50).cap(None, 2) == 50
+    assert Shaping(cap_steps=50).cap(np.array([1000, 1000]), 2) == 50
+    both = Shaping(cap_factor=2.0, cap_steps=80)
+    assert both.cap(None, 2) == 80  # generation 0: only the fixed cap
+    assert both.cap(np.array([100, 51, 60]), 2) == 71  # the relative cap is lower
+    assert both.cap(np.array([1000, 1000]), 2) == 80
+
+
 @pytest.mark.parametrize(
     "option, value",
     [
@@ -97,6 +106,8 @@ def test_cap_is_the_factor_times_the_previous_mean_length_rounded_up():
         ("stall_steps", "2.5"),
         ("cap_factor", "0.5"),
         ("cap_factor", "inf"),
+        ("cap_steps", "-5"),
+        ("cap_steps", "1.5"),
         ("reward_floor", '"low"'),
         ("finish_bonus", "inf"),
     ],
@@ -206,6 +217,23 @@ def test_replay_of_a_capped_shaped_generation_is_exact(shaped_run):
     i = int(np.argmax(steps[3]))
     assert steps[3, i] > cap  # an episode of individual i ran into the cap: replay must apply it
     r = run_cli("replay", shaped_run, "--generation", "3", "--individual", i)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1/1 bit-identical" in r.stdout
+
+
+def test_a_fixed_training_cap_stops_training_episodes_and_replays_exactly(tmp_path):
+    """cap_steps: every training episode stops after that many steps, from generation 0;
+    validation runs the unmodified task; replay finds the cap in the run file."""
+    out = tmp_path / "capped.h5"
+    run = [*RUN[: RUN.index("--generations") + 1], "2", *RUN[RUN.index("--generations") + 2 : -len(SHAPING)]]
+    r = run_cli(*run, "--env-option", "cap_steps=40", "--test-episodes", "0", "--out", out, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with RunData(out) as f:
+        assert json.loads(f.config_json)["env_options"] == {"cap_steps": 40}
+        steps = np.asarray(f.steps())  # each individual's steps over its 2 episodes
+        assert steps.max() == 2 * 40  # LunarLander's episodes run far longer than 40 steps
+        assert np.asarray(f.validation_steps()).max() > 2 * 40
+    r = run_cli("replay", out, "--generation", "1", "--individual", "0")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1/1 bit-identical" in r.stdout
 

@@ -194,7 +194,7 @@ class EvolutionRun:
         return None if self.obs is None else self.obs.frozen()
 
     def train_cap(self) -> int:
-        """The step cap of the next generation's training episodes (0: none; ``cap_factor``)."""
+        """The step cap of the next generation's training episodes (0: none; ``cap_factor``, ``cap_steps``)."""
         return self.shaping.cap(self.prev_steps, self.cfg.episodes)
 
     def norm_of(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:

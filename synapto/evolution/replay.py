@@ -107,11 +107,10 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
 
 def training_cap(cfg: EvolveConfig, run, generation: int) -> int:
     """The step cap generation ``generation``'s training episodes ran with (the shaping's
-    ``cap_factor`` of the previous generation's ``/steps``; 0: none)."""
+    ``cap_factor`` of the previous generation's ``/steps``, its ``cap_steps``; 0: none)."""
     shaping = cfg.envs.shaping
-    if not shaping.cap_factor or generation == 0:
-        return 0
-    return shaping.cap(np.asarray(run.steps(generation - 1)), cfg.episodes)
+    previous = np.asarray(run.steps(generation - 1)) if shaping.cap_factor and generation > 0 else None
+    return shaping.cap(previous, cfg.episodes)
 
 
 def _plan_validation(path, run, cfg, done, generation, individual, sample, sample_seed) -> ReplayPlan:

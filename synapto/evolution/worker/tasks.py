@@ -31,7 +31,7 @@ class EvalTask:
     count_obs: bool = False
     #: a training evaluation: its episodes run the run's shaping (:mod:`synapto.shaping`)
     shaped: bool = False
-    #: step cap of each episode (0: none; the shaping's ``cap_factor``)
+    #: step cap of each episode (0: none; the shaping's ``cap_factor`` and ``cap_steps``)
     max_steps: int = 0
 
 
