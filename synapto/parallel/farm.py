@@ -33,7 +33,6 @@ The result types both farms share: :mod:`synapto.parallel.results`.
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -116,9 +115,9 @@ def abort_if_abandoned(code: int) -> None:
         return
     from mpi4py import MPI
 
-    sys.stdout.flush()
-    sys.stderr.flush()
-    MPI.COMM_WORLD.Abort(int(code))
+    from synapto.parallel.launch import abort_job
+
+    abort_job(MPI.COMM_WORLD, code)
 
 
 def make_farm(task_timeout: float | None = None):

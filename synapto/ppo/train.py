@@ -44,6 +44,7 @@ from synapto.blas import limit_blas_threads
 from synapto.envs import SpaceInfo
 from synapto.errors import DiskFullError, UsageError
 from synapto.parallel.collectives import Collectives, average_gradient
+from synapto.parallel.launch import abort_job
 from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
 from synapto.ppo.config import PPOConfig
@@ -362,13 +363,12 @@ def train(
         exc.resume = resume_command(out, size)
         if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
             sys.stderr.write(exc.report())
-            sys.stderr.flush()
-            comm.Abort(1)
+            abort_job(comm, 1)
         raise
     except Exception:
         if comm is not None and size > 1:
             traceback.print_exc()
-            comm.Abort(1)
+            abort_job(comm, 1)
         raise
     finally:
         if writer is not None:
