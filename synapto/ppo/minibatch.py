@@ -20,8 +20,9 @@ The figures returned (``LossPi``, ``LossV``, ...) are those of the first minibat
 and the last KL; ``StopIter`` counts the minibatch steps taken.
 
 That is ``minibatch_update = "allreduce"``.  With rl-zoo's minibatches of 64 steps it
-costs an Allreduce every 64 rows -- 10,240 an epoch of ``ppo_bipedal`` --, and on two
-processes the update ran 3.3x slower than on one (docs/compare.md).  So by default
+costs an Allreduce every 64 rows -- 10,240 an epoch of ``ppo_bipedal`` --, each a wait for
+the slowest rank (6.3-7.2 s of update an epoch at 2 processes against 5.1 s for one
+process's update; docs/compare.md).  So by default
 (``"gathered"``, :func:`gathered_update`) the ranks send their rows to rank 0 once per
 epoch (one Gather per array, in rank order: env-major rows, as one rank would hold
 them), rank 0 runs the update above on all of them as a single process would

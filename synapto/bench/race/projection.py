@@ -19,9 +19,9 @@ It rests on four figures, each measured:
    which splits over processes, and the rest (values, GAE, the minibatch update with
    its Allreduces, statistics), PPO's **serial share**, kept as it is.
 
-At ``C`` cores, evolution runs ``C - 1`` workers (``C`` when the race shared the
+At ``C`` cores, evolution runs ``W = C - 1`` workers (``W = C`` when the race shared the
 coordinator's core, ``--shared-coordinator``): generation ``g`` takes its
-coordinator time plus the makespan of its tasks on ``C - 1`` workers, each task to the
+coordinator time plus the makespan of its tasks on ``W`` workers, each task to the
 first free worker (:func:`synapto.bench.evolve.projection.simulate_farm`).  PPO runs
 ``P'`` processes (:func:`synapto.bench.race.runs.ppo_processes`: no more than its
 ``n_envs``); epoch ``k`` takes ``rollout_k P / P' + serial_k`` (``P``: the processes it
