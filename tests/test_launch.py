@@ -69,3 +69,29 @@ def test_mpiexec_choice(tmp_path, monkeypatch):
     monkeypatch.setenv("SYNAPTO_MPIEXEC", str(exe))
     with pytest.raises(UsageError, match="not an executable"):
         launch.find_mpiexec()
+
+
+def test_abort_job_flushes_and_lets_the_output_drain_before_mpi_abort(monkeypatch):
+    """mpiexec forwards a rank's output asynchronously: the abort comes after a flush of
+    both streams and a pause, not at once (an error line written just before was lost)."""
+    from synapto.parallel import launch
+
+    events = []
+
+    class Stream:
+        def __init__(self, name):
+            self.name = name
+
+        def flush(self):
+            events.append(f"flush {self.name}")
+
+    class Comm:
+        def Abort(self, code):
+            events.append(f"abort {code}")
+
+    monkeypatch.setattr(launch.sys, "stdout", Stream("stdout"))
+    monkeypatch.setattr(launch.sys, "stderr", Stream("stderr"))
+    monkeypatch.setattr(launch.time, "sleep", lambda s: events.append(f"sleep {s}"))
+    launch.abort_job(Comm(), 3)
+    assert events == ["flush stdout", "flush stderr", f"sleep {launch.ABORT_DRAIN_S}", "abort 3"]
+    assert launch.ABORT_DRAIN_S >= 0.5
