@@ -63,11 +63,16 @@ def assert_same_results(a, b):
 
 
 @pytest.mark.parametrize(
-    "env, agent_name",
-    [("BipedalWalker-v3", "pruned-mlp"), ("BipedalWalker-v3", "hebbian-dag"), ("LunarLander-v3", "pruned-mlp")],
+    "env, agent_name, hidden",
+    [
+        ("BipedalWalker-v3", "pruned-mlp", [4]),
+        ("BipedalWalker-v3", "pruned-mlp", []),  # linear: experiments/bipedal_sparse.toml
+        ("BipedalWalker-v3", "hebbian-dag", [4]),
+        ("LunarLander-v3", "pruned-mlp", [4]),
+    ],
 )
-def test_a_row_does_not_depend_on_its_company_nor_on_chunking(env, agent_name):
-    agent = build_agent(EvolveConfig(env=env, agent=agent_name, hidden=[4]))
+def test_a_row_does_not_depend_on_its_company_nor_on_chunking(env, agent_name, hidden):
+    agent = build_agent(EvolveConfig(env=env, agent=agent_name, hidden=hidden))
     tasks = tasks_for(agent, 5, 2, np.random.default_rng(3))
     shaping = Shaping(fall_reward=0.0, reward_floor=-1.0, stall_steps=40)
     together = evaluate_tasks(agent, env, tasks, shaping)

@@ -399,6 +399,26 @@ def test_draw_pruned_mlp_svg(runs, tmp_path):
     assert np.all(pick.genome[net.index] == net.weight) and np.all(net.weight != 0)
 
 
+def test_draw_of_a_linear_policy_names_it_linear(tmp_path):
+    """A pruned-mlp without hidden layers (experiments/bipedal_sparse.toml's): every edge runs
+    from an input to an output, and the title and log say linear rather than '0 of 0 hidden
+    units'."""
+    from synapto.viz import pick_genome
+    from synapto.viz.draw import draw_run, network
+
+    run = tmp_path / "lin.h5"
+    args = [*TINY[:-2], "--hidden", "0", "--agent", "pruned-mlp", "--strategy", "ga", "--generations", "2"]
+    proc = run_cli("evolve", *args, "--seed", "3", "--out", run, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines: list[str] = []
+    info = draw_run(run, tmp_path / "net.png", log=lines.append)
+    pick = pick_genome(run)
+    net = network(pick.agent, pick.genome)
+    assert pick.genome.size == 4 * 2 and info["connections"] == np.count_nonzero(pick.genome) == len(net.weight)
+    assert np.all(net.src_layer == 0) and np.all(net.dst_layer == 1)
+    assert "linear, no hidden units" in lines[-1] and "hidden units in use" not in lines[-1]
+
+
 def test_network_of_hebbian_dag_matches_its_matrices(runs):
     from synapto.viz import pick_genome
     from synapto.viz.draw import network

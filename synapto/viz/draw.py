@@ -368,14 +368,15 @@ def draw_run(
     hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
     notes = [f"{int(v.inert.sum())} inert (dashed)"] if v.inert.any() else []
     notes += [f"{v.left_out} without a path left out"] if v.left_out else []
+    units = f"{hidden_used} of {sum(cfg.hidden)} hidden units in use" if cfg.hidden else "linear, no hidden units"
     fig.suptitle(
-        f"{cfg.env}: {cfg.agent} {list(cfg.hidden)}\n{pick.what}\n"
-        f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {hidden_used} of "
-        f"{sum(cfg.hidden)} hidden units in use" + (f" ({', '.join(notes)})" if notes else ""),
+        f"{cfg.env}: {cfg.agent} {list(cfg.hidden) if cfg.hidden else '(linear)'}\n{pick.what}\n"
+        f"{n_edges} of {total} connections ({100 * n_edges / total:.0f} %), {units}"
+        + (f" ({', '.join(notes)})" if notes else ""),
         fontsize="medium",
     )
     write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
-    log(f"draw: {pick.what}: {n_edges} of {total} connections ({hidden_used} hidden units in use) -> {out}")
+    log(f"draw: {pick.what}: {n_edges} of {total} connections ({units}) -> {out}")
     return {
         "connections": n_edges,
         "n_params": total,
