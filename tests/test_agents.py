@@ -121,10 +121,12 @@ def test_hebbian_dag_layout_forward_and_traces_match_reference():
     np.testing.assert_allclose(pol.trace_stats(), ref_stats, rtol=1e-9, atol=1e-12)
 
 
-def modulated_reference(agent: HebbianDAG, g, observations, decay=0.0, plastic_pruned=True):
+def modulated_reference(agent: HebbianDAG, g, observations, decay=0.0, plastic_pruned=True, trace_norm=False):
     """Nested loops of the neuromodulated DAG: effective weights W + m H with m the
     modulation unit's previous output; H <- (1 - decay) H + outer(pre, contribution),
-    kept at 0 on pruned connections unless ``plastic_pruned``."""
+    kept at 0 on pruned connections unless ``plastic_pruned``; with ``trace_norm`` the
+    traces into each target layer are scaled, together, to at most the Frobenius norm of
+    that layer's weights after every step."""
     sizes, L = agent.sizes, len(agent.sizes) - 1
     W, H = dag_blocks(sizes, g)
     m, actions = 0.0, []
@@ -138,6 +140,11 @@ def modulated_reference(agent: HebbianDAG, g, observations, decay=0.0, plastic_p
                 if not plastic_pruned:
                     H[i, j] = H[i, j] * (W[i, j] != 0)
                 total += c
+            if trace_norm:
+                w_norm = np.sqrt(sum(np.sum(W[i, j] ** 2) for j in range(i + 1)))
+                h_norm = np.sqrt(sum(np.sum(H[i, j] ** 2) for j in range(i + 1)))
+                for j in range(i + 1):
+                    H[i, j] = H[i, j] * min(1.0, w_norm / h_norm) if h_norm > 0 else H[i, j]
             xs.append(np.tanh(total))
         m = xs[-1][0]
         actions.append(np.tanh(xs[-1][1:]))
@@ -162,7 +169,37 @@ def test_neuromodulated_dag_with_trace_decay_and_pruned_connections(decay, plast
     assert np.all(pol.trace_stats()[g == 0] == 0) != plastic_pruned
 
 
-@pytest.mark.parametrize("options", [{"trace_decay": 1.0}, {"trace_decay": -0.1}, {"plastic_pruned": "no"}])
+@pytest.mark.parametrize("decay,plastic_pruned", [(0.0, True), (0.05, False)])
+def test_normalised_traces_follow_the_reference_and_stay_bounded(decay, plastic_pruned):
+    """trace_norm: the update against nested loops, and over a long episode of large
+    inputs (where the plain update overflows) every layer's trace stays within the norm
+    of its weights and the actions stay finite."""
+    options = {"neuromodulate": True, "trace_decay": decay, "plastic_pruned": plastic_pruned, "trace_norm": True}
+    agent = HebbianDAG(BOX, (4,), options)
+    g = agent.init_genome(rng()) * (rng(5).random(agent.n_params) > 0.3)
+    obs_seq = rng(1).standard_normal((12, 3))
+    pol = agent.policy(g)
+    pol.reset()
+    acts = [pol.act(o) for o in obs_seq]
+    pol.end_episode()
+    ref_acts, ref_stats = modulated_reference(agent, g, obs_seq, decay, plastic_pruned, trace_norm=True)
+    np.testing.assert_allclose(acts, ref_acts, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(pol.trace_stats(), ref_stats, rtol=1e-9, atol=1e-12)
+    big = np.full(agent.n_params, 3.0)
+    long_obs = 10 * rng(2).standard_normal((1600, 3))
+    for norm, bounded in ((True, True), (False, False)):
+        pol = HebbianDAG(BOX, (4,), {**options, "trace_norm": norm}).policy(big)
+        pol.reset()
+        with np.errstate(all="ignore"):
+            acts = np.array([pol.act(o) for o in long_obs])
+        within = all(np.linalg.norm(h) <= np.linalg.norm(w) * (1 + 1e-12) for h, w in zip(pol._traces, pol.mats))
+        assert within == bounded and np.all(np.isfinite(acts)) == bounded
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"trace_decay": 1.0}, {"trace_decay": -0.1}, {"plastic_pruned": "no"}, {"trace_norm": 1}, {"trace_norm": "yes"}],
+)
 def test_bad_plasticity_options_are_refused(options):
     with pytest.raises(UsageError, match=next(iter(options))):
         HebbianDAG(BOX, (4,), options)

@@ -26,7 +26,14 @@ that update (their defaults are the reference's): ``trace_decay = d`` makes the
 trace a running average, ``H <- (1 - d) H + outer(...)`` (0: a sum over the whole
 episode, which grows with its length), and ``plastic_pruned = false`` keeps the
 trace of a pruned connection at 0, so that a pruned connection carries nothing
-(true: ``m * H`` acts on pruned connections too, as in the reference).
+(true: ``m * H`` acts on pruned connections too, as in the reference).  ``trace_norm = true``
+is per-layer normalisation: after each step's update, the stacked trace ``H_i`` of target
+layer ``i`` is scaled down to the Frobenius norm of that layer's evolved weights ``W_i``
+where it exceeds it, ``H_i <- H_i * min(1, ||W_i|| / ||H_i||)``, so that the plastic part
+never outweighs the evolved one and ``||W_i + m H_i|| <= 2 ||W_i||`` (``|m| <= 1``).  Without
+it the update feeds back through ``W + m H`` and grows geometrically on long episodes
+(BipedalWalker's 1,600 steps overflow even with a trace decay); a study of Hebbian plastic
+networks on legged robots needed such a normalisation for the same reason (arXiv 2503.12406).
 
 Pruning (:meth:`HebbianDAG.mutate`): in each block, every surviving connection is
 pruned with probability ``softmax(-stat) * prune_rate * n_surviving`` (weak
@@ -91,6 +98,7 @@ class DAGPolicy(Policy):
             self._mod = 0.0
             self._keep = 1.0 - float(agent.options["trace_decay"])
             self._masks = None if agent.options["plastic_pruned"] else [m != 0 for m in self.mats]
+            self._caps = [float(np.linalg.norm(m)) for m in self.mats] if agent.options["trace_norm"] else None
             self.act = self._act_modulated_step  # type: ignore[method-assign]  # the per-instance fast path
         else:
             self.act = self._make_act()  # type: ignore[method-assign]
@@ -159,6 +167,10 @@ class DAGPolicy(Policy):
                 h[r0:r1] += np.outer(x[r0:r1], contrib[r0:r1].sum(axis=0))
             if self._masks is not None:
                 h *= self._masks[i]
+            if self._caps is not None:
+                norm = float(np.sqrt(np.vdot(h, h)))
+                if norm > self._caps[i]:
+                    h *= self._caps[i] / norm
         self._mod = float(a[cum[-2]])
 
     def end_episode(self) -> None:
@@ -193,6 +205,7 @@ class HebbianDAG(Agent):
         "neuromodulate": False,  # effective weights W + m * H (see module docstring)
         "trace_decay": 0.0,  # neuromodulate: H <- (1 - trace_decay) H + outer(...) every step
         "plastic_pruned": True,  # neuromodulate: m * H acts on pruned connections too (the reference)
+        "trace_norm": False,  # neuromodulate: each layer's trace kept within the norm of its weights
     }
 
     def __init__(self, space, hidden, options=None):
@@ -200,10 +213,9 @@ class HebbianDAG(Agent):
         d = self.options["trace_decay"]
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
             raise UsageError(f"agent option trace_decay must be a number in [0, 1), got {d!r}")
-        if not isinstance(self.options["plastic_pruned"], bool):
-            raise UsageError(
-                f"agent option plastic_pruned must be true or false, got {self.options['plastic_pruned']!r}"
-            )
+        for key in ("plastic_pruned", "trace_norm"):
+            if not isinstance(self.options[key], bool):
+                raise UsageError(f"agent option {key} must be true or false, got {self.options[key]!r}")
         self.sizes = [space.obs_dim, *self.hidden, space.act_dim + 1]
         self._cum = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
         self._shapes, self._slices, self._blocks = [], [], []
