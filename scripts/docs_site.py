@@ -6,8 +6,9 @@ Two pieces, both loaded by mkdocs.yml:
   rewritten to ``X`` (README.md links into docs/ as the repository shows it; the site's pages
   live in docs/), so that the front page is written once;
 - a Griffe extension (:class:`SphinxText`, the API reference's ``extensions:``): the
-  docstrings' Sphinx roles (``:class:`~synapto.api.AskTell```) become code spans, and an
-  attribute's ``#:`` comment (on its line, or on the lines just above it) becomes its
+  docstrings' Sphinx roles (``:class:`~synapto.api.AskTell```) become code spans, a
+  paragraph's closing ``::`` (the indented block after it is already a code block) a colon,
+  and an attribute's ``#:`` comment (on its line, or on the lines just above it) becomes its
   docstring, as Sphinx reads them.
 """
 
@@ -27,14 +28,17 @@ ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const):`(~
 DOC_COMMENT = re.compile(r"#:\s?(.*)$")
 
 
-def roles_to_code(text: str) -> str:
-    """Every Sphinx role as a code span: ``:class:`~a.b.C``` -> ```C```, ``:mod:`.prune``` -> ```.prune```."""
+def sphinx_to_markdown(text: str) -> str:
+    """Every Sphinx role as a code span (``:class:`~a.b.C``` -> ```C```, ``:mod:`.prune``` ->
+    ```.prune```), and a line's closing ``::`` as ``:`` (a lone `` ::`` goes)."""
 
     def code(match: re.Match) -> str:
         tilde, target = match.groups()
         return f"`{target.rsplit('.', 1)[-1] if tilde else target}`"
 
-    return ROLE.sub(code, text)
+    text = ROLE.sub(code, text)
+    text = re.sub(r"\s+::$", "", text, flags=re.M)
+    return re.sub(r"::$", ":", text, flags=re.M)
 
 
 def comment_doc(lines: list[str], lineno: int) -> str | None:
@@ -64,7 +68,7 @@ class SphinxText(Extension):
             if text:
                 obj.docstring = Docstring(text, lineno=obj.lineno, parent=obj)
         if obj.docstring is not None:
-            obj.docstring.value = roles_to_code(obj.docstring.value)
+            obj.docstring.value = sphinx_to_markdown(obj.docstring.value)
 
 
 # -- the MkDocs hook -----------------------------------------------------------------------
