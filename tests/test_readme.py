@@ -108,7 +108,7 @@ def test_front_page_python_runs_and_prints_what_it_says(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "True"  # the first test episode, replayed, gives the stored return
-    with h5py.File(tmp_path / "runs" / "cartpole.h5", "r") as f:
+    with h5py.File(tmp_path / "runs" / "python_api.h5", "r") as f:
         assert int(f["completed"][0]) == 5
         test_mean = float(f["champion/test_returns"][()].mean())
     assert lines[-2] == f"5 {test_mean}"  # one callback call per generation; the summary's test mean
