@@ -1,4 +1,4 @@
-# synapto — the commands a user runs. `make install` then `make test`.
+# synapto — the commands a user runs. `make install` then `make test`; `make docs` builds the site.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,14 +10,14 @@ WORKERS ?= 2
 CONFIG  ?= quickstart
 FORCE   ?= --force
 
-.PHONY: install test test-fast lint evolve clean wheel
+.PHONY: install test test-fast lint evolve clean wheel docs
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
-	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,onnx,envpool,dev]"
+	$(PIP) install -e ".[mpich,plot,tensorboard,mujoco,tune,onnx,envpool,dev,docs]"
 	touch $@
 
 # SYNAPTO_REQUIRE_EXTRAS: a missing plot, mujoco or envpool extra (installed above) fails the tests instead of skipping them
@@ -38,13 +38,13 @@ test-fast: install
 	SYNAPTO_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -ra -m "not mpi and not slow"
 
 # ruff (lint, then formatting: --check only) and mypy ([tool.ruff], [tool.mypy] in pyproject.toml)
-LINT_PATHS := synapto tests scripts
+LINT_PATHS := synapto tests scripts examples
 lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy synapto scripts
 
-# Checks past one machine (root needed; not part of `make test`; README "More than one
+# Checks past one machine (root needed; not part of `make test`; docs/cluster.md, "More than one
 # machine"): three hosts as network namespaces under mpiexec over TCP, and
 # scripts/slurm_evolve.sh through sbatch on a one-node Slurm (installs slurm-wlm and munge).
 .PHONY: test-multinode test-slurm
@@ -54,17 +54,24 @@ test-multinode: install
 test-slurm: install
 	$(PY) -m pytest -q -ra tests/cluster/test_slurm.py
 
+# The documentation site (mkdocs.yml: README.md as its home page, docs/*.md, the API reference
+# from the docstrings) into site/, offline; --strict: any warning fails, a broken link or
+# anchor, a page missing from the nav or a docstring mkdocstrings cannot read among them.
+# NO_MKDOCS_2_WARNING: the theme's notice about its own future, printed on every build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 evolve: install
 	$(PY) -m synapto evolve --config $(CONFIG) --workers $(WORKERS) $(FORCE)
 
-# A wheel to install synapto outside a checkout (README "synapto is not on a package index yet"):
+# A wheel to install synapto outside a checkout (docs/install.md, "synapto is not on a package index yet"):
 # dist/synapto_evo-<version>-py3-none-any.whl, the shipped configs and the Slurm script inside.
 wheel: install
 	rm -rf build
 	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache
 
 # PPO benchmark: the origin's Spinning Up run (BipedalWalker-v3, hid 32 32, gamma 0.999,
 # seeds 13 42 1337) at each process count in PROCS; the defaults take ~10 minutes on

@@ -80,7 +80,7 @@ SETTINGS = {
             "0",
         ],
     ),
-    # the shaped configs that walk within 10 M env steps (README Results), each cut to a level
+    # the shaped configs that walk within 10 M env steps (docs/results.md), each cut to a level
     "BipedalWalker-v3": Setting(
         "BipedalWalker-v3",
         10_000_000,

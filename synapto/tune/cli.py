@@ -38,7 +38,7 @@ def tune(
     space: Annotated[
         Path | None,
         typer.Option(
-            help="Search space TOML (README: Tuning), or a shipped one's name (cartpole).", show_default=False
+            help="Search space TOML (docs/tuning.md), or a shipped one's name (cartpole).", show_default=False
         ),
     ] = None,
     seeds: Annotated[
