@@ -165,12 +165,20 @@ def _read_evolve(run) -> Report:
     if not tested or not champion.test_returns.size:
         report.no_test = "none yet: the run has not finished" if not tested else "none (test_episodes = 0)"
         return report
-    header.append(("champion", f"generation {champion.generation}, chosen on fitness {champion.fitness:.2f}"))
+    header.append(("champion", _champion_line(champion)))
     report.returns, report.lengths = champion.test_returns, champion.test_steps
     report.outcomes, report.cost = champion.test_outcomes, champion.test_action_cost
     # the writer stores NaN as the magnitude of a choice (an evolution file keeps no space)
     report.discrete = report.cost is not None and bool(np.all(np.isnan(report.cost)))
     return report
+
+
+def _champion_line(champion) -> str:
+    """Where the champion comes from and what chose it."""
+    on = f"fitness {champion.fitness:.2f}" if math.isfinite(champion.fitness) else "the final centre"
+    sel = champion.selection_fitness
+    chosen = f", selection fitness {sel:.2f}" if sel is not None and math.isfinite(sel) else ""
+    return f"generation {champion.generation}, {on}{chosen}"
 
 
 def _read_ppo(run) -> Report:

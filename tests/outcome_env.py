@@ -1,6 +1,6 @@
 """An environment whose episodes end in a known way, chosen by the reset seed.
 
-``--env outcome_env:Outcome-v0``: observation Box(3), action Box(2) in [-1, 1]; every step
+``--env outcome_env:Outcome-v0``: observation Box(3), action Box(2) in [-0.1, 0.1]; every step
 but the last pays 1.  By ``seed % 3`` an episode
 
 - 0: falls: its 3rd step ends it (terminated) with the fall penalty -100 -> return -98;
@@ -8,8 +8,9 @@ but the last pays 1.  By ``seed % 3`` an episode
 - 2: runs out of time: gymnasium's time limit truncates it after 6 steps -> return 6.
 
 Whatever the policy does.  The env also keeps, per reset seed, the sum over the episode's
-steps of the mean ``min(|a_i|, 1)`` of its actions (:data:`MAGNITUDE`), worked out here in
-plain Python, so that a test can hold the recorded action magnitude against it.
+steps of the mean ``min(|a_i|, 0.1)`` of its actions (:data:`MAGNITUDE`: the actions clipped
+to the space's bounds, as the env would apply them), worked out here in plain Python, so that
+a test can hold the recorded action magnitude against it.
 """
 
 import gymnasium as gym
@@ -18,13 +19,14 @@ import numpy as np
 #: seed % 3 -> (outcome, length, return)
 KINDS = {0: ("fell", 3, -98.0), 1: ("finished", 4, 13.0), 2: ("out of time", 6, 6.0)}
 LIMIT = 6
-#: reset seed -> the episode's action magnitude (sum over steps of the mean min(|a_i|, 1))
+BOUND = 0.1
+#: reset seed -> the episode's action magnitude (sum over steps of the mean min(|a_i|, BOUND))
 MAGNITUDE: dict[int, float] = {}
 
 
 class OutcomeEnv(gym.Env):
     observation_space = gym.spaces.Box(-10.0, 10.0, shape=(3,), dtype=np.float64)
-    action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float64)
+    action_space = gym.spaces.Box(-BOUND, BOUND, shape=(2,), dtype=np.float64)
 
     def __init__(self, render_mode=None):
         self.render_mode = render_mode
@@ -40,7 +42,7 @@ class OutcomeEnv(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
-        parts = [min(abs(float(x)), 1.0) for x in np.ravel(action)]
+        parts = [min(abs(float(x)), BOUND) for x in np.ravel(action)]
         MAGNITUDE[self.seed_] += sum(parts) / len(parts)
         self.t += 1
         kind = self.seed_ % 3

@@ -182,12 +182,52 @@ def test_an_older_file_shows_its_returns(lander, tmp_path, capsys):
     assert only["min_return"] == returns.min() and only["mean_length"] == pytest.approx(steps.mean())
 
 
+def test_a_file_of_format_3_shows_its_returns(capsys):
+    from conftest import ROOT
+
+    path = ROOT / "tests" / "data" / "v3_openai_es.h5"
+    with h5py.File(path, "r") as f:
+        returns = f["champion/test_returns"][()]
+    report = shown_json(capsys, path)
+    (only,) = report["test"]["rows"]
+    assert not report["test"]["outcomes_recorded"] and only["count"] == returns.size
+    assert only["mean_return"] == pytest.approx(returns.mean()) and only["min_return"] == returns.min()
+
+
 def test_a_run_without_test_episodes_says_so(tmp_path, capsys):
     from conftest import ROOT
 
     code, out, err = show(capsys, ROOT / "tests" / "data" / "ga_mlp.h5")  # --test-episodes 0
     assert code == 0 and err == ""
     assert out.splitlines()[-1].split() == ["test", "none", "(test_episodes", "=", "0)"]
+
+
+def test_every_episode_of_an_evaluation_has_its_own_figures():
+    """Several episodes in one task: each one's outcome and magnitude, none carried over."""
+    from functools import partial
+
+    from synapto.agents import build_agent
+    from synapto.envs import make_env
+    from synapto.evolution.worker.evaluate import evaluate
+
+    cfg = EvolveConfig(env=KNOWN, agent="pruned-mlp", hidden=(4,))
+    agent = build_agent(cfg)
+    genome = agent.init_genome(np.random.default_rng(0))
+    seeds = np.array([30, 31, 32, 33, 34])
+    result = evaluate(agent, partial(make_env, KNOWN), genome, seeds, want_stats=False, diagnose=True)
+    np.testing.assert_array_equal(result.outcomes, [CODE[k] for k in seeds % 3])
+    np.testing.assert_allclose(result.action_cost, [outcome_env.MAGNITUDE[int(s)] for s in seeds], rtol=1e-12)
+    plain = evaluate(agent, partial(make_env, KNOWN), genome, seeds, want_stats=False)
+    assert plain.outcomes is None and plain.action_cost is None
+    np.testing.assert_array_equal(plain.returns, result.returns)
+
+
+def test_one_steps_magnitude_is_the_mean_of_the_clipped_sizes():
+    low, high = np.array([-2.0, 0.0, -1.0]), np.array([2.0, 1.0, 1.0])
+    assert oc.magnitude(np.array([3.0, -1.0, 0.5]), low, high) == pytest.approx((2.0 + 0.0 + 0.5) / 3, rel=1e-15)
+    assert oc.magnitude(np.array([[-2.5], [0.25], [-0.75]]), low, high) == pytest.approx(
+        (2.0 + 0.25 + 0.75) / 3, rel=1e-15
+    )
 
 
 # ----------------------------------------------------------------------------- PPO runs
@@ -287,5 +327,6 @@ def test_lockstep_magnitudes_and_outcomes_of_box_actions():
     ends.keep(np.array([1]))  # compaction: sub-env 1 alone goes on, now at position 0
     last = np.array([[-0.5, 0.75]])
     ends.add(last)
-    ends.ended(np.array([3]), np.array([0]), np.array([1.0]), np.array([False]), np.array([False]), np.array([False]))
+    # its action was not finite: it did not step, whatever the env says of it
+    ends.ended(np.array([3]), np.array([0]), np.array([1.0]), np.array([True]), np.array([False]), np.array([False]))
     assert ends.outcomes[3] == oc.STOPPED and ends.cost[3] == pytest.approx(size(last[0]), rel=1e-15)
