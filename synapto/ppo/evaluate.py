@@ -30,7 +30,7 @@ def test_policy(cfg: PPOConfig, pi_params: np.ndarray, episodes: int, norm=None)
     policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, np.asarray(pi_params).astype(cfg.dtype))
     obs = np.zeros(info.obs_dim, cfg.dtype)
     seeds = np.array([int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)], dtype=np.int64)
-    out = {
+    out: dict[str, np.ndarray] = {
         "seeds": seeds,
         "returns": np.zeros(episodes),
         "lengths": np.zeros(episodes, np.int64),
