@@ -1,5 +1,6 @@
-"""The small commands: ``replay`` (re-run stored evaluations bit for bit) and
-``slurm-script`` (the Slurm job script); registered on the app by :func:`register`."""
+"""The small commands: ``replay`` (re-run stored evaluations bit for bit), ``show`` (what
+a run is and how its test episodes ended) and ``slurm-script`` (the Slurm job script);
+registered on the app by :func:`register`."""
 
 from __future__ import annotations
 
@@ -56,6 +57,20 @@ def replay(
     raise typer.Exit(0 if ok else 1)
 
 
+# --------------------------------------------------------------------------- show
+def show(
+    run: Annotated[Path, typer.Argument(help="Run file (.h5) of `synapto evolve` or `synapto ppo`.")],
+    json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")] = False,
+):
+    """What a run is (task, agent, strategy, connections, env steps, wall time) and how its
+    test episodes ended: count, mean return, mean action cost and mean length by outcome
+    (finished, fell, out of time).  Reads the run file only: no episode is run."""
+    from synapto.show import as_json, read_report, render
+
+    report = read_report(run)
+    typer.echo(as_json(report) if json else render(report), nl=False)
+
+
 def slurm_script(
     python: Annotated[
         str | None, typer.Option(help="The Python the job runs synapto with (PY).", show_default="this Python")
@@ -73,4 +88,5 @@ def slurm_script(
 
 def register(app: typer.Typer) -> None:
     app.command()(replay)
+    app.command()(show)
     app.command("slurm-script")(slurm_script)

@@ -12,7 +12,7 @@ observation normalisation of the generation it was judged in.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,9 @@ class Test:
     seeds: np.ndarray
     returns: np.ndarray
     steps: np.ndarray
+    #: each episode's outcome and action magnitude (:mod:`synapto.outcomes`)
+    outcomes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    action_cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def mean(self) -> float | None:
@@ -83,15 +86,21 @@ def select(
 
 
 def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: int, norm: tuple | None) -> Test:
-    """The champion on ``test_episodes`` episodes of the test stream, one task each."""
+    """The champion on ``test_episodes`` episodes of the test stream, one task each, with
+    each episode's outcome and action magnitude (:mod:`synapto.outcomes`)."""
     seeds = seeding.test_seeds(cfg.seed, cfg.test_episodes)
     if not cfg.test_episodes:
         return Test(seeds, np.zeros(0), np.zeros(0, dtype=np.int64))
     tasks = [
-        EvalTask(champion.genome, seeds[e : e + 1], want_stats=False, obs_norm=norm) for e in range(cfg.test_episodes)
+        EvalTask(champion.genome, seeds[e : e + 1], want_stats=False, obs_norm=norm, diagnose=True)
+        for e in range(cfg.test_episodes)
     ]
     results = evals.map(tasks, generation, np.arange(len(tasks)), "test", skip=False)
-    return Test(seeds, np.concatenate([r.returns for r in results]), np.concatenate([r.steps for r in results]))
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(r, name) for r in results])
+
+    return Test(seeds, joined("returns"), joined("steps"), joined("outcomes"), joined("action_cost"))
 
 
 def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:

@@ -281,6 +281,8 @@ class EvolutionRun:
             test.returns,
             test.steps,
             norm=self.norm_of(champion.generation),
+            outcomes=test.outcomes,
+            action_cost=test.action_cost,
         )
         return test
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from synapto.blas import limit_blas_threads
 from synapto.errors import RunFileError
+from synapto.outcomes import NOT_RUN, magnitude, outcome
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import normalise
@@ -21,28 +22,47 @@ def test_policy(cfg: PPOConfig, pi_params: np.ndarray, episodes: int, norm=None)
     """``episodes`` episodes of the policy's mean action (most likely choice): episode ``e``
     starts from ``reset(seed=int_seed(seed, PPO_TEST, e))`` in a fresh env, a stream no
     training episode uses, and ends at termination, the env's time limit or ``max_ep_len``.
-    ``norm``: the observation normalisation ``(mean, std)`` the policy acts through."""
+    ``norm``: the observation normalisation ``(mean, std)`` the policy acts through.
+    Returns each episode's ``seeds``, ``returns``, ``lengths``, and its ``outcomes`` and
+    ``action_cost`` (action magnitude), taken from the same steps (:mod:`synapto.outcomes`)."""
     handle, info = open_env(cfg)
     handle.env.close()
     policy = Policy(info.obs_dim, info.act_dim, cfg.hid, info.discrete, np.asarray(pi_params).astype(cfg.dtype))
     obs = np.zeros(info.obs_dim, cfg.dtype)
     seeds = np.array([int_seed(cfg.seed, Stream.PPO_TEST, e) for e in range(episodes)], dtype=np.int64)
-    returns = np.zeros(episodes)
-    lengths = np.zeros(episodes, np.int64)
+    out: dict[str, np.ndarray] = {
+        "seeds": seeds,
+        "returns": np.zeros(episodes),
+        "lengths": np.zeros(episodes, np.int64),
+        "outcomes": np.full(episodes, NOT_RUN, np.int8),
+        "action_cost": np.full(episodes, np.nan),
+    }
+    bounds = None if info.discrete else (info.low, info.high)
     for e in range(episodes):
-        handle, _ = open_env(cfg)
-        o, _ = handle.reset(seed=int(seeds[e]))
-        total, n = 0.0, 0
-        while True:
-            obs[:] = np.ravel(o) if norm is None else normalise(np.ravel(o), *norm)
-            o, r, terminated, truncated, _ = handle.step(policy.mode(obs))
-            total += r
-            n += 1
-            if terminated or truncated or n >= handle.limit:
-                break
-        handle.env.close()
-        returns[e], lengths[e] = total, n
-    return {"seeds": seeds, "returns": returns, "lengths": lengths}
+        figures = _episode(cfg, policy, obs, int(seeds[e]), norm, bounds)
+        for name, value in zip(("returns", "lengths", "outcomes", "action_cost"), figures):
+            out[name][e] = value
+    return out
+
+
+def _episode(cfg: PPOConfig, policy: Policy, obs: np.ndarray, seed: int, norm, bounds):
+    """One test episode on a fresh env: ``(return, length, outcome, action magnitude)``;
+    ``bounds``: the action space's ``(low, high)`` (None: Discrete, magnitude NaN)."""
+    handle, _ = open_env(cfg)
+    o, _ = handle.reset(seed=seed)
+    total, n, cost = 0.0, 0, 0.0 if bounds is not None else np.nan
+    while True:
+        obs[:] = np.ravel(o) if norm is None else normalise(np.ravel(o), *norm)
+        action = policy.mode(obs)
+        if bounds is not None:
+            cost += magnitude(action, *bounds)
+        o, r, terminated, truncated, _ = handle.step(action)
+        total += r
+        n += 1
+        if terminated or truncated or n >= handle.limit:
+            break
+    handle.env.close()
+    return total, n, outcome(terminated, truncated or n >= handle.limit, r), cost
 
 
 def evaluate_run(path, episodes: int, which: str = "latest", max_ep_len: int | None = None) -> dict:

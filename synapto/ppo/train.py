@@ -430,7 +430,7 @@ def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
     t = clock()
     faults.point("test", cfg.epochs)
     result = test_policy(cfg, trainer.pi.params, cfg.test_episodes, trainer.obs_norm_now())
-    writer.write_test(result["seeds"], result["returns"], result["lengths"])
+    writer.write_test(result["seeds"], result["returns"], result["lengths"], result["outcomes"], result["action_cost"])
     r = result["returns"]
     log(
         f"test of the final policy: {r.mean():.2f} +- {r.std():.2f} over {cfg.test_episodes} episodes "

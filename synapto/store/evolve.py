@@ -49,6 +49,9 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
                         steps (C,), seeds (S,), chosen (1,) (-1 until the selection ran)
     /champion/...       genome (n,), fitness, generation, test_seeds (T,),
                         test_returns (T,), test_steps (T,), tested (1 once the run finished);
+                        with T > 0 also test_outcomes (T,) int8 and test_action_cost (T,) float64,
+                        each episode's outcome and action magnitude (:mod:`synapto.outcomes`; absent
+                        from files written before them);
                         selection_fitness (1,) with selection; obs_mean, obs_std (obs_dim,) with
                         ``obs_norm`` (the normalisation the champion runs with)
     /timing/<name>      (G,) float64    wall-clock figures, the only non-reproducible data
@@ -137,6 +140,11 @@ class EvolveRunWriter:
             ("champion/test_steps", np.zeros(T, dtype=np.int64), True),
             ("champion/tested", np.zeros(1, dtype=np.int64), False),
         ]
+        if T:
+            fixed += [
+                ("champion/test_outcomes", np.full(T, -1, dtype=np.int8), True),
+                ("champion/test_action_cost", np.full(T, np.nan), True),
+            ]
         if S:
             fixed.append(("champion/selection_fitness", np.full(1, np.nan), True))
         if config.obs_norm:
@@ -297,8 +305,15 @@ class EvolveRunWriter:
         finally:
             self.f = open_append(path)
 
-    def write_champion(self, genome, fitness, generation, seeds, returns, steps, norm=None) -> None:
+    def write_champion(
+        self, genome, fitness, generation, seeds, returns, steps, norm=None, outcomes=None, action_cost=None
+    ) -> None:
+        """The champion and its test episodes (``outcomes``, ``action_cost``: see
+        :mod:`synapto.outcomes`), then ``/champion/tested``."""
         c = self.f["champion"]
+        if outcomes is not None and "test_outcomes" in c:
+            c["test_outcomes"][:] = outcomes
+            c["test_action_cost"][:] = action_cost
         if norm is not None:
             c["obs_mean"][:], c["obs_std"][:] = norm
         c["genome"][:] = genome

@@ -19,6 +19,8 @@ Layout (E epochs; same conventions as evolution runs, see :mod:`synapto.store.ev
                           epoch k is tested with
     /test/seeds, returns, steps, tested   with ``test_episodes``: the final policy's test on
                           the PPO_TEST stream (tested = 1 once written)
+    /test/outcomes, action_cost   each test episode's outcome (int8) and action magnitude
+                          (:mod:`synapto.outcomes`; absent from files written before them)
 
 The file is created whole (built beside its path, fsync-ed, renamed into place) with
 every dataset at its final size -- one row (chunk) per epoch, parameters not yet reached
@@ -169,6 +171,8 @@ def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
             ("test/seeds", np.zeros(tests, np.int64), True),
             ("test/returns", np.full(tests, np.nan), True),
             ("test/steps", np.zeros(tests, np.int64), True),
+            ("test/outcomes", np.full(tests, -1, np.int8), True),
+            ("test/action_cost", np.full(tests, np.nan), True),
             ("test/tested", np.zeros(1, np.int64), False),
         ]
     return rows, fixed
@@ -254,12 +258,16 @@ class PPORunWriter:
         f["completed"][0] = epoch + 1
         f.flush()
 
-    def write_test(self, seeds, returns, steps) -> None:
-        """The final policy's test episodes (``test_episodes``), then ``/test/tested``."""
+    def write_test(self, seeds, returns, steps, outcomes=None, action_cost=None) -> None:
+        """The final policy's test episodes (``test_episodes``; ``outcomes``, ``action_cost``:
+        see :mod:`synapto.outcomes`), then ``/test/tested``."""
         f = self.f
         f["test/seeds"][:] = seeds
         f["test/returns"][:] = returns
         f["test/steps"][:] = steps
+        if outcomes is not None:
+            f["test/outcomes"][:] = outcomes
+            f["test/action_cost"][:] = action_cost
         f.flush()
         f["test/tested"][0] = 1
         f.flush()

@@ -35,6 +35,9 @@ class Champion:
     #: the observation normalisation ``(mean, std)`` the champion runs with (None without obs_norm)
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None
     selection_fitness: float | None = None  #: its fitness on the selection episodes (None without)
+    #: each test episode's outcome and action magnitude (:mod:`synapto.outcomes`; None in older files)
+    test_outcomes: np.ndarray | None = None
+    test_action_cost: np.ndarray | None = None
 
 
 @dataclass
@@ -333,6 +336,7 @@ class RunData:
         c = self._f["champion"]
         norm = (c["obs_mean"][()], c["obs_std"][()]) if "obs_mean" in c else None
         sel = float(c["selection_fitness"][0]) if "selection_fitness" in c else None
+        ends = (c["test_outcomes"][()], c["test_action_cost"][()]) if "test_outcomes" in c else (None, None)
         return Champion(
             c["genome"][()],
             float(c["fitness"][0]),
@@ -343,6 +347,7 @@ class RunData:
             self.tested,
             norm,
             sel,
+            *ends,
         )
 
     def obs_norm(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -396,6 +401,11 @@ class RunData:
     def discrete(self) -> bool:
         return bool(self._attr("discrete"))
 
+    @property
+    def n_pi(self) -> int:
+        """Parameters of the policy network."""
+        return self._attr("n_pi")
+
     def checkpoint(self) -> dict[str, np.ndarray]:
         """The optimiser state after the last completed epoch."""
         self._need("ppo")
@@ -417,11 +427,13 @@ class RunData:
         return self._f["obs_norm/mean"][epoch], self._f["obs_norm/std"][epoch]
 
     def policy_test(self) -> dict[str, np.ndarray] | None:
-        """The final policy's test (``seeds``, ``returns``, ``steps``); None before it ran or without one."""
+        """The final policy's test (``seeds``, ``returns``, ``steps``, and ``outcomes`` and
+        ``action_cost`` where the file has them); None before it ran or without one."""
         self._need("ppo")
         if "test/tested" not in self._f or int(self._f["test/tested"][0]) != 1:
             return None
-        return {k: self._f[f"test/{k}"][()] for k in ("seeds", "returns", "steps")}
+        names = ("seeds", "returns", "steps", "outcomes", "action_cost")
+        return {k: self._f[f"test/{k}"][()] for k in names if f"test/{k}" in self._f}
 
     def progress_rows(self) -> list[dict]:
         """The rows of Spinning Up's progress.txt (Time from ``/timing/Time``)."""

@@ -53,6 +53,7 @@ import numpy as np
 from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
 from synapto.evolution.worker.tasks import EvalResult, EvalTask
 from synapto.evolution.worker.vector_env import SeededVectorEnv
+from synapto.outcomes import LockstepEnds
 
 #: most sub-envs (individual x episode rows) per chunk; a map has at least one chunk per worker
 CHUNK_ROWS = 4096
@@ -83,6 +84,7 @@ class BatchTask:
     genomes: np.ndarray
     seeds: np.ndarray
     want_stats: bool = True
+    diagnose: bool = False  #: each episode's outcome and action magnitude too (:mod:`synapto.outcomes`)
 
 
 def evaluate_batch(
@@ -92,12 +94,13 @@ def evaluate_batch(
     seeds: np.ndarray,
     want_stats: bool = True,
     slots: int | None = None,
+    diagnose: bool = False,
 ) -> list[EvalResult]:
     """:func:`~synapto.evolution.worker.evaluate.evaluate` for every row of ``genomes`` (K, n)
     on the episodes ``seeds`` (K, E), in lockstep on ``venv``: at most ``slots``
     (default :data:`SLOTS`) sub-envs at a time, ended ones refilled from the queue of
     rows when the policy supports it.  A row's result does not depend on the slot or
-    the company it runs in."""
+    the company it runs in.  ``diagnose``: as :func:`~synapto.evolution.worker.evaluate.evaluate`'s."""
     clock = time.perf_counter
     t0 = clock()
     genomes = np.asarray(genomes, dtype=np.float64)
@@ -110,6 +113,8 @@ def evaluate_batch(
         policy.keep(np.arange(width))
     t_agent = clock() - t0
     run = _Lockstep(agent.space.discrete, venv, policy, seeds.ravel(), width)
+    if diagnose:
+        run.ends = LockstepEnds(K * E, width, None if agent.space.discrete else (agent.space.low, agent.space.high))
     run.t_agent += t_agent
     while run.n_live:
         run.step()
@@ -121,6 +126,8 @@ def evaluate_batch(
     run.t_agent += clock() - t0
     for k, res in enumerate(results):
         res.env_seconds, res.agent_seconds = run.t_env * share[k], run.t_agent * share[k]
+        if run.ends is not None:
+            res.outcomes, res.action_cost = run.ends.outcomes[k * E : (k + 1) * E], run.ends.cost[k * E : (k + 1) * E]
     return results
 
 
@@ -165,19 +172,25 @@ class _Lockstep:
         self.n_free = 0
         self.n_live = width
         self.refill_at = max(1, int(width * REFILL_FRACTION))
+        self.ends: LockstepEnds | None = None  #: outcomes and action magnitudes (``diagnose``)
 
     def step(self) -> None:
         """One step of every sub-env; then the ended episodes' bookkeeping."""
         clock = time.perf_counter
         t0 = clock()
         action, stepping = self._actions()
+        if self.ends is not None:
+            self.ends.add(action)
         t1 = clock()
         self.obs, reward, terminated, truncated = self.venv.step(action)
         t2 = clock()
         self.t_env += t2 - t1
         self._count(reward, terminated, truncated, stepping)
         if self.done.any():
-            self._ended(np.flatnonzero(self.done))
+            idx = np.flatnonzero(self.done)
+            if self.ends is not None:
+                self.ends.ended(self.rows[idx], idx, reward, terminated, truncated, stepping)
+            self._ended(idx)
         self.t_agent += clock() - t2 + t1 - t0
 
     def _actions(self):
@@ -239,6 +252,8 @@ class _Lockstep:
         self.live[fill] = True
         self.cur_steps[fill] = 0
         self.cur_ret[fill] = 0.0
+        if self.ends is not None:
+            self.ends.restart(fill)
         self.n_live += take
         self.free, self.n_free = ([rest], len(rest)) if len(rest) else ([], 0)
         if len(rest):
@@ -249,6 +264,8 @@ class _Lockstep:
         keep = np.flatnonzero(self.live)
         self.rows, self.cur_ret, self.cur_steps = self.rows[keep], self.cur_ret[keep], self.cur_steps[keep]
         self.obs = self.obs[keep]
+        if self.ends is not None:
+            self.ends.keep(keep)
         self.live = np.ones(len(keep), dtype=bool)
         self.done = np.zeros(len(keep), dtype=bool)
         t3 = time.perf_counter()
@@ -314,7 +331,9 @@ class BatchedEvaluator:
                 np.stack([t.genome for t in tasks]), np.stack([np.asarray(t.seeds) for t in tasks]), tasks[0].want_stats
             )
         if isinstance(task, BatchTask):
-            return evaluate_batch(self.agent, self.venv, task.genomes, task.seeds, task.want_stats)
+            return evaluate_batch(
+                self.agent, self.venv, task.genomes, task.seeds, task.want_stats, diagnose=task.diagnose
+            )
         return self.serial(task, context)
 
 
@@ -373,6 +392,7 @@ class BatchingFarm:
                 np.stack([payloads[i].genome for i in c]),
                 np.stack([np.asarray(payloads[i].seeds) for i in c]),
                 payloads[c[0]].want_stats,
+                payloads[c[0]].diagnose,
             )
             for c in chunks
         ]
@@ -391,7 +411,7 @@ class BatchingFarm:
         if context is not None:  # payloads of a SampleContext: chunks of payloads, genomes built by workers
             shapes = [context.shape(p) for p in payloads]
         elif payloads and all(isinstance(p, EvalTask) for p in payloads):
-            shapes = [(len(p.seeds), p.want_stats) for p in payloads]
+            shapes = [(len(p.seeds), p.want_stats, p.diagnose) for p in payloads]
         else:
             return self.farm.map(payloads, **kw)
         if not payloads:

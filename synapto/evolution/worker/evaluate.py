@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from synapto.evolution.worker.tasks import EvalResult, SampleContext
+from synapto.outcomes import NOT_RUN, STOPPED, ActionMeter, outcome
 from synapto.shaping import Shaping
 
 
@@ -29,6 +30,7 @@ def evaluate(
     want_stats: bool = True,
     obs_norm: tuple[np.ndarray, np.ndarray] | None = None,
     count_obs: bool = False,
+    diagnose: bool = False,
 ) -> EvalResult:
     """Run ``genome`` for one episode per seed; pure function of (genome, seeds, obs_norm).
 
@@ -54,6 +56,9 @@ def evaluate(
     action that is not a finite number), a non-finite return, or a non-finite fitness
     (returns that overflow their mean, a NaN penalty) end the evaluation with fitness
     -inf and ``nonfinite`` set, whatever the action space.
+
+    ``diagnose``: the result also holds each episode's outcome and action magnitude
+    (:mod:`synapto.outcomes`), taken from the steps the episodes take anyway.
     """
     clock = time.perf_counter
     t0 = clock()
@@ -61,10 +66,14 @@ def evaluate(
     act = record = acting(agent, policy, obs_norm, count_obs)
     if not (obs_norm is not None or count_obs):
         record = None
+    meter = None
+    if diagnose and not agent.space.discrete:
+        act = meter = ActionMeter(act, agent.space.low, agent.space.high)
     checks = _checks(agent.space)
     n = len(seeds)
     returns = np.zeros(n)
     steps = np.zeros(n, dtype=np.int64)
+    ends, cost = np.full(n, NOT_RUN, dtype=np.int8), np.full(n, np.nan)
     nonfinite = False
     t_env = 0.0
     t_agent = clock() - t0
@@ -74,16 +83,25 @@ def evaluate(
     # repeat that on every step of every worker
     with np.errstate(over="ignore", invalid="ignore"):
         for e in range(n):
-            total, count, nonfinite, env_s, agent_s = _episode(env_factory, int(seeds[e]), policy, act, record, checks)
+            if meter is not None:
+                meter.total = 0.0
+            total, count, nonfinite, env_s, agent_s, ends[e] = _episode(
+                env_factory, int(seeds[e]), policy, act, record, checks
+            )
             t_env += env_s
             t_agent += agent_s
             returns[e], steps[e] = (np.nan if nonfinite else total), count
+            if meter is not None:
+                cost[e] = meter.total
             if nonfinite or not math.isfinite(total):
                 nonfinite = True
                 break
-    return _result(
+    result = _result(
         agent, genome, policy, returns, steps, nonfinite, want_stats, t_env, t_agent, record if count_obs else None
     )
+    if diagnose:
+        result.outcomes, result.action_cost = ends, cost
+    return result
 
 
 def _checks(space) -> tuple:
@@ -93,7 +111,8 @@ def _checks(space) -> tuple:
 
 
 def _episode(env_factory, seed: int, policy, act, record, checks: tuple):
-    """One episode on a fresh env: ``(return, steps, nonfinite, env seconds, agent seconds)``."""
+    """One episode on a fresh env: ``(return, steps, nonfinite, env seconds, agent seconds,
+    outcome)`` (:mod:`synapto.outcomes`)."""
     clock = time.perf_counter
     t0 = clock()
     env = env_factory()
@@ -103,7 +122,7 @@ def _episode(env_factory, seed: int, policy, act, record, checks: tuple):
     policy.reset()
     if record is not None:
         record.start()
-    total, count, nonfinite, t_step, t_end = _play(obs, env.step, act, checks)
+    total, count, nonfinite, t_step, t_end, end = _play(obs, env.step, act, checks)
     t_env += t_step
     t_agent = t_end - t_loop - t_step  # the rest of the loop is the agent's
     t0 = clock()
@@ -114,12 +133,12 @@ def _episode(env_factory, seed: int, policy, act, record, checks: tuple):
     if record is not None:
         record.end()
     t_agent += clock() - t0
-    return total, count, nonfinite, t_env, t_agent
+    return total, count, nonfinite, t_env, t_agent, end
 
 
 def _play(obs, step, act, checks: tuple):
     """Act and step from ``obs`` until the episode ends or an observation or action is not
-    finite: ``(return, steps, nonfinite, seconds inside env.step, the clock at the end)``."""
+    finite: ``(return, steps, nonfinite, seconds inside env.step, the clock at the end, outcome)``."""
     clock = time.perf_counter
     isfinite = math.isfinite
     check, zeros, obs_zeros, flat_obs = checks
@@ -132,7 +151,7 @@ def _play(obs, step, act, checks: tuple):
         except (AttributeError, TypeError, ValueError):  # not a float array
             obs_ok = bool(np.isfinite(np.asarray(obs, dtype=np.float64)).all())
         if not obs_ok:
-            return total, count, True, t_step, clock()
+            return total, count, True, t_step, clock(), STOPPED
         action = act(obs)
         if check:
             # action . 0 is NaN iff a component is inf or NaN, and cannot overflow
@@ -141,9 +160,9 @@ def _play(obs, step, act, checks: tuple):
             except (AttributeError, TypeError, ValueError):  # not a flat float array
                 finite = isfinite(float(np.sum(action)))
             if not finite:
-                return total, count, True, t_step, clock()
+                return total, count, True, t_step, clock(), STOPPED
         elif action.__class__ is not int and not _finite_choice(action):
-            return total, count, True, t_step, clock()
+            return total, count, True, t_step, clock(), STOPPED
         t1 = clock()
         obs, reward, terminated, truncated, _ = step(action)
         t2 = clock()
@@ -151,7 +170,7 @@ def _play(obs, step, act, checks: tuple):
         total += float(reward)
         count += 1
         if terminated or truncated:
-            return total, count, False, t_step, t2
+            return total, count, False, t_step, t2, outcome(terminated, truncated, reward)
 
 
 def _result(
@@ -254,4 +273,6 @@ class Evaluator:
                 return shaping.wrap(self.make_env(), cap)
 
             make = shaped_env
-        return evaluate(self.agent, make, task.genome, task.seeds, task.want_stats, task.obs_norm, task.count_obs)
+        return evaluate(
+            self.agent, make, task.genome, task.seeds, task.want_stats, task.obs_norm, task.count_obs, task.diagnose
+        )

@@ -33,6 +33,8 @@ class EvalTask:
     shaped: bool = False
     #: step cap of each episode (0: none; the shaping's ``cap_factor`` and ``cap_steps``)
     max_steps: int = 0
+    #: also return each episode's outcome and action magnitude (test episodes; :mod:`synapto.outcomes`)
+    diagnose: bool = False
 
 
 @dataclass
@@ -47,6 +49,10 @@ class EvalResult:
     obs_count: int = 0  #: observations counted (``count_obs``)
     obs_sum: np.ndarray | None = None  #: their sum (float64), per component
     obs_sumsq: np.ndarray | None = None  #: their sum of squares
+    #: (E,) int8 each episode's outcome (:mod:`synapto.outcomes`; ``diagnose`` tasks only, else None)
+    outcomes: np.ndarray | None = None
+    #: (E,) each episode's action magnitude (:mod:`synapto.outcomes`; ``diagnose`` tasks only, else None)
+    action_cost: np.ndarray | None = None
 
 
 def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult:
