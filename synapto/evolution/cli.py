@@ -229,6 +229,16 @@ def evolve(
             rich_help_panel=HELP_SECTIONS["exec"],
         ),
     ] = 0,
+    restarts: Annotated[
+        int,
+        typer.Option(
+            help="With --workers (and the Slurm script): when a rank is lost (killed, a segfault, a node gone), "
+            "start the job again, continuing the run from its last checkpoint, at most this many times; "
+            "the run file is the uninterrupted run's. 0: the job stops and prints the resume command. "
+            "Never for bad input, an evaluation that raises, or a signal.",
+            rich_help_panel=HELP_SECTIONS["exec"],
+        ),
+    ] = 3,
     on_error: Annotated[
         str,
         typer.Option(

@@ -50,8 +50,10 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
     if env_rank() == 0 and not resuming:
+        from synapto.evolution.restarts import is_own
+
         for cfg, o in zip(configs, outs):
-            check_output_path(o, force)
+            check_output_path(o, force or is_own(o))  # a restart replaces or continues its own files
             check_run_file(cfg, agent.n_params, o)
     return agent
 
@@ -68,6 +70,13 @@ def check_task_timeout(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= MAX_TASK_TIMEOUT):
         raise UsageError(f"--task-timeout must be a number of seconds in (0, {MAX_TASK_TIMEOUT:,.0f}], got {value!r}")
     return float(value)
+
+
+def check_restarts(value) -> int:
+    """``--restarts``: how often a ``--workers`` job starts again after a lost rank (>= 0)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"--restarts must be an integer >= 0, got {value!r}")
+    return value
 
 
 def check_evolve_memory(configs, n_params: int) -> None:
@@ -100,6 +109,7 @@ def resume_command(out, workers: int = 0) -> str:
 def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
+    from synapto.evolution.restarts import is_own, restarted_jobs
     from synapto.parallel.farm import make_farm
     from synapto.parallel.stopping import StopSignals
     from synapto.store import check_output_path
@@ -109,9 +119,10 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
         return
     stop = StopSignals().install()
     try:
-        for cfg, o, resuming in jobs:
+        for cfg, o, resuming in restarted_jobs(jobs, _log):
+            replace = force or is_own(o)  # a restart starts its own file again when it has no checkpoint
             if not resuming:
-                check_output_path(o, force)
+                check_output_path(o, replace)
             record_run(o)
             workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
@@ -123,7 +134,7 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
                     options=options,
                     resume=resuming,
                     stop=stop,
-                    overwrite=force or resuming,
+                    overwrite=replace or resuming,
                     callbacks=callbacks,
                 )
                 _log(next_steps(o))
@@ -267,8 +278,10 @@ def resume_evolution(
     task_timeout: float | None = None,
     check: bool = False,
     callbacks=(),
+    restarts: int = 0,
 ) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
+    """``evolve --resume RUN.h5``: check the options against the run, then continue it
+    (``restarts``: how often the ``--workers`` job starts again after a lost rank)."""
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -287,7 +300,7 @@ def resume_evolution(
     if check:
         _log(f"ok: {path} resumes from generation {done_generations}")
         return
-    start_ranks(n_workers + 1)
+    start_ranks(n_workers + 1, restarts)
     run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
 
 
@@ -339,6 +352,7 @@ def evolve_command(ctx, opts: dict) -> None:
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
+    restarts = check_restarts(opts["restarts"])
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
     if opts["resume"] is not None:
         if "out" not in given and out_path is not None:
@@ -358,6 +372,7 @@ def evolve_command(ctx, opts: dict) -> None:
             task_timeout=task_timeout,
             check=opts["check"],
             callbacks=callbacks,
+            restarts=restarts,
         )
         return
     default_run = (
@@ -376,7 +391,7 @@ def evolve_command(ctx, opts: dict) -> None:
     if opts["check"]:
         _log(would_run(configs, outs, agent, n_workers))
         return
-    start_ranks(n_workers + 1)
+    start_ranks(n_workers + 1, restarts)
     run_on_farm(
         [(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout, callbacks=callbacks
     )

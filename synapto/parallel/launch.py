@@ -32,6 +32,8 @@ RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 #: the status file through which the ranks of a relaunched job talk to their parent
 #: (:mod:`synapto.parallel.supervise`): pids, the coordinator's signals, rank 0's exit code
 JOB_STATUS = "SYNAPTO_JOB_STATUS"
+#: set by the parent in a job it started again after a lost rank (:mod:`synapto.parallel.restart`)
+RESTART = "SYNAPTO_RESTART"
 MPI_ENV = (
     *RANK_ENV,
     "PMI_SIZE",
@@ -41,6 +43,7 @@ MPI_ENV = (
     "HYDRA_CONTROL_FD",
     LAUNCHED,
     JOB_STATUS,
+    RESTART,
 )
 
 
@@ -106,21 +109,24 @@ def mpi_job(n_procs: int, python_args: list[str]) -> tuple[list[str], dict]:
     return command, env
 
 
-def relaunch(n_procs: int, argv: list[str] | None = None) -> None:
+def relaunch(n_procs: int, argv: list[str] | None = None, restarts: int = 0) -> None:
     """Replace this process with the parent (:mod:`synapto.parallel.supervise`) of
-    ``mpiexec -n n_procs python -m synapto <argv>``."""
+    ``mpiexec -n n_procs python -m synapto <argv>``, which starts that job again after a
+    lost rank, at most ``restarts`` times (:mod:`synapto.parallel.restart`)."""
     argv = sys.argv[1:] if argv is None else argv
     command, env = mpi_job(n_procs, ["-m", "synapto", *argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "synapto.parallel.supervise", *command], env)
+    parent = [sys.executable, "-m", "synapto.parallel.supervise", f"--restarts={int(restarts)}"]
+    os.execve(sys.executable, [*parent, *command], env)
 
 
-def start_ranks(n_procs: int) -> None:
+def start_ranks(n_procs: int, restarts: int = 0) -> None:
     """The command's way into MPI: run this command line again as an MPI job of ``n_procs``
-    ranks (:func:`relaunch`) unless it already runs under MPI or needs one process only."""
+    ranks (:func:`relaunch`; ``restarts``: how often after a lost rank) unless it already
+    runs under MPI or needs one process only."""
     if n_procs > 1 and not under_mpi():
-        relaunch(n_procs)
+        relaunch(n_procs, restarts=restarts)
 
 
 def _job_status(line: str) -> None:
@@ -180,6 +186,16 @@ def record_exit(code: int) -> None:
     """In a relaunched job: rank 0's exit code, which the parent exits with."""
     if env_rank() == 0:
         _job_status(f"exit {int(code)}")
+
+
+def record_crash(exc: BaseException) -> None:
+    """In a relaunched job: this rank ends on an exception of its own (a bug, not a lost
+    rank: the parent does not start the job again).  An MPI error -- a peer that vanished
+    -- is not recorded: the job then ended because a rank was lost."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and isinstance(exc, mpi.Exception):
+        return
+    _job_status(f"crash {env_rank()}")
 
 
 def world():
