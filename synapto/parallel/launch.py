@@ -145,19 +145,22 @@ def _job_status(line: str) -> None:
 
 #: the open file a rank's fatal-signal report goes to (kept open for the process's life)
 _fault_file = None
+#: the connection by which the parent sees this rank end (kept open for the process's life)
+_watch = None
 
 
 def announce() -> None:
     """In a relaunched job: tell the parent this rank's pid, so that it forwards signals here,
-    and have a fatal signal of this rank (a segfault in an env's C code, say) reported to
-    the parent (Python's faulthandler writes into
-    :func:`synapto.parallel.supervise.fault_path`), which names the rank
-    that died when the job ends without the coordinator's exit code."""
+    open the connection by which it sees this rank end, and have a fatal signal of this rank
+    (a segfault in an env's C code, say) reported to the parent (Python's faulthandler writes
+    into :func:`synapto.parallel.supervise.fault_path`), which names the rank that died when
+    the job ends without the coordinator's exit code."""
     global _fault_file
     status = os.environ.get(JOB_STATUS)
     if not status:
         return
     _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
+    _connect_watch(status)
     import faulthandler
 
     try:
@@ -169,6 +172,22 @@ def announce() -> None:
         faulthandler.enable(file=_fault_file, all_threads=False)
     except OSError:
         _fault_file = None
+
+
+def _connect_watch(status: str) -> None:
+    """Connect to the parent's :class:`synapto.parallel.restart.Watch`, which sees this rank
+    end when the connection closes (only on the parent's host; elsewhere nothing listens)."""
+    global _watch
+    from synapto.parallel.restart import watch_address
+
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(1.0)
+        conn.connect(watch_address(status))
+        conn.sendall(f"{env_rank()}\n".encode())
+        _watch = conn
+    except (OSError, AttributeError):
+        _watch = None
 
 
 def record_run(path) -> None:

@@ -20,15 +20,16 @@ those from its checkpoint, as ``--resume`` does, so that the finished run file i
 bit-identical to an uninterrupted one (:mod:`synapto.evolution.restarts`).
 
 Which rank died: one that reported a fatal signal through faulthandler is named with it;
-otherwise the parent watches the ranks of this host (a pidfd each) and names the first that
-ended -- several when they were first seen gone at once.  A rank killed with SIGKILL cannot
-say by what; a rank on another host is not watched.
+otherwise the parent names the rank of this host that ended first (:class:`Watch`) -- several
+when they were first seen gone at once.  A rank killed with SIGKILL cannot say by what; a
+rank on another host is not watched.
 
 This module imports nothing of synapto beyond the package itself: the parent stays small.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
@@ -38,7 +39,7 @@ import time
 
 #: the variable of a job started again (also listed in :data:`synapto.parallel.launch.MPI_ENV`)
 RESTART = "SYNAPTO_RESTART"
-#: seconds the ranks of a lost job get to end before the next job starts (they hold the run's lock)
+#: seconds the ranks of a lost job get to end before the next job starts (rank 0 holds the run's lock)
 SETTLE = 10.0
 
 
@@ -64,74 +65,108 @@ def current() -> dict | None:
         return None
 
 
+def watch_address(status: str) -> str:
+    """The abstract Unix socket (Linux) by which the ranks of the job whose status file is
+    ``status`` let the parent see them end (:class:`Watch`)."""
+    return "\0synapto-watch-" + hashlib.sha256(status.encode()).hexdigest()[:32]
+
+
 class Watch:
-    """The ranks of this host, one pidfd each: which ended first, and waiting for all to end."""
+    """The ranks of this host, one Unix-socket connection each (made by
+    :func:`synapto.parallel.launch.announce`), held open for the rank's life.  The kernel
+    closes a rank's connection as the rank ends, before anything else can notice it gone
+    and end the other ranks, so the connections that close first name the rank that died
+    -- several, when they were first seen closed at once."""
 
-    def __init__(self):
-        self.fds: dict[int, tuple[int, int]] = {}  #: pidfd -> (rank, pid)
-        self.seen: set[int] = set()
-        self.first: list[tuple[int, int]] = []  #: (rank, pid) of the ranks first seen gone
-
-    def add(self, pids: dict[int, int]) -> None:
-        gone = []
-        for rank, pid in pids.items():
-            if pid in self.seen:
-                continue
-            self.seen.add(pid)
-            try:
-                self.fds[os.pidfd_open(pid)] = (rank, pid)
-            except ProcessLookupError:
-                gone.append((rank, pid))
-            except (OSError, AttributeError):  # no pidfds here: the rank is not watched
-                pass
-        self._ended(gone)
+    def __init__(self, status: str):
+        self.listener: socket.socket | None = None
+        self.conns: dict[socket.socket, bytes] = {}  #: connection -> what its rank sent (its rank)
+        self.first: list[int] = []  #: the ranks first seen gone
+        try:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(watch_address(status))
+            listener.listen(socket.SOMAXCONN)
+            listener.setblocking(False)
+            self.listener = listener
+        except (OSError, AttributeError):  # no abstract sockets here: the ranks are not watched
+            pass
 
     def wait(self, timeout: float) -> None:
-        """Sleep up to ``timeout`` seconds, waking when a watched rank ends."""
-        if not self.fds:
+        """Sleep up to ``timeout`` seconds, waking when a rank connects, speaks or ends."""
+        watched = [*([self.listener] if self.listener else []), *self.conns]
+        if not watched:
             time.sleep(timeout)
             return
-        ready, _, _ = select.select(list(self.fds), [], [], timeout)
-        self._ended([self.fds[fd] for fd in ready])
-        for fd in ready:
-            os.close(fd)
-            del self.fds[fd]
-
-    def _ended(self, ranks: list[tuple[int, int]]) -> None:
-        if ranks and not self.first:
-            self.first = sorted(ranks)
-
-    def settle(self, wait: float = SETTLE) -> None:
-        """Wait for every watched rank to end (at most ``wait`` seconds), then kill the rest."""
-        deadline = time.monotonic() + wait
-        while self.fds and time.monotonic() < deadline:
-            self.wait(min(0.1, max(deadline - time.monotonic(), 0.0)))
-        for _, pid in self.fds.values():
+        ready, _, _ = select.select(watched, [], [], timeout)
+        ended = []
+        for conn in ready:
+            if conn is self.listener:
+                self._accept()
+                continue
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.close()
+                data = conn.recv(64)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                self.conns[conn] += data
+                continue
+            rank = self._rank(self.conns.pop(conn))
+            conn.close()
+            if rank is not None:
+                ended.append(rank)
+        if ended and not self.first:
+            self.first = sorted(ended)
+
+    def _accept(self) -> None:
+        while self.listener is not None:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, OSError):
+                return
+            conn.setblocking(False)
+            self.conns[conn] = b""
+
+    @staticmethod
+    def _rank(said: bytes) -> int | None:
+        text = said.decode(errors="replace").split("\n")[0].strip()
+        return int(text) if text.isdigit() else None
+
+    def settle(self, pids: dict[int, int], wait: float = SETTLE) -> None:
+        """Wait for the ranks still connected to end (at most ``wait`` seconds), then kill
+        those of ``pids`` (rank -> pid) that have not."""
+        deadline = time.monotonic() + wait
+        while self.conns and time.monotonic() < deadline:
+            self.wait(min(0.1, max(deadline - time.monotonic(), 0.0)))
+        for said in self.conns.values():
+            rank = self._rank(said)
+            if rank is not None and rank in pids:
+                try:
+                    os.kill(pids[rank], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds.clear()
+        for conn in [*self.conns, *([self.listener] if self.listener else [])]:
+            conn.close()
+        self.conns.clear()
+        self.listener = None
 
 
 def role(rank: int) -> str:
     return "the coordinator (rank 0)" if rank == 0 else f"worker rank {rank}"
 
 
-def who_ended(first: list[tuple[int, int]], rc: int) -> str:
-    """What died, when no rank reported it: the ranks of this host first seen gone, else
-    what little is known."""
+def who_ended(first: list[int], pids: dict[int, int], rc: int) -> str:
+    """What died, when no rank reported it: the ranks of this host first seen gone (``pids``:
+    rank -> pid), else what little is known."""
     host = socket.gethostname()
     if len(first) == 1:
-        rank, pid = first[0]
-        return f"{role(rank)} (pid {pid}) on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
+        rank = first[0]
+        pid = f" (pid {pids[rank]})" if rank in pids else ""
+        return f"{role(rank)}{pid} on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
     if first:
-        ranks = ", ".join(str(r) for r, _ in first)
-        pids = ", ".join(str(p) for _, p in first)
-        return f"ranks {ranks} (pids {pids}) on {host} ended at once, without a report (killed)"
+        ranks = ", ".join(f"{r} (pid {pids[r]})" if r in pids else str(r) for r in first)
+        return f"ranks {ranks} on {host} ended at once, without a report (killed)"
     return f"a rank was lost without a report (on another host, or mpiexec itself; mpiexec exit {rc})"

@@ -93,13 +93,13 @@ def read_faults(status: str) -> list[tuple[int, str, int, str]]:
     return sorted(out)
 
 
-def death_report(status: str, rc: int, first: list[tuple[int, int]]) -> tuple[str, int]:
+def death_report(status: str, rc: int, first: list[int], pids: dict[int, int]) -> tuple[str, int]:
     """What died in a job that lost a rank, and the job's exit code: the rank that reported a
     fatal signal (128 + it), else the one seen ending first (``mpiexec``'s own code)."""
     faults = read_faults(status)
     code = rc if rc > 0 else 128 - rc if rc < 0 else 1
     if not faults:
-        what = who_ended(first, rc)
+        what = who_ended(first, pids, rc)
     else:
         rank, host, sig, report = faults[0]
         what, code = f"{role(rank)} on {host} died ({report})", (128 + sig if sig else code)
@@ -222,7 +222,7 @@ def run_job(cmd: list[str], env: dict, received: list[int]) -> JobEnd:
     """Start ``cmd`` (``mpiexec ...``) once, pass it the signals, and say how it ended."""
     fd, status = tempfile.mkstemp(prefix="synapto-job-", suffix=".status")
     os.close(fd)
-    watch = Watch()
+    watch = Watch(status)
     try:
         try:
             # a session of its own: the terminal's signals reach this process only; no stdin,
@@ -240,11 +240,11 @@ def run_job(cmd: list[str], env: dict, received: list[int]) -> JobEnd:
         rc = _wait(child, status, received, watch)
         if rc is None:
             return JobEnd(130)
-        _, recorded, rank0 = read_status(status)
+        pids, recorded, rank0 = read_status(status)
         runs = read_runs(status)
         if is_lost(received, recorded, rank0, read_crashes(status)) and rc != 0:
-            watch.settle()  # the ranks of this host hold the run's lock until they end
-            what, code = death_report(status, rc, watch.first)
+            watch.settle(pids)  # rank 0 holds the run's lock until it ends
+            what, code = death_report(status, rc, watch.first, pids)
             return JobEnd(code, what, runs)
         return JobEnd(exit_code(rc, received, recorded, rank0), None, runs)
     finally:
@@ -266,7 +266,6 @@ def _wait(child, status: str, received: list[int], watch) -> int | None:
     deadline = None
     while (rc := child.poll()) is None:
         pids, _, _ = read_status(status)
-        watch.add(pids)
         to_launcher = forward(received, pids, delivered, child, to_launcher)
         if received.count(signal.SIGINT) >= 2:
             if deadline is None:
