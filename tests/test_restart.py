@@ -5,6 +5,7 @@ is not a lost rank -- a signal to the job, an evaluation that raises -- is never
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import h5py
 import pytest
 from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
+from synapto.errors import UsageError
 from synapto.parallel import restart, supervise
 from synapto.shell import synapto_command
 
@@ -191,3 +193,78 @@ def test_a_traceback_is_recorded_and_an_mpi_error_is_not(tmp_path, monkeypatch):
     monkeypatch.setenv("PMI_RANK", "1")
     launch.record_crash(MPIError("a peer vanished"))  # the job ended because a rank was lost
     assert supervise.read_crashes(str(path)) == [2]
+
+
+def fake_job(tmp_path, script: str) -> list[str]:
+    """A stand-in for ``mpiexec ...``: a shell script that notes each start (and the
+    restart it was told of) in ``starts``, then does ``script``."""
+    starts = tmp_path / "starts"
+    return ["bash", "-c", f'echo "${{{restart.RESTART}:-first}}" >> {starts}; {script}']
+
+
+@pytest.fixture
+def parent_signals():
+    """supervise() installs its own SIGINT / SIGTERM handlers: restore pytest's after."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_a_job_that_keeps_losing_a_rank_starts_again_at_most_restarts_times(tmp_path, capsys, parent_signals):
+    # ends without rank 0's exit code, nobody signalled it: a lost rank, every time
+    code = supervise.supervise(fake_job(tmp_path, 'echo "run runs/x.h5" >> "$SYNAPTO_JOB_STATUS"; exit 9'), 2)
+    assert code == 9
+    starts = (tmp_path / "starts").read_text().splitlines()
+    assert len(starts) == 3 and starts[0] == "first"
+    told = [json.loads(line) for line in starts[1:]]
+    assert told == [{"restart": k, "of": 2, "runs": ["runs/x.h5"]} for k in (1, 2)]
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split("; ")[-1] for line in err[:2]] == [
+        f"restart {k} of 2: the job starts again from the last checkpoint" for k in (1, 2)
+    ]
+    assert err[2].startswith("error: ") and "after 2 restart(s)" in err[2] and len(err) == 3
+    assert err[2].endswith("python -m synapto evolve --resume runs/x.h5")
+
+
+@pytest.mark.parametrize("line", ["exit 1", "exit 0", "signal 15", "crash 1"])
+def test_a_job_that_ended_on_its_own_terms_is_not_started_again(tmp_path, capsys, parent_signals, line):
+    code = supervise.supervise(fake_job(tmp_path, f'echo "{line}" >> "$SYNAPTO_JOB_STATUS"; exit 9'), 3)
+    assert len((tmp_path / "starts").read_text().splitlines()) == 1
+    assert "restart" not in capsys.readouterr().err
+    assert code == {"exit 1": 1, "exit 0": 9, "signal 15": 143, "crash 1": 9}[line]
+
+
+# -- the evolve command in a job started again (in this process) ---------------------------
+def tiny(**changes):
+    from synapto.evolution.config import EvolveConfig
+
+    base = dict(env="CartPole-v1", population=6, generations=2, episodes=1, hidden=(4,), seed=1, test_episodes=2)
+    return EvolveConfig(**{**base, **changes})
+
+
+def test_a_restart_continues_its_own_runs_and_starts_again_those_without_a_checkpoint(tmp_path, monkeypatch):
+    from synapto.api import evolve
+    from synapto.evolution.command import check_runs
+    from synapto.evolution.restarts import restarted_jobs
+    from synapto.parallel.restart import restart_env
+
+    finished, going, fresh, other = (tmp_path / f"{n}.h5" for n in ("finished", "going", "fresh", "other"))
+    evolve(tiny(), finished, log=lambda s: None)
+    evolve(tiny(), going, log=lambda s: None)
+    fresh.write_bytes(b"begun, never checkpointed")  # the lost job died before its first checkpoint
+    other.write_bytes(b"a file this job never began")
+    monkeypatch.setenv(restart.RESTART, restart_env(1, 3, [str(p) for p in (finished, going, fresh)])[restart.RESTART])
+    longer = tiny(generations=4)  # the job's run goes on past the 2 generations on disk
+    lines: list[str] = []
+    jobs = restarted_jobs([(tiny(), finished, False), (longer, going, False), (tiny(), fresh, False)], lines.append)
+    assert [(cfg.generations, path, resuming) for cfg, path, resuming in jobs] == [(4, going, True), (2, fresh, False)]
+    assert lines == [
+        f"restart 1 of 3: {finished} was finished before the loss: nothing to redo",
+        f"restart 1 of 3: {going} continues from its checkpoint at generation 2; generation 2 onwards is run again "
+        "(the lost job had completed 2)",
+        f"restart 1 of 3: {fresh} cannot be continued (no checkpoint yet): it starts again from generation 0",
+    ]
+    check_runs([tiny()], [fresh])  # its own file: replaced without --force
+    with pytest.raises(UsageError, match="exists; pass --force"):
+        check_runs([tiny()], [other])  # not the job's: refused as ever

@@ -154,8 +154,10 @@ class Watch:
         self.listener = None
 
 
-def role(rank: int) -> str:
-    return "the coordinator (rank 0)" if rank == 0 else f"worker rank {rank}"
+def role(rank: int, pid: int | None = None) -> str:
+    """``the coordinator (rank 0)``, ``worker rank 3 (pid 1234)``."""
+    of = f", pid {pid}" if pid is not None else ""
+    return f"the coordinator (rank 0{of})" if rank == 0 else f"worker rank {rank}" + (f" (pid {pid})" if of else "")
 
 
 def who_ended(first: list[int], pids: dict[int, int], rc: int) -> str:
@@ -164,8 +166,9 @@ def who_ended(first: list[int], pids: dict[int, int], rc: int) -> str:
     host = socket.gethostname()
     if len(first) == 1:
         rank = first[0]
-        pid = f" (pid {pids[rank]})" if rank in pids else ""
-        return f"{role(rank)}{pid} on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
+        return (
+            f"{role(rank, pids.get(rank))} on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
+        )
     if first:
         ranks = ", ".join(f"{r} (pid {pids[r]})" if r in pids else str(r) for r in first)
         return f"ranks {ranks} on {host} ended at once, without a report (killed)"
