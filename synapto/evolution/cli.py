@@ -82,6 +82,15 @@ def evolve(
     population: Annotated[
         int, typer.Option(help="Individuals per generation.", rich_help_panel=HELP_SECTIONS["run"])
     ] = _E["population"],
+    population_per_worker: Annotated[
+        int | None,
+        typer.Option(
+            help="Individuals per generation per worker, instead of --population: the population is this times "
+            "the workers (times 1 in a serial run), resolved once at the start and recorded in the run file.",
+            show_default="off",
+            rich_help_panel=HELP_SECTIONS["run"],
+        ),
+    ] = None,
     generations: Annotated[
         int,
         typer.Option(help="Generations to run (at most, with --max-env-steps).", rich_help_panel=HELP_SECTIONS["run"]),

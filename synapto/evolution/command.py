@@ -15,7 +15,7 @@ import typer
 
 from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
-from synapto.parallel.launch import env_rank, record_run, start_ranks
+from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import synapto_command
 
 
@@ -312,6 +312,7 @@ VALUE_OPTIONS = (
     "env",
     "agent",
     "population",
+    "population_per_worker",
     "generations",
     "max_env_steps",
     "hidden",
@@ -351,6 +352,10 @@ def evolve_command(ctx, opts: dict) -> None:
     task_timeout = check_task_timeout(values.pop("task_timeout", None))
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    if "population_per_worker" in values:
+        from synapto.evolution.config import resolve_population
+
+        resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
     options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
     restarts = check_restarts(opts["restarts"])
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
@@ -415,6 +420,9 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     else:
         values = {}
     file_values = dict(values)
+    for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
+        if one in given:  # the command line's choice wins over the file's other one
+            values.pop(other, None)
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = ()  # --hidden 0: no hidden layer
@@ -465,9 +473,10 @@ def would_run(configs, outs, agent, n_workers: int) -> str:
 
     first = configs[0]
     ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
+    share = f" ({first.population_per_worker} per worker)" if first.population_per_worker else ""
     return (
         f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-        f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+        f"({agent.n_params:,} parameters), population {first.population}{share} -> {', '.join(map(str, outs))}\n"
         f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
         f"{defaults.estimate(first, n_workers)}"
     )
