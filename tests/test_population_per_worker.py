@@ -97,7 +97,7 @@ def test_bad_values_give_one_line_and_exit_2(tmp_path, capsys, args, needle):
     both.write_text('env = "CartPole-v1"\npopulation = 8\npopulation-per-worker = 4\n')
     args = [str(both) if a == "BOTH" else a for a in args]
     out = tmp_path / "runs" / "r.h5"
-    code, _, err = call(capsys, "evolve", *RUN, *args, "--out", out)
+    code, _, err = call(capsys, "evolve", *RUN, *args, "--generations", "1", "--out", out)  # short, were it to run
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
