@@ -54,9 +54,9 @@ class EvolveConfig:
     #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
     select_episodes: int = 0
     #: for information: the per-worker population ``population`` was resolved from
-    #: (:func:`resolve_population`); 0 when the population was given as such.  Not part of the
-    #: run's identity: ``population`` is what the run computes with.
-    population_per_worker: int = 0
+    #: (:func:`resolve_population`); None when the population was given as such.  Not part of
+    #: the run's identity: ``population`` is what the run computes with.
+    population_per_worker: int | None = None
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = (
@@ -136,8 +136,9 @@ class EvolveConfig:
             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
         )
         need(
-            integer(self.population_per_worker) and self.population_per_worker >= 0,
-            f"--population-per-worker must be an integer >= 0 (0: none), got {self.population_per_worker!r}",
+            self.population_per_worker is None
+            or (integer(self.population_per_worker) and self.population_per_worker >= 1),
+            f"--population-per-worker must be an integer >= 1, got {self.population_per_worker!r}",
         )
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
@@ -181,7 +182,7 @@ class EvolveConfig:
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
-        if not self.population_per_worker:  # the config text of a run that gave its population as such
+        if self.population_per_worker is None:  # the config text of a run that gave its population as such
             del data["population_per_worker"]
         return json.dumps(data, sort_keys=True)
 
