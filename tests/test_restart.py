@@ -268,3 +268,21 @@ def test_a_restart_continues_its_own_runs_and_starts_again_those_without_a_check
     check_runs([tiny()], [fresh])  # its own file: replaced without --force
     with pytest.raises(UsageError, match="exists; pass --force"):
         check_runs([tiny()], [other])  # not the job's: refused as ever
+
+
+def test_the_line_names_the_rank_and_says_what_it_cannot_know():
+    host = socket.gethostname()
+    pids = {0: 100, 1: 101, 2: 102}
+    assert restart.who_ended([2], pids, 9) == (
+        f"worker rank 2 (pid 102) on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
+    )
+    assert restart.who_ended([0], pids, 9).startswith(f"the coordinator (rank 0, pid 100) on {host} ended")
+    assert restart.who_ended([1, 2], pids, 9).startswith(f"ranks 1 (pid 101), 2 (pid 102) on {host} ended at once")
+    # ranks on other hosts: this host's first is not necessarily the job's first
+    assert restart.who_ended([1], pids, 9, elsewhere=61).endswith(
+        "first of this host's ranks (61 rank(s) on other hosts are not watched: one of them may have died first)"
+    )
+    assert restart.who_ended([], {}, 9) == (
+        "a rank was lost without a report (on another host, or mpiexec itself; mpiexec exit 9)"
+    )
+    assert restart.job_size(["/x/mpiexec", "-n", "64", "python"]) == 64 and restart.job_size(["bash", "-c"]) is None

@@ -160,16 +160,30 @@ def role(rank: int, pid: int | None = None) -> str:
     return f"the coordinator (rank 0{of})" if rank == 0 else f"worker rank {rank}" + (f" (pid {pid})" if of else "")
 
 
-def who_ended(first: list[int], pids: dict[int, int], rc: int) -> str:
+def who_ended(first: list[int], pids: dict[int, int], rc: int, elsewhere: int = 0) -> str:
     """What died, when no rank reported it: the ranks of this host first seen gone (``pids``:
-    rank -> pid), else what little is known."""
+    rank -> pid), else what little is known; ``elsewhere``: the job's ranks not watched (on
+    other hosts), one of which may have died first."""
     host = socket.gethostname()
+    if not first:
+        return f"a rank was lost without a report (on another host, or mpiexec itself; mpiexec exit {rc})"
     if len(first) == 1:
-        rank = first[0]
-        return (
-            f"{role(rank, pids.get(rank))} on {host} ended without a report (killed, by SIGKILL or the OOM killer say)"
+        who = f"{role(first[0], pids.get(first[0]))} on {host} ended"
+    else:
+        who = (
+            f"ranks {', '.join(f'{r} (pid {pids[r]})' if r in pids else str(r) for r in first)} on {host} ended at once"
         )
-    if first:
-        ranks = ", ".join(f"{r} (pid {pids[r]})" if r in pids else str(r) for r in first)
-        return f"ranks {ranks} on {host} ended at once, without a report (killed)"
-    return f"a rank was lost without a report (on another host, or mpiexec itself; mpiexec exit {rc})"
+    if elsewhere > 0:
+        return (
+            f"{who} without a report, first of this host's ranks ({elsewhere} rank(s) on other hosts are not "
+            f"watched: one of them may have died first)"
+        )
+    return f"{who} without a report (killed, by SIGKILL or the OOM killer say)"
+
+
+def job_size(cmd: list[str]) -> int | None:
+    """The ranks of ``cmd`` as :func:`synapto.parallel.launch.mpi_job` writes it
+    (``MPIEXEC -n N ...``); None for another form."""
+    if len(cmd) > 2 and cmd[1] == "-n" and cmd[2].isdigit():
+        return int(cmd[2])
+    return None

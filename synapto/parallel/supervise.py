@@ -46,7 +46,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from synapto.parallel.restart import Watch, is_lost, restart_env, role, who_ended
+from synapto.parallel.restart import Watch, is_lost, job_size, restart_env, role, who_ended
 
 #: the status file's variable (also listed in :data:`synapto.parallel.launch.MPI_ENV`)
 STATUS = "SYNAPTO_JOB_STATUS"
@@ -93,13 +93,14 @@ def read_faults(status: str) -> list[tuple[int, str, int, str]]:
     return sorted(out)
 
 
-def death_report(status: str, rc: int, first: list[int], pids: dict[int, int]) -> tuple[str, int]:
+def death_report(status: str, rc: int, first: list[int], pids: dict[int, int], elsewhere: int = 0) -> tuple[str, int]:
     """What died in a job that lost a rank, and the job's exit code: the rank that reported a
-    fatal signal (128 + it), else the one seen ending first (``mpiexec``'s own code)."""
+    fatal signal (128 + it), else the one seen ending first (``mpiexec``'s own code);
+    ``elsewhere``: the job's ranks this host does not watch."""
     faults = read_faults(status)
     code = rc if rc > 0 else 128 - rc if rc < 0 else 1
     if not faults:
-        what = who_ended(first, pids, rc)
+        what = who_ended(first, pids, rc, elsewhere)
     else:
         rank, host, sig, report = faults[0]
         what, code = f"{role(rank)} on {host} died ({report})", (128 + sig if sig else code)
@@ -244,7 +245,8 @@ def run_job(cmd: list[str], env: dict, received: list[int]) -> JobEnd:
         runs = read_runs(status)
         if is_lost(received, recorded, rank0, read_crashes(status)) and rc != 0:
             watch.settle(pids)  # rank 0 holds the run's lock until it ends
-            what, code = death_report(status, rc, watch.first, pids)
+            elsewhere = (job_size(cmd) or len(pids)) - len(pids)
+            what, code = death_report(status, rc, watch.first, pids, elsewhere)
             return JobEnd(code, what, runs)
         return JobEnd(exit_code(rc, received, recorded, rank0), None, runs)
     finally:
