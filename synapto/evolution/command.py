@@ -345,17 +345,11 @@ def evolve_command(ctx, opts: dict) -> None:
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
     values, file_values = run_values(opts, given)
     seeds = _seeds(values.pop("seed", [0]))
-    n_workers = values.pop("workers", 0)
+    n_workers = workers_of(values)
     out_path = values.pop("out", None)
     if out_path is not None and not isinstance(out_path, (str, Path)):
         raise UsageError(f"--out must be a file path, got {out_path!r}")
     task_timeout = check_task_timeout(values.pop("task_timeout", None))
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
-        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
-    if "population_per_worker" in values:
-        from synapto.evolution.config import resolve_population
-
-        resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
     options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
     restarts = check_restarts(opts["restarts"])
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
@@ -400,6 +394,21 @@ def evolve_command(ctx, opts: dict) -> None:
     run_on_farm(
         [(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout, callbacks=callbacks
     )
+
+
+def workers_of(values: dict) -> int:
+    """``--workers`` (popped from the run's ``values``, checked); a population per worker is
+    resolved then, once (:func:`synapto.evolution.config.resolve_population`): against the
+    ranks but one when MPI started this process (``--workers`` is ignored then), else
+    against ``--workers``."""
+    n_workers = values.pop("workers", 0)
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
+        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    if "population_per_worker" in values:
+        from synapto.evolution.config import resolve_population
+
+        resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
+    return n_workers
 
 
 def run_values(opts: dict, given: dict) -> tuple[dict, dict]:

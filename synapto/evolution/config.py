@@ -135,10 +135,10 @@ class EvolveConfig:
             integer(self.select_episodes) and self.select_episodes >= 0,
             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
         )
+        share = self.population_per_worker  # None: the population was given as such
         need(
-            self.population_per_worker is None
-            or (integer(self.population_per_worker) and self.population_per_worker >= 1),
-            f"--population-per-worker must be an integer >= 1, got {self.population_per_worker!r}",
+            share is None or (integer(share) and share >= 1),
+            f"--population-per-worker must be an integer >= 1, got {share!r}",
         )
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
