@@ -135,11 +135,7 @@ class EvolveConfig:
             integer(self.select_episodes) and self.select_episodes >= 0,
             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
         )
-        share = self.population_per_worker  # None: the population was given as such
-        need(
-            share is None or (integer(share) and share >= 1),
-            f"--population-per-worker must be an integer >= 1, got {share!r}",
-        )
+        _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
@@ -246,6 +242,12 @@ def _show(v):
     return list(v) if isinstance(v, tuple) else v
 
 
+def _check_share(share) -> None:
+    """``population_per_worker``: None (the population was given as such) or an integer >= 1."""
+    if share is not None and (isinstance(share, bool) or not isinstance(share, int) or share < 1):
+        raise UsageError(f"--population-per-worker must be an integer >= 1, got {share!r}")
+
+
 def resolve_population(values: dict, workers) -> None:
     """Resolve ``values["population_per_worker"]`` (a run's values, in place) once, at the
     start: ``population`` = per worker x ``workers`` (1 in a serial run, ``workers`` = 0), the
@@ -255,8 +257,7 @@ def resolve_population(values: dict, workers) -> None:
     per_worker = values.get("population_per_worker")
     if per_worker is None:
         return
-    if isinstance(per_worker, bool) or not isinstance(per_worker, int) or per_worker < 1:
-        raise UsageError(f"--population-per-worker must be an integer >= 1, got {per_worker!r}")
+    _check_share(per_worker)
     if "population" in values:
         raise UsageError(
             "--population and --population-per-worker exclude each other: give the population "
