@@ -150,6 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:
         _finish(exc.code)
         raise
+    except BaseException as exc:  # a traceback follows: the parent must not start the job again
+        from synapto.parallel.launch import record_crash
+
+        record_crash(exc)
+        raise
 
 
 def _finish(code) -> None:

@@ -375,9 +375,10 @@ def test_a_format_3_run_file_still_reads_replays_and_resumes(tmp_path):
 # -- a rank that dies outright ------------------------------------------------------------
 @pytest.mark.mpi
 def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_path):
-    """A worker rank killed by a segfault ends the MPI job (MPI's semantics): the command
-    says in one line which rank died, where and of what, exits 139 (128 + SIGSEGV), and
-    its resume command finishes the run as if nothing had happened."""
+    """A worker rank killed by a segfault ends the MPI job (MPI's semantics): with
+    ``--restarts 0`` the command says in one line which rank died, where and of what,
+    exits 139 (128 + SIGSEGV), and its resume command finishes the run as if nothing had
+    happened (tests/test_restart.py: the job starts again on its own)."""
     import re
 
     args = [
@@ -411,7 +412,7 @@ def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_pa
     ]
     marker = tmp_path / "died"
     out = tmp_path / "run.h5"
-    res = run_cli(*args, "--out", out, extra_env={"SYNAPTO_TEST_DIE": marker})
+    res = run_cli(*args, "--out", out, "--restarts", "0", extra_env={"SYNAPTO_TEST_DIE": marker})
     assert marker.exists(), res.stderr  # the case is what it claims to be
     rank = int(marker.read_text().split()[0])
     assert res.returncode == 139, (res.returncode, res.stderr)

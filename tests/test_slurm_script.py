@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, _env, assert_same_run, finish, kill_group, run_cli, wait_for_line
+from conftest import MPIEXEC, ROOT, _env, assert_same_run, finish, kill_group, run_cli, wait_for_line
 
 CONFIG = """\
 env = "CartPole-v1"
@@ -41,6 +41,8 @@ def test_the_script_asks_for_sigterm_ahead_and_requeues(capsys):
     assert f"PY=${{PY:-{sys.executable}}}" in lines  # the Python that printed it, not a checkout's .venv
     resume = [line for line in lines if "--resume" in line and not line.startswith("#")]
     assert resume and all("--config" not in line and '"$@"' not in line for line in resume)  # --resume refuses both
+    assert "RESTARTS=${RESTARTS:-3}" in lines  # a lost rank: the job starts again within the allocation
+    assert lines[-1] == 'exec "$PY" -m synapto "${ARGS[@]}" --workers $((RANKS - 1)) --restarts "$RESTARTS"'
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
@@ -84,3 +86,39 @@ def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, c
     assert_same_run(tmp_path / "one.h5", tmp_path / "job.h5")
     done = subprocess.run(["bash", job], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr  # a finished run: requeued once more, nothing to do
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_job_that_loses_a_rank_continues_on_its_own(tmp_path, capsys):
+    """The job script under a real mpiexec with 3 ranks: a worker killed in the middle of a
+    generation, and the job ends on its own with the uninterrupted run's file."""
+    from test_restart import stall_and_kill
+
+    (tmp_path / "c.toml").write_text(CONFIG)
+    job = tmp_path / "job.sh"
+    job.write_text(script(capsys))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        **_env(),
+        "OUT": str(tmp_path / "job.h5"),
+        "CONFIG": str(tmp_path / "c.toml"),
+        "PYTHONUNBUFFERED": "1",
+        "SYNAPTO_MPIEXEC": MPIEXEC,
+        "SLURM_NTASKS": "3",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SYNAPTO_TEST_HOLD": str(tmp_path / "hold"),
+        "TMPDIR": str(tmp),
+    }
+    hold = ["--env", "failing_env:HoldCartPole-v0", "--generations", "8"]
+    proc = subprocess.Popen(
+        ["bash", job, *hold], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    stall_and_kill(proc, tmp_path / "hold", tmp)
+    out, err = finish(proc, timeout=300)
+    assert proc.returncode == 0, out + err
+    assert "restart 1 of 3: the job starts again from the last checkpoint" in err, err
+    one = run_cli("evolve", "--config", tmp_path / "c.toml", *hold, "--out", tmp_path / "one.h5")
+    assert one.returncode == 0, one.stderr
+    assert_same_run(tmp_path / "one.h5", tmp_path / "job.h5")

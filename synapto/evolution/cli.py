@@ -82,6 +82,15 @@ def evolve(
     population: Annotated[
         int, typer.Option(help="Individuals per generation.", rich_help_panel=HELP_SECTIONS["run"])
     ] = _E["population"],
+    population_per_worker: Annotated[
+        int | None,
+        typer.Option(
+            help="Individuals per generation per worker, instead of --population: the population is this times "
+            "the workers (times 1 in a serial run), resolved once at the start and recorded in the run file.",
+            show_default="off",
+            rich_help_panel=HELP_SECTIONS["run"],
+        ),
+    ] = None,
     generations: Annotated[
         int,
         typer.Option(help="Generations to run (at most, with --max-env-steps).", rich_help_panel=HELP_SECTIONS["run"]),
@@ -229,6 +238,16 @@ def evolve(
             rich_help_panel=HELP_SECTIONS["exec"],
         ),
     ] = 0,
+    restarts: Annotated[
+        int,
+        typer.Option(
+            help="With --workers (and the Slurm script): when a rank is lost (killed, a segfault, a node gone), "
+            "start the job again, continuing the run from its last checkpoint, at most this many times; "
+            "the run file is the uninterrupted run's. 0: the job stops and prints the resume command. "
+            "Never for bad input, an evaluation that raises, or a signal.",
+            rich_help_panel=HELP_SECTIONS["exec"],
+        ),
+    ] = 3,
     on_error: Annotated[
         str,
         typer.Option(

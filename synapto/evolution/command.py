@@ -15,7 +15,7 @@ import typer
 
 from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
-from synapto.parallel.launch import env_rank, record_run, start_ranks
+from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import synapto_command
 
 
@@ -50,8 +50,10 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
     if env_rank() == 0 and not resuming:
+        from synapto.evolution.restarts import is_own
+
         for cfg, o in zip(configs, outs):
-            check_output_path(o, force)
+            check_output_path(o, force or is_own(o))  # a restart replaces or continues its own files
             check_run_file(cfg, agent.n_params, o)
     return agent
 
@@ -68,6 +70,13 @@ def check_task_timeout(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= MAX_TASK_TIMEOUT):
         raise UsageError(f"--task-timeout must be a number of seconds in (0, {MAX_TASK_TIMEOUT:,.0f}], got {value!r}")
     return float(value)
+
+
+def check_restarts(value) -> int:
+    """``--restarts``: how often a ``--workers`` job starts again after a lost rank (>= 0)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"--restarts must be an integer >= 0, got {value!r}")
+    return value
 
 
 def check_evolve_memory(configs, n_params: int) -> None:
@@ -100,6 +109,7 @@ def resume_command(out, workers: int = 0) -> str:
 def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
     from synapto.evolution.loop import RunStopped, run_evolution
+    from synapto.evolution.restarts import is_own, restarted_jobs
     from synapto.parallel.farm import make_farm
     from synapto.parallel.stopping import StopSignals
     from synapto.store import check_output_path
@@ -109,9 +119,10 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
         return
     stop = StopSignals().install()
     try:
-        for cfg, o, resuming in jobs:
+        for cfg, o, resuming in restarted_jobs(jobs, _log):
+            replace = force or is_own(o)  # a restart starts its own file again when it has no checkpoint
             if not resuming:
-                check_output_path(o, force)
+                check_output_path(o, replace)
             record_run(o)
             workers = lambda: farm.n_workers if farm.n_workers > 1 or _rank_count() > 1 else 0  # noqa: E731
             try:
@@ -123,7 +134,7 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
                     options=options,
                     resume=resuming,
                     stop=stop,
-                    overwrite=force or resuming,
+                    overwrite=replace or resuming,
                     callbacks=callbacks,
                 )
                 _log(next_steps(o))
@@ -267,8 +278,10 @@ def resume_evolution(
     task_timeout: float | None = None,
     check: bool = False,
     callbacks=(),
+    restarts: int = 0,
 ) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it."""
+    """``evolve --resume RUN.h5``: check the options against the run, then continue it
+    (``restarts``: how often the ``--workers`` job starts again after a lost rank)."""
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -287,7 +300,7 @@ def resume_evolution(
     if check:
         _log(f"ok: {path} resumes from generation {done_generations}")
         return
-    start_ranks(n_workers + 1)
+    start_ranks(n_workers + 1, restarts)
     run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
 
 
@@ -299,6 +312,7 @@ VALUE_OPTIONS = (
     "env",
     "agent",
     "population",
+    "population_per_worker",
     "generations",
     "max_env_steps",
     "hidden",
@@ -331,14 +345,13 @@ def evolve_command(ctx, opts: dict) -> None:
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
     values, file_values = run_values(opts, given)
     seeds = _seeds(values.pop("seed", [0]))
-    n_workers = values.pop("workers", 0)
+    n_workers = workers_of(values)
     out_path = values.pop("out", None)
     if out_path is not None and not isinstance(out_path, (str, Path)):
         raise UsageError(f"--out must be a file path, got {out_path!r}")
     task_timeout = check_task_timeout(values.pop("task_timeout", None))
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
-        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
+    restarts = check_restarts(opts["restarts"])
     callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
     if opts["resume"] is not None:
         if "out" not in given and out_path is not None:
@@ -358,6 +371,7 @@ def evolve_command(ctx, opts: dict) -> None:
             task_timeout=task_timeout,
             check=opts["check"],
             callbacks=callbacks,
+            restarts=restarts,
         )
         return
     default_run = (
@@ -376,10 +390,25 @@ def evolve_command(ctx, opts: dict) -> None:
     if opts["check"]:
         _log(would_run(configs, outs, agent, n_workers))
         return
-    start_ranks(n_workers + 1)
+    start_ranks(n_workers + 1, restarts)
     run_on_farm(
         [(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout, callbacks=callbacks
     )
+
+
+def workers_of(values: dict) -> int:
+    """``--workers`` (popped from the run's ``values``, checked); a population per worker is
+    resolved then, once (:func:`synapto.evolution.config.resolve_population`): against the
+    ranks but one when MPI started this process (``--workers`` is ignored then), else
+    against ``--workers``."""
+    n_workers = values.pop("workers", 0)
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
+        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+    if "population_per_worker" in values:
+        from synapto.evolution.config import resolve_population
+
+        resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
+    return n_workers
 
 
 def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
@@ -400,6 +429,9 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     else:
         values = {}
     file_values = dict(values)
+    for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
+        if one in given:  # the command line's choice wins over the file's other one
+            values.pop(other, None)
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = ()  # --hidden 0: no hidden layer
@@ -450,9 +482,10 @@ def would_run(configs, outs, agent, n_workers: int) -> str:
 
     first = configs[0]
     ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
+    share = f" ({first.population_per_worker} per worker)" if first.population_per_worker else ""
     return (
         f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
-        f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
+        f"({agent.n_params:,} parameters), population {first.population}{share} -> {', '.join(map(str, outs))}\n"
         f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
         f"{defaults.estimate(first, n_workers)}"
     )

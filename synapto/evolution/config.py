@@ -53,6 +53,10 @@ class EvolveConfig:
     #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
     #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
     select_episodes: int = 0
+    #: for information: the per-worker population ``population`` was resolved from
+    #: (:func:`resolve_population`); None when the population was given as such.  Not part of
+    #: the run's identity: ``population`` is what the run computes with.
+    population_per_worker: int | None = None
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = (
@@ -131,6 +135,7 @@ class EvolveConfig:
             integer(self.select_episodes) and self.select_episodes >= 0,
             f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
         )
+        _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
@@ -172,7 +177,10 @@ class EvolveConfig:
         return generation < self.generations and not (self.max_env_steps and env_steps >= self.max_env_steps)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        data = dataclasses.asdict(self)
+        if self.population_per_worker is None:  # the config text of a run that gave its population as such
+            del data["population_per_worker"]
+        return json.dumps(data, sort_keys=True)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -185,11 +193,13 @@ class EvolveConfig:
     def from_toml(cls, path, **overrides) -> EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
         as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
-        file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
+        file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config; a
+        ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
         from synapto.config import load_toml, one_seed
         from synapto.options import strategy_options, table
 
         values = load_toml(path, EVOLVE_KEYS)
+        resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
         if list(values.get("hidden", ())) == [0]:
@@ -230,6 +240,36 @@ class EvolveConfig:
 
 def _show(v):
     return list(v) if isinstance(v, tuple) else v
+
+
+def _check_share(share) -> None:
+    """``population_per_worker``: None (the population was given as such) or an integer >= 1."""
+    if share is not None and (isinstance(share, bool) or not isinstance(share, int) or share < 1):
+        raise UsageError(f"--population-per-worker must be an integer >= 1, got {share!r}")
+
+
+def resolve_population(values: dict, workers) -> None:
+    """Resolve ``values["population_per_worker"]`` (a run's values, in place) once, at the
+    start: ``population`` = per worker x ``workers`` (1 in a serial run, ``workers`` = 0), the
+    per-worker value kept for information.  The run file records the resolved population, so
+    ``--resume``, replay and the same config on any number of ranks compute the same run.
+    One line (exit 2): a value below 1, or a population given too."""
+    per_worker = values.get("population_per_worker")
+    if per_worker is None:
+        return
+    _check_share(per_worker)
+    if "population" in values:
+        raise UsageError(
+            "--population and --population-per-worker exclude each other: give the population "
+            "or its share per worker, not both"
+        )
+    count = workers if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1 else 1
+    if per_worker * count < 2:
+        raise UsageError(
+            f"--population-per-worker {per_worker} x {count} worker(s) is a population of {per_worker * count}; "
+            f"it must be >= 2"
+        )
+    values["population"] = per_worker * count
 
 
 #: keys of an ``evolve`` config file that say how a run is executed, not what it computes

@@ -32,6 +32,8 @@ RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 #: the status file through which the ranks of a relaunched job talk to their parent
 #: (:mod:`synapto.parallel.supervise`): pids, the coordinator's signals, rank 0's exit code
 JOB_STATUS = "SYNAPTO_JOB_STATUS"
+#: set by the parent in a job it started again after a lost rank (:mod:`synapto.parallel.restart`)
+RESTART = "SYNAPTO_RESTART"
 MPI_ENV = (
     *RANK_ENV,
     "PMI_SIZE",
@@ -41,6 +43,7 @@ MPI_ENV = (
     "HYDRA_CONTROL_FD",
     LAUNCHED,
     JOB_STATUS,
+    RESTART,
 )
 
 
@@ -106,21 +109,24 @@ def mpi_job(n_procs: int, python_args: list[str]) -> tuple[list[str], dict]:
     return command, env
 
 
-def relaunch(n_procs: int, argv: list[str] | None = None) -> None:
+def relaunch(n_procs: int, argv: list[str] | None = None, restarts: int = 0) -> None:
     """Replace this process with the parent (:mod:`synapto.parallel.supervise`) of
-    ``mpiexec -n n_procs python -m synapto <argv>``."""
+    ``mpiexec -n n_procs python -m synapto <argv>``, which starts that job again after a
+    lost rank, at most ``restarts`` times (:mod:`synapto.parallel.restart`)."""
     argv = sys.argv[1:] if argv is None else argv
     command, env = mpi_job(n_procs, ["-m", "synapto", *argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "synapto.parallel.supervise", *command], env)
+    parent = [sys.executable, "-m", "synapto.parallel.supervise", f"--restarts={int(restarts)}"]
+    os.execve(sys.executable, [*parent, *command], env)
 
 
-def start_ranks(n_procs: int) -> None:
+def start_ranks(n_procs: int, restarts: int = 0) -> None:
     """The command's way into MPI: run this command line again as an MPI job of ``n_procs``
-    ranks (:func:`relaunch`) unless it already runs under MPI or needs one process only."""
+    ranks (:func:`relaunch`; ``restarts``: how often after a lost rank) unless it already
+    runs under MPI or needs one process only."""
     if n_procs > 1 and not under_mpi():
-        relaunch(n_procs)
+        relaunch(n_procs, restarts=restarts)
 
 
 def _job_status(line: str) -> None:
@@ -139,19 +145,22 @@ def _job_status(line: str) -> None:
 
 #: the open file a rank's fatal-signal report goes to (kept open for the process's life)
 _fault_file = None
+#: the connection by which the parent sees this rank end (kept open for the process's life)
+_watch = None
 
 
 def announce() -> None:
     """In a relaunched job: tell the parent this rank's pid, so that it forwards signals here,
-    and have a fatal signal of this rank (a segfault in an env's C code, say) reported to
-    the parent (Python's faulthandler writes into
-    :func:`synapto.parallel.supervise.fault_path`), which names the rank
-    that died when the job ends without the coordinator's exit code."""
+    open the connection by which it sees this rank end, and have a fatal signal of this rank
+    (a segfault in an env's C code, say) reported to the parent (Python's faulthandler writes
+    into :func:`synapto.parallel.supervise.fault_path`), which names the rank that died when
+    the job ends without the coordinator's exit code."""
     global _fault_file
     status = os.environ.get(JOB_STATUS)
     if not status:
         return
     _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
+    _connect_watch(status)
     import faulthandler
 
     try:
@@ -163,6 +172,22 @@ def announce() -> None:
         faulthandler.enable(file=_fault_file, all_threads=False)
     except OSError:
         _fault_file = None
+
+
+def _connect_watch(status: str) -> None:
+    """Connect to the parent's :class:`synapto.parallel.restart.Watch`, which sees this rank
+    end when the connection closes (only on the parent's host; elsewhere nothing listens)."""
+    global _watch
+    from synapto.parallel.restart import watch_address
+
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(1.0)
+        conn.connect(watch_address(status))
+        conn.sendall(f"{env_rank()}\n".encode())
+        _watch = conn
+    except (OSError, AttributeError):
+        _watch = None
 
 
 def record_run(path) -> None:
@@ -180,6 +205,16 @@ def record_exit(code: int) -> None:
     """In a relaunched job: rank 0's exit code, which the parent exits with."""
     if env_rank() == 0:
         _job_status(f"exit {int(code)}")
+
+
+def record_crash(exc: BaseException) -> None:
+    """In a relaunched job: this rank ends on an exception of its own (a bug, not a lost
+    rank: the parent does not start the job again).  An MPI error -- a peer that vanished
+    -- is not recorded: the job then ended because a rank was lost."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and isinstance(exc, mpi.Exception):
+        return
+    _job_status(f"crash {env_rank()}")
 
 
 def world():

@@ -1,6 +1,6 @@
 """The small parent of a relaunched MPI job (``evolve --workers N``, ``ppo --cpu N``, ...).
 
-``python -m synapto.parallel.supervise MPIEXEC ARGS...`` starts ``MPIEXEC ARGS...`` as a
+``python -m synapto.parallel.supervise [--restarts=K] MPIEXEC ARGS...`` starts ``MPIEXEC ARGS...`` as a
 child in a session of its own and stays its parent.  It exists for signals: a terminal's
 Ctrl-C (and a job script's SIGTERM) reach the terminal's foreground process group, which
 holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-C
@@ -22,14 +22,17 @@ holds this process only -- not ``mpiexec``, whose own handling of a second Ctrl-
   arrived, else ``mpiexec``'s own;
 * if this process dies (``kill -9``), the kernel kills ``mpiexec`` (``PR_SET_PDEATHSIG``
   on Linux), which takes its ranks with it;
-* a rank that dies outright (a segfault in an env's C code, an abort) ends the whole MPI
-  job -- MPI's semantics.  Each rank reports its own fatal signal into a file of its own
-  (:func:`fault_path`, written by Python's faulthandler), so when the job ends without
-  rank 0's exit code this process says in one line which rank died, on which host, of
-  what, and the resume command of the run rank 0 was writing; it exits 128 + that
-  signal (139 for a segfault).
+* a rank that dies outright (a segfault in an env's C code, an abort, SIGKILL) ends the
+  whole MPI job -- MPI's semantics.  Each rank reports its own fatal signal into a file of
+  its own (:func:`fault_path`, written by Python's faulthandler), and this process watches
+  the ranks of its host, so when the job ends without rank 0's exit code it says in one
+  line which rank died, on which host, of what.  With restarts left (``evolve --restarts
+  K``, :mod:`synapto.parallel.restart`) it then starts the job again, which continues the
+  run from its last checkpoint; otherwise it prints the resume command of the run rank 0
+  was writing and exits 128 + that signal (139 for a segfault), else ``mpiexec``'s code.
 
-This module imports nothing of synapto beyond the package itself: the parent stays small.
+This module imports nothing of synapto beyond :mod:`synapto.parallel.restart`: the parent
+stays small.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+
+from synapto.parallel.restart import Watch, is_lost, job_size, restart_env, role, who_ended
 
 #: the status file's variable (also listed in :data:`synapto.parallel.launch.MPI_ENV`)
 STATUS = "SYNAPTO_JOB_STATUS"
@@ -87,31 +93,50 @@ def read_faults(status: str) -> list[tuple[int, str, int, str]]:
     return sorted(out)
 
 
-def death_report(status: str, rc: int) -> tuple[str, int] | None:
-    """The one-line report and exit code of a job whose rank died (None: none reported)."""
+def death_report(status: str, rc: int, first: list[int], pids: dict[int, int], elsewhere: int = 0) -> tuple[str, int]:
+    """What died in a job that lost a rank, and the job's exit code: the rank that reported a
+    fatal signal (128 + it), else the one seen ending first (``mpiexec``'s own code);
+    ``elsewhere``: the job's ranks this host does not watch."""
     faults = read_faults(status)
+    code = rc if rc > 0 else 128 - rc if rc < 0 else 1
     if not faults:
-        return None
-    rank, host, sig, report = faults[0]
-    role = "the coordinator (rank 0)" if rank == 0 else f"worker rank {rank}"
-    code = 128 + sig if sig else (rc if rc > 0 else 1)
-    run = read_run(status)
-    then = (
+        what = who_ended(first, pids, rc, elsewhere)
+    else:
+        rank, host, sig, report = faults[0]
+        what, code = f"{role(rank)} on {host} died ({report})", (128 + sig if sig else code)
+    return f"{what}, which ended the MPI job (exit {code})", code
+
+
+def resume_hint(run: str | None) -> str:
+    return (
         f"; the checkpoint of its last completed generation is on disk: python -m synapto evolve --resume {run}"
         if run
         else ""
     )
-    return f"error: {role} on {host} died ({report}), which ended the MPI job (exit {code}){then}", code
+
+
+def read_runs(path: str) -> list[str]:
+    """The run files rank 0 said it began, in order."""
+    return [line[4:] for line in _lines(path) if line.startswith("run ")]
 
 
 def read_run(path: str) -> str | None:
     """The run file rank 0 said it was writing last (None: none)."""
+    runs = read_runs(path)
+    return runs[-1] if runs else None
+
+
+def read_crashes(path: str) -> list[int]:
+    """The ranks that ended on an exception of their own (a traceback)."""
+    return [int(line.split()[1]) for line in _lines(path) if line.startswith("crash ") and line.split()[1].isdigit()]
+
+
+def _lines(path: str) -> list[str]:
     try:
         with open(path) as f:
-            runs = [line[4:] for line in f.read().splitlines() if line.startswith("run ")]
+            return f.read().splitlines()
     except OSError:
-        return None
-    return runs[-1] if runs else None
+        return []
 
 
 def read_status(path: str) -> tuple[dict[int, int], list[int], int | None]:
@@ -166,68 +191,66 @@ def exit_code(rc: int, received: list[int], recorded: list[int], rank0: int | No
     return rc if rc >= 0 else 128 - rc
 
 
-def supervise(cmd: list[str]) -> int:
+@dataclass
+class JobEnd:
+    """How one MPI job ended: the parent's exit code, and what died when it lost a rank."""
+
+    code: int
+    lost: str | None = None  #: the one-line report of a lost rank (None: the job ended on its own terms)
+    runs: list[str] = field(default_factory=list)  #: the run files rank 0 began, in order
+
+
+def forward(received: list[int], pids: dict[int, int], delivered: dict[int, int], child, to_launcher: int) -> int:
+    """Forward the signals received so far: to every rank of this host that has not had
+    them, or to ``mpiexec`` while no rank is known.  Returns the new ``to_launcher``."""
+    if not pids:
+        for sig in received[to_launcher:]:
+            child.send_signal(sig)
+        return len(received)
+    for pid in pids.values():
+        delivered.setdefault(pid, to_launcher)
+        while delivered[pid] < len(received):
+            sig = received[delivered[pid]]
+            delivered[pid] += 1
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    return to_launcher
+
+
+def run_job(cmd: list[str], env: dict, received: list[int]) -> JobEnd:
+    """Start ``cmd`` (``mpiexec ...``) once, pass it the signals, and say how it ended."""
     fd, status = tempfile.mkstemp(prefix="synapto-job-", suffix=".status")
     os.close(fd)
-    received: list[int] = []
-
-    def on_signal(signum, frame) -> None:
-        received.append(signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    env = {**os.environ, STATUS: status}
+    watch = Watch(status)
     try:
         try:
             # a session of its own: the terminal's signals reach this process only; no stdin,
             # which a process outside the terminal's session could not read anyway
             child = subprocess.Popen(
-                cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent(os.getpid())
+                cmd,
+                env={**env, STATUS: status},
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
             )
         except OSError as exc:
             sys.stderr.write(f"error: cannot start {cmd[0]!r} ({exc.strerror})\n")
-            return 2
-        delivered: dict[int, int] = {}  # pid -> signals forwarded to it
-        to_launcher = 0  # signals forwarded to mpiexec (no rank known then): mpiexec passed them on
-        deadline = None
-        while (rc := child.poll()) is None:
-            pids, _, _ = read_status(status)
-            if not pids:
-                for sig in received[to_launcher:]:
-                    child.send_signal(sig)
-                to_launcher = len(received)
-            for pid in pids.values():
-                delivered.setdefault(pid, to_launcher)
-                while delivered[pid] < len(received):
-                    sig = received[delivered[pid]]
-                    delivered[pid] += 1
-                    try:
-                        os.kill(pid, sig)
-                    except ProcessLookupError:
-                        pass
-            if received.count(signal.SIGINT) >= 2:
-                if deadline is None:
-                    deadline = time.monotonic() + GRACE
-                elif time.monotonic() > deadline:
-                    for pid in pids.values():
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    child.kill()
-                    child.wait()
-                    return 130
-            time.sleep(POLL)
-        _, recorded, rank0 = read_status(status)
-        if rank0 is None and not received:
-            died = death_report(status, rc)
-            if died is not None:
-                sys.stdout.flush()
-                sys.stderr.write(died[0] + "\n")
-                sys.stderr.flush()
-                return died[1]
-        return exit_code(rc, received, recorded, rank0)
+            return JobEnd(2)
+        rc = _wait(child, status, received, watch)
+        if rc is None:
+            return JobEnd(130)
+        pids, recorded, rank0 = read_status(status)
+        runs = read_runs(status)
+        if is_lost(received, recorded, rank0, read_crashes(status)) and rc != 0:
+            watch.settle(pids)  # rank 0 holds the run's lock until it ends
+            elsewhere = (job_size(cmd) or len(pids)) - len(pids)
+            what, code = death_report(status, rc, watch.first, pids, elsewhere)
+            return JobEnd(code, what, runs)
+        return JobEnd(exit_code(rc, received, recorded, rank0), None, runs)
     finally:
+        watch.close()
         import glob
 
         for path in [status, *glob.glob(glob.escape(status) + ".rank*")]:
@@ -237,5 +260,69 @@ def supervise(cmd: list[str]) -> int:
                 pass
 
 
+def _wait(child, status: str, received: list[int], watch) -> int | None:
+    """Wait for ``child``, forwarding signals; its exit code, or None when a second Ctrl-C
+    and :data:`GRACE` seconds ended it."""
+    delivered: dict[int, int] = {}  # pid -> signals forwarded to it
+    to_launcher = 0  # signals forwarded to mpiexec (no rank known then): mpiexec passed them on
+    deadline = None
+    while (rc := child.poll()) is None:
+        pids, _, _ = read_status(status)
+        to_launcher = forward(received, pids, delivered, child, to_launcher)
+        if received.count(signal.SIGINT) >= 2:
+            if deadline is None:
+                deadline = time.monotonic() + GRACE
+            elif time.monotonic() > deadline:
+                for pid in pids.values():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                child.kill()
+                child.wait()
+                return None
+        watch.wait(POLL)
+    return rc
+
+
+def supervise(cmd: list[str], restarts: int = 0) -> int:
+    """Run the MPI job ``cmd``; after a lost rank start it again, at most ``restarts`` times
+    (:mod:`synapto.parallel.restart`).  Returns the exit code."""
+    received: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    runs: list[str] = []
+    for number in range(restarts + 1):
+        env = {**os.environ, **(restart_env(number, restarts, runs) if number else {})}
+        end = run_job(cmd, env, received)
+        runs += [r for r in end.runs if r not in runs]
+        if end.lost is None:
+            return end.code
+        sys.stdout.flush()
+        if number == restarts or received:
+            after = f" after {restarts} restart(s)" if restarts else ""
+            sys.stderr.write(f"error: {end.lost}{after}{resume_hint(runs[-1] if runs else None)}\n")
+            sys.stderr.flush()
+            return end.code
+        sys.stderr.write(
+            f"warning: {end.lost}; restart {number + 1} of {restarts}: the job starts again from the last checkpoint\n"
+        )
+        sys.stderr.flush()
+    return 1  # not reached
+
+
+def main(argv: list[str]) -> int:
+    """``python -m synapto.parallel.supervise [--restarts=K] MPIEXEC ARGS...``"""
+    restarts = 0
+    if argv and argv[0].startswith("--restarts="):
+        restarts = max(int(argv[0].split("=", 1)[1]), 0)
+        argv = argv[1:]
+    return supervise(argv, restarts)
+
+
 if __name__ == "__main__":
-    sys.exit(supervise(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

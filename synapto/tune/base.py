@@ -19,7 +19,7 @@ from synapto.errors import UsageError
 #: the option tables a sampled name may reach into (``strategy_options.init_std``)
 TABLES = ("strategy_options", "agent_options", "env_options")
 #: options a study never samples: which seeds run, where, and the test that must stay unseen
-NOT_TUNED = ("seed", "out", "workers", "task_timeout", "test_episodes")
+NOT_TUNED = ("seed", "out", "workers", "task_timeout", "test_episodes", "population_per_worker")
 
 
 def tunable_names() -> list[str]:
@@ -33,7 +33,7 @@ def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
     from synapto.config import load_toml
-    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.evolution.config import EVOLVE_KEYS, resolve_population
     from synapto.options import strategy_options, table
 
     try:
@@ -42,6 +42,7 @@ def load_base(path) -> dict[str, Any]:
         if _is_ppo(path):
             raise UsageError(f"--config {str(path)!r} is a PPO config: tune searches evolve configs only") from None
         raise
+    resolve_population(values, values.get("workers", 0))  # as EvolveConfig.from_toml resolves it
     for key in ("seed", "out", "workers", "task_timeout"):
         values.pop(key, None)
     if list(values.get("hidden", ())) == [0]:
@@ -67,6 +68,8 @@ def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str,
     from synapto.options import STRATEGY_SHORTHANDS
 
     values = copy.deepcopy(dict(base))
+    if "population" in params:  # a sampled population is given as such
+        values.pop("population_per_worker", None)
     for name, value in params.items():
         table, dot, key = name.partition(".")
         if dot:
