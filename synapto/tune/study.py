@@ -29,7 +29,7 @@ import optuna
 from optuna.trial import TrialState
 
 from synapto.errors import UsageError
-from synapto.tune.trial import token_alive
+from synapto.tune.process import token_alive
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 PRUNERS = ("median", "halving", "hyperband", "none")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto.tune.process import process_token
 
 
 class MilestoneReporter:
@@ -178,40 +179,3 @@ def _replay_rows(out: Path, reporter: MilestoneReporter) -> None:
     if reporter.m:
         for g in range(len(steps)):
             reporter.see(int(steps[g]), {"validation_mean": float(val[g]), "pop_mean": float(pop[g])})
-
-
-def process_token() -> str:
-    """``host:pid:start`` of this process: a RUNNING trial whose process is gone is stale."""
-    import os
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), so that a reused pid is
-    not taken for the process that died; '' where /proc is not there."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rsplit(")", 1)[1].split()[19]
-
-
-def token_alive(token: str) -> bool | None:
-    """Whether the process of ``token`` still runs: None when it ran on another host."""
-    import os
-    import socket
-
-    host, _, rest = token.partition(":")
-    pid_text, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return None
-    pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _start_time(pid) == start
