@@ -204,7 +204,8 @@ class Objective:
         except RuntimeError as exc:  # the MPI run of --workers stopped: its last line says why
             if not self.workers:
                 raise
-            raise TrialStopped(f"trial {reporter.trial.number}, seed {cfg.seed}: {str(exc).splitlines()[-1]}") from None
+            why = str(exc).splitlines()[-1].removeprefix(f"{RunStopped.__module__}.RunStopped: ")
+            raise TrialStopped(f"trial {reporter.trial.number}, seed {cfg.seed}: {why}") from None
         return summary.wall
 
 
