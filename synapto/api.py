@@ -40,6 +40,7 @@ def evolve(
     options: RunOptions = RunOptions(),
     log: Callable[[str], None] = print,
     callbacks: Sequence[Callable] = (),
+    task_timeout: float | None = None,
 ) -> RunSummary:
     """Run ``config`` into the run file ``out``, exactly as ``python -m synapto evolve``
     does (the run file is bit-identical to the command line's), and return its
@@ -52,10 +53,14 @@ def evolve(
     continues ``out`` from its checkpoint; it refuses (:class:`~synapto.errors.UsageError`)
     a missing file and a ``config`` that would change the run (only ``generations`` and
     ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.evolution.callbacks`.
+    ``task_timeout`` (seconds, as ``--task-timeout``) bounds every evaluation: one that runs
+    past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
+    a ``RuntimeError`` naming it).
     """
-    from synapto.evolution.command import check_runs
+    from synapto.evolution.command import check_runs, check_task_timeout
 
     out = Path(out)
+    task_timeout = check_task_timeout(task_timeout)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
     if resume:
@@ -68,13 +73,13 @@ def evolve(
             return summary_of(out, 0.0)
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
-        return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks)
+        return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout)
     from synapto.parallel.farm import SerialFarm
 
     return run_evolution(
         config,
         out,
-        SerialFarm(),
+        SerialFarm(task_timeout),
         log=log,
         options=options,
         resume=resume,
@@ -87,7 +92,7 @@ def evolve(
 REPORT_MARK = "\x1esynapto-report "
 
 
-def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) -> RunSummary:
+def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout=None) -> RunSummary:
     import time
 
     from synapto.evolution.callbacks import close_all
@@ -101,6 +106,7 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks) ->
             "force": force,
             "options": options.__dict__,
             "reports": bool(callbacks),
+            "task_timeout": task_timeout,
         }
     )
     cmd, env = mpi_job(workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
@@ -186,7 +192,7 @@ def _mpi_main(args_json: str) -> None:
     from synapto.parallel.farm import make_farm
 
     args = json.loads(args_json)
-    farm, coordinator = make_farm()
+    farm, coordinator = make_farm(args.get("task_timeout"))
     if not coordinator:
         return
     callbacks = [_report_to_parent] if args.get("reports") else []

@@ -93,3 +93,19 @@ def trial_config(values: Mapping[str, Any], seed: int):
         )
     except TypeError as exc:
         raise UsageError(f"bad option value: {exc}") from None
+
+
+def checked_config(values: Mapping[str, Any], seed: int):
+    """:func:`trial_config`, checked as ``evolve`` checks a run before it starts (the agent
+    and strategy built, the population's memory): a :class:`UsageError` names what is wrong."""
+    import numpy as np
+
+    from synapto.agents import build_agent
+    from synapto.evolution.command import check_evolve_memory
+    from synapto.evolution.strategies import make_strategy
+
+    cfg = trial_config(values, seed)
+    agent = build_agent(cfg)
+    check_evolve_memory([cfg], agent.n_params)
+    make_strategy(cfg, agent, np.random.default_rng(0))
+    return cfg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -48,7 +49,9 @@ def tune(
             show_default=False,
         ),
     ] = None,
-    trials: Annotated[int, typer.Option(help="Finished (complete or pruned) trials the study reaches.")] = 20,
+    trials: Annotated[
+        int, typer.Option(help="Finished trials the study reaches (complete, pruned, or failed to score).")
+    ] = 20,
     study: Annotated[
         str | None,
         typer.Option(
@@ -58,7 +61,10 @@ def tune(
     ] = None,
     study_name: Annotated[
         str | None,
-        typer.Option(help="The study's name in the database.", show_default="the study file's stem, or 'synapto'"),
+        typer.Option(
+            help="The study's name in the database; another name than the file's stem writes FILE.NAME.best.toml.",
+            show_default="the study file's stem, or 'synapto'",
+        ),
     ] = None,
     pruner: Annotated[str, typer.Option(help="median, halving (successive halving), hyperband, or none.")] = "median",
     milestones: Annotated[
@@ -103,9 +109,11 @@ def _plan(
 ) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
     from synapto.config import load_toml
+    from synapto.evolution.command import check_task_timeout
     from synapto.evolution.config import EVOLVE_KEYS
     from synapto.tune.base import load_base
     from synapto.tune.space import check_space, load_space
+    from synapto.tune.storage import check_writable
 
     for name, value, low in (
         ("--trials", trials, 1),
@@ -129,17 +137,11 @@ def _plan(
             f"the chosen setting can be scored on seeds it never saw"
         )
     check_space(space, base)
-    steps_tuned = any(p.name == "max_env_steps" for p in space.params)
-    if pruner != "none" and not base.get("max_env_steps") and not steps_tuned:
-        raise UsageError(
-            f"--pruner {pruner} reports at env-step milestones: --config {str(config)!r} needs "
-            f"max-env-steps > 0 (or use --pruner none)"
-        )
-    if "://" not in study:
-        folder = Path(study).resolve().parent
-        if not folder.is_dir():
-            raise UsageError(f"--study {study!r}: folder {str(folder)!r} does not exist")
-    name = study_name or (Path(study).stem if "://" not in study else "synapto")
+    _check_milestones(config, base, space, pruner, milestones)
+    check_writable(study)
+    name = study_name or _default_name(study)
+    if not name.strip():
+        raise UsageError("--study-name must not be empty")
     return dict(
         base=base,
         raw=raw,
@@ -154,20 +156,45 @@ def _plan(
         workers=workers,
         heartbeat=heartbeat,
         config=str(config),
+        task_timeout=check_task_timeout(raw.get("task_timeout")),
     )
+
+
+def _default_name(study: str) -> str:
+    """A study's name when --study-name is not given: the SQLite file's stem, or 'synapto'."""
+    return Path(study).stem if "://" not in study else "synapto"
+
+
+def _check_milestones(config, base: dict, space, pruner: str, milestones: int) -> None:
+    """Milestones need an env-step budget, and at most one milestone per env step of it."""
+    steps = [p for p in space.params if p.name == "max_env_steps"]
+    budgets = [v for v in (steps[0].corners() if steps else [base.get("max_env_steps", 0)]) if v]
+    if pruner != "none" and not budgets:
+        raise UsageError(
+            f"--pruner {pruner} reports at env-step milestones: --config {str(config)!r} needs "
+            f"max-env-steps > 0 (or use --pruner none)"
+        )
+    if budgets and milestones > min(budgets):
+        raise UsageError(
+            f"--milestones {milestones} is more than the env-step budget of a run (max-env-steps "
+            f"{min(budgets):,}): at most one milestone per env step"
+        )
 
 
 def _run(plan: dict, sampler_seed: int, log) -> None:
     import optuna
+    import typer
 
     from synapto.tune.best import best_path, trials_dir
-    from synapto.tune.study import identity, make_pruner, open_storage, open_study, run_trials
-    from synapto.tune.trial import Objective
+    from synapto.tune.storage import creating, open_storage
+    from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
+    from synapto.tune.trial import Objective, TrialStopped
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(plan["study"], plan["heartbeat"])
     ident = identity(plan["base"], plan["space"], plan["seeds"], plan["milestones"], plan["score_episodes"])
-    study = open_study(storage, plan["name"], ident, make_pruner(plan["pruner"], plan["milestones"]))
+    with creating(plan["study"]):  # processes started together on a new file take turns making it
+        storage = open_storage(plan["study"], plan["heartbeat"], callback=requeue)
+        study = open_study(storage, plan["name"], ident, make_pruner(plan["pruner"], plan["milestones"]))
     objective = Objective(
         plan["space"],
         plan["base"],
@@ -177,11 +204,21 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
         plan["milestones"],
         plan["score_episodes"],
         log,
+        n_trials=plan["trials"],
+        sampler_seed=sampler_seed,
+        task_timeout=plan["task_timeout"],
     )
-    run_trials(study, objective, plan["trials"], sampler_seed, log)
+    try:
+        run_trials(study, objective, plan["trials"], log)
+    except TrialStopped as exc:  # as evolve reports a run that stopped: one line, exit code 1
+        sys.stderr.write(f"error: {exc}; the trial is marked failed (the same command goes on with a new one)\n")
+        raise typer.Exit(1) from None
     path = best_path(plan["study"], plan["name"])
     if _write_best(study, plan, path):
-        log(f"best config -> {path}; the table and plots: python -m synapto tune --report {plan['study']}")
+        named = "" if plan["name"] == _default_name(plan["study"]) else f" --study-name {plan['name']}"
+        log(f"best config -> {path}; the table and plots: python -m synapto tune --report {plan['study']}{named}")
+    else:
+        log(f"no trial of study {plan['name']!r} completed: no best config")
 
 
 def _write_best(study, plan: dict, path: Path) -> bool:
@@ -209,12 +246,11 @@ def _write_best(study, plan: dict, path: Path) -> bool:
 
 def _report(study: str, name: str | None, log) -> None:
     from synapto.tune.report import report
-    from synapto.tune.study import open_storage
+    from synapto.tune.storage import open_reader
 
     if "://" not in study and not Path(study).is_file():
         raise UsageError(f"--report {study!r}: no such study file")
-    stem = Path(study).with_suffix("") if "://" not in study else Path(name or "synapto")
-    report(open_storage(study), name, stem, log)
+    report(open_reader(study), name, study, log)
 
 
 def register(app: typer.Typer) -> None:

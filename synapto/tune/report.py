@@ -27,21 +27,38 @@ def load(storage, name: str | None):
     name = name or names[0]
     if name not in names:
         raise UsageError(f"--report: no study {name!r} in the database; it holds {', '.join(names)}")
-    return optuna.load_study(study_name=name, storage=storage)
+    study = optuna.load_study(study_name=name, storage=storage)
+    if len(study.directions) != 1:
+        raise UsageError(
+            f"--report: study {name!r} has {len(study.directions)} objectives; tune's studies (and its report) have one"
+        )
+    return study
+
+
+def shown(study) -> list:
+    """The trials of the table: all but surplus ones (started when --trials were already, never run)."""
+    return [t for t in study.trials if "surplus" not in t.user_attrs]
+
+
+def failed(t) -> bool:
+    """A trial that could not be scored (counted as finished; see :mod:`.study`)."""
+    return "failed" in t.user_attrs
 
 
 def table(study) -> list[str]:
     names = sorted({k for t in study.trials for k in t.params})
     head = f"{'trial':>5}  {'state':<8} {'score':>9} {'env steps':>11} {'wall s':>8}  " + "  ".join(names)
     rows = [head]
-    for t in study.trials:
-        value = f"{t.value:9.2f}" if t.value is not None else f"{'-':>9}"
+    for t in shown(study):
+        value = f"{t.value:9.2f}" if t.value is not None and not failed(t) else f"{'-':>9}"
         steps = t.user_attrs.get("env_steps")
         wall = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete else math.nan
         params = "  ".join(_short(t.params.get(n)) for n in names)
         rows.append(
-            f"{t.number:>5}  {t.state.name:<8} {value} {steps if steps is not None else '-':>11} {wall:8.1f}  {params}"
+            f"{t.number:>5}  {'FAILED' if failed(t) else t.state.name:<8} {value} "
+            f"{steps if steps is not None else '-':>11} {wall:8.1f}  {params}"
         )
+    rows += [f"trial {t.number} failed: {t.user_attrs['failed']}" for t in shown(study) if failed(t)]
     return rows
 
 
@@ -52,7 +69,7 @@ def _short(v) -> str:
 def savings(study) -> str | None:
     """Env steps spent against running every finished trial to the end."""
     done = [t for t in study.trials if t.state == TrialState.COMPLETE and "env_steps" in t.user_attrs]
-    finished = [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    finished = [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and not failed(t)]
     if not done:
         return None
     spent = sum(int(t.user_attrs.get("env_steps", 0)) for t in finished)
@@ -110,12 +127,20 @@ def _save(plt, ax, path: Path) -> Path:
     fig = ax.figure
     if not isinstance(fig, Figure):  # a subfigure: the figure it lies in
         fig = fig.figure
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+    except OSError as exc:
+        raise UsageError(f"--report cannot write its plot {str(path)!r} ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
     return path
 
 
-def report(storage, name: str | None, stem: Path, log) -> None:
+def report(storage, name: str | None, study_arg: str, log) -> None:
+    """Print the table and figures of the study ``name`` in ``storage`` (``--report STUDY_ARG``)."""
+    from synapto.tune.best import study_stem
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = load(storage, name)
     for row in table(study):
         log(row)
@@ -126,6 +151,9 @@ def report(storage, name: str | None, stem: Path, log) -> None:
     for line in (savings(study), overhead(study)):
         if line:
             log(line)
-    for path in plots(study, stem):
-        log(f"wrote {path}")
+    if complete:
+        for path in plots(study, study_stem(study_arg, study.study_name)):
+            log(f"wrote {path}")
+    else:
+        log(f"no trial of study {study.study_name!r} completed: no best trial and nothing to plot")
     log(REMINDER)

@@ -33,6 +33,8 @@ from synapto.tune.base import NOT_TUNED, TABLES, tunable_names
 
 KINDS = ("uniform", "log_uniform", "int", "choices")
 SPACE_KEYS = ("benchmark_seeds", "params")
+#: an integer range's values checked from each end before the study (all of a range this short)
+CHECKED_NEIGHBOURS = 4
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,19 @@ class Param:
     choices: tuple = ()  #: ``choices`` only, as given
 
     def corners(self) -> list:
-        """The values checked before the study: both bounds, or every choice."""
-        return list(self.choices) if self.kind == "choices" else [self.low, self.high]
+        """The values checked before the study: every choice; both bounds of a float, as the
+        floats the sampler gives; an integer's bounds and the values next to them (every value
+        of a short range), so that a rule such as an even population is met inside too."""
+        if self.kind == "choices" or self.low is None or self.high is None:
+            return list(self.choices)
+        if self.kind != "int":
+            return [float(self.low), float(self.high)]
+        low, high, step = int(self.low), int(self.high), self.step
+        n = (high - low) // step + 1
+        if n <= 2 * CHECKED_NEIGHBOURS:
+            return list(range(low, high + 1, step))
+        near = range(CHECKED_NEIGHBOURS)
+        return [low + i * step for i in near] + [high - i * step for i in reversed(near)]
 
     def suggest(self, trial) -> Any:
         """The value an Optuna trial samples (choices that are not plain scalars travel as
@@ -113,7 +126,9 @@ def load_space(path: str | Path) -> Space:
     p = find_space(path)
     where = f"--space {str(p)!r}"
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where} is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     except OSError as exc:
         raise UsageError(f"{where} cannot be read ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -129,7 +144,30 @@ def load_space(path: str | Path) -> Space:
     if not isinstance(table, dict) or not table:
         raise UsageError(f"{where} needs a [params] table naming at least one option to sample")
     params = tuple(_param(name, spec, where) for name, spec in _flatten(table, where))
+    _refuse_aliases(params, where)
     return Space(str(p), params, tuple(seeds))
+
+
+def option_of(name: str) -> str:
+    """The option a sampled name sets: a strategy shorthand (``lr``) is ``strategy_options.lr``."""
+    from synapto.options import STRATEGY_SHORTHANDS
+
+    return f"strategy_options.{name}" if name in STRATEGY_SHORTHANDS else name
+
+
+def _refuse_aliases(params, where: str) -> None:
+    """One option sampled under two names (``lr`` and ``strategy_options.lr``): only one of
+    the two values would reach the run."""
+    seen: dict[str, str] = {}
+    for p in params:
+        option = option_of(p.name)
+        if option in seen and seen[option] == p.name:
+            raise UsageError(f"{where}: {p.name} is named twice (dashes and underscores name the same option)")
+        if option in seen:
+            raise UsageError(
+                f"{where}: {seen[option]} and {p.name} name one option ({option}): sample it under one name"
+            )
+        seen[option] = p.name
 
 
 def _flatten(table: dict, where: str):
@@ -179,6 +217,8 @@ def _bounded(name: str, kind: str, spec: dict, where: str) -> Param:
     low, high = bounds
     if not low < high:
         raise UsageError(f"{where}: {name}: {kind} needs low < high, got [{low}, {high}]")
+    if kind == "uniform" and not math.isfinite(float(high) - float(low)):
+        raise UsageError(f"{where}: {name}: uniform bounds [{low}, {high}] are too far apart (high - low overflows)")
     log = spec.get("log", False) if kind == "int" else kind == "log_uniform"
     if kind != "int" and ("step" in spec or "log" in spec):
         raise UsageError(f"{where}: {name}: step and log belong to int only")
@@ -195,16 +235,17 @@ def _bounded(name: str, kind: str, spec: dict, where: str) -> Param:
 
 
 def check_space(space: Space, base: dict) -> None:
-    """Build the trial config of every bound and choice (each alone, on the base): an option
-    the strategy or agent does not know, or a value of the wrong type, is refused now."""
-    from synapto.agents import build_agent
-    from synapto.tune.base import trial_config, with_params
+    """Check the trial config of every value of :meth:`Param.corners` (each alone, on the
+    base) as ``evolve`` checks a run before it starts: an option the strategy or agent does
+    not know, a value of the wrong type, or one that breaks a rule (an odd population for a
+    mirrored strategy, a population that cannot fit in memory) is refused now.  Values that
+    break a rule only together are found when a trial samples them (:mod:`.trial`)."""
+    from synapto.tune.base import checked_config, with_params
 
     for p in space.params:
         for value in p.corners():
             try:
-                cfg = trial_config(with_params(base, {p.name: value}), 0)
-                build_agent(cfg)
+                checked_config(with_params(base, {p.name: value}), 0)
             except UsageError as exc:
                 raise UsageError(f"--space {space.path!r}: {p.name} = {value!r}: {exc}") from None
 

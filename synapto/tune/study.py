@@ -1,72 +1,42 @@
 """The study in its database, and the loop that adds trials to it until ``--trials`` finished.
 
-Storage: ``--study FILE.db`` is SQLite through Optuna's RDB storage (``sqlite:///FILE.db``);
-any URL Optuna accepts (``postgresql://...``, ``mysql://...``) is used as given.  Several
-``tune`` processes (on one machine, or Slurm jobs on many sharing a database server or a
-SQLite file on a file system with working locks) given the same command share the study:
-each asks Optuna for the next trial, and each stops when ``--trials`` trials are finished
-(waiting for the last ones, which run elsewhere, and rerunning any whose process died).
+The database is :mod:`.storage`'s.  Several ``tune`` processes (on one machine, or Slurm
+jobs on many sharing a database server or a SQLite file on a file system with working
+locks) given the same command share the study: each asks Optuna for the next trial, and
+each stops when ``--trials`` trials are finished (waiting for the last ones, which run
+elsewhere, and rerunning any whose process died).
 
 Crashes.  Every trial records its process (``host:pid:start time``) and beats a heartbeat
 into the database.  A trial left RUNNING by a process that is gone -- found at once on the
 same host, or through a heartbeat older than the grace period on another -- is marked
 FAIL and its parameters are enqueued again (with its run folder), so the next free process
-reruns it: finished trials are kept, nothing is counted twice.  The sampler is reseeded
-before each trial from (``--sampler-seed``, number of finished trials)
-(:func:`synapto.seeding.sampler_seed`), so a study that was killed and continued samples
-what an uninterrupted one samples; Hyperband's brackets depend on trial numbers, which a
-rerun trial shifts.
+reruns it: finished trials are kept, nothing is counted twice.
+
+Sharing.  A trial's sampler seed is (``--sampler-seed``, its sample index): the number of
+trials before it that sampled (reruns and surplus trials left out).  Processes that start
+trials at once sample distinct points, and a study that was killed and continued samples
+what an uninterrupted one samples (:func:`synapto.seeding.sampler_seed`; Hyperband's
+brackets depend on trial numbers, which a rerun trial shifts).  A trial that finds
+``--trials`` trials before it (finished, running or queued: several processes asked at
+once) is surplus: it ends FAIL before it samples, marked ``surplus``, and is neither run
+nor counted.  A trial that cannot be scored (:mod:`.trial`: a config that breaks a rule, a
+score that is not a number) ends PRUNED, marked ``failed``, and counts as finished: the
+study goes on and ends.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from synapto.errors import UsageError
-from synapto.tune.trial import token_alive
+from synapto.tune.process import token_alive
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 PRUNERS = ("median", "halving", "hyperband", "none")
-
-
-def storage_url(study: str) -> str:
-    """``--study``: a URL as given, else a SQLite file."""
-    if "://" in study:
-        return study
-    return f"sqlite:///{Path(study).resolve()}"
-
-
-def open_storage(study: str, heartbeat: int = 60):
-    """Optuna's RDB storage of ``--study``, with heartbeats and the requeue of stale trials."""
-    import inspect
-    import warnings
-
-    from optuna.storages import RDBStorage
-
-    stale = (
-        "heartbeat_stale_trial_callback"
-        if "heartbeat_stale_trial_callback" in inspect.signature(RDBStorage).parameters
-        else "failed_trial_callback"
-    )  # the name before Optuna 4.9
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    callback: dict[str, Any] = {stale: requeue}
-    for attempt in range(5):
-        try:
-            return RDBStorage(storage_url(study), heartbeat_interval=heartbeat, grace_period=2 * heartbeat, **callback)
-        except Exception as exc:  # a URL Optuna cannot open: a bad scheme, host or file
-            if "already exists" in str(exc) and attempt < 4:  # another process is making the same tables
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise UsageError(
-                f"--study {study!r} cannot be opened as a study database ({type(exc).__name__}: {first})"
-            ) from None
 
 
 def make_pruner(name: str, milestones: int):
@@ -84,6 +54,8 @@ def open_study(storage, name: str, identity: dict, pruner):
     study = optuna.create_study(
         storage=storage, study_name=name, direction="maximize", load_if_exists=True, pruner=pruner
     )
+    if len(study.directions) != 1:
+        raise UsageError(f"study {name!r} has {len(study.directions)} objectives; tune's studies have one")
     stored = study.user_attrs.get("synapto")
     if stored is None:
         study.set_user_attr("synapto", identity)
@@ -125,11 +97,34 @@ def counts(study) -> tuple[int, int]:
     return finished, len(trials) - finished
 
 
-def run_trials(study, objective, n_trials: int, sampler_seed: int, log) -> None:
-    """Add trials until ``n_trials`` are finished (in any process); when the rest are running
-    elsewhere, wait for them, rerunning any whose process died."""
+class Surplus(Exception):
+    """A trial started when ``--trials`` trials were already finished, running or queued."""
+
+
+def claim(trial, n_trials: int, sampler_seed: int) -> None:
+    """Before ``trial`` samples: end it as surplus (:class:`Surplus`) if ``n_trials`` trials
+    come before it; else seed the study's sampler with its sample index."""
     from synapto.seeding import sampler_seed as seed_for
 
+    study = trial.study
+    before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+    live = (*FINISHED, TrialState.RUNNING, TrialState.WAITING)
+    if sum(t.state in live for t in before) >= n_trials:
+        trial.set_user_attr("surplus", True)
+        raise Surplus(f"trial {trial.number}: {n_trials} trials came before it")
+    origin = trial.user_attrs.get("retry_of", trial.number)  # a rerun samples as its first run did
+    index = sum(t.number < origin and _sampled(t) for t in before)
+    study.sampler = optuna.samplers.TPESampler(seed=seed_for(sampler_seed, index))
+
+
+def _sampled(t) -> bool:
+    """Whether trial ``t`` sampled its own parameters (not a rerun's, not a surplus trial)."""
+    return "retry_of" not in t.user_attrs and "surplus" not in t.user_attrs
+
+
+def run_trials(study, objective, n_trials: int, log) -> None:
+    """Add trials until ``n_trials`` are finished (in any process); when the rest are running
+    elsewhere, wait for them, rerunning any whose process died."""
     while True:
         recovered = recover_local(study)
         if recovered:
@@ -141,9 +136,10 @@ def run_trials(study, objective, n_trials: int, sampler_seed: int, log) -> None:
             optuna.storages.fail_stale_trials(study)
             time.sleep(2.0)
             continue
-        study.sampler = optuna.samplers.TPESampler(seed=seed_for(sampler_seed, finished))
         try:
             study.optimize(objective, n_trials=1, catch=())
+        except Surplus:
+            continue
         except KeyboardInterrupt:
             if objective.current is not None:
                 t = study._storage.get_trial(objective.current._trial_id)

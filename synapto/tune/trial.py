@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto.tune.process import process_token
 
 
 class MilestoneReporter:
@@ -74,6 +76,11 @@ class MilestoneReporter:
                 raise optuna.TrialPruned(f"pruned at milestone {k + 1} of seed {self.s + 1}")
 
 
+class TrialStopped(Exception):
+    """A trial's run stopped (a task that failed or ran past the base's ``task-timeout``):
+    the study stops as ``evolve`` does, with one line (exit code 1)."""
+
+
 class Objective:
     """``study.optimize``'s function: a trial's tuning score (the mean over seeds)."""
 
@@ -87,25 +94,55 @@ class Objective:
         milestones: int = 10,
         score_episodes: int = 100,
         log=print,
+        n_trials: int = 1,
+        sampler_seed: int = 0,
+        task_timeout: float | None = None,
     ):
         self.space, self.base, self.seeds = space, base, list(seeds)
         self.trials_dir, self.workers = Path(trials_dir), workers
         self.milestones, self.score_episodes, self.log = milestones, score_episodes, log
+        self.n_trials, self.sampler_seed, self.task_timeout = n_trials, sampler_seed, task_timeout
         self.current = None  #: the trial running now (for an interrupted one to be requeued)
 
     def __call__(self, trial) -> float:
-        import optuna
-
-        from synapto.tune.base import trial_config, with_params
+        from synapto.tune.base import checked_config, with_params
+        from synapto.tune.study import claim
 
         self.current = trial
         t0 = time.perf_counter()
         trial.set_user_attr("host_pid", process_token())  # first: a trial with params names its process
+        claim(trial, self.n_trials, self.sampler_seed)
         params = self.space.suggest(trial)
         run_dir = trial.user_attrs.get("run_dir", str(trial.number))
         trial.set_user_attr("run_dir", run_dir)
         values = with_params(self.base, params)
         self.log(f"trial {trial.number}: {params}")
+        try:
+            checked_config(values, self.seeds[0])
+        except UsageError as exc:
+            self._fail(trial, f"its config is invalid ({exc})")
+        scores, steps, run_wall, score_wall = self._seeds(trial, values, run_dir)
+        value = float(np.mean(scores))
+        for key, v in (
+            ("scores", scores),
+            ("env_steps", steps),
+            ("run_wall", run_wall),
+            ("score_wall", score_wall),
+            ("trial_wall", time.perf_counter() - t0),
+        ):
+            trial.set_user_attr(key, v)
+        seeds = ", ".join(f"{x:.1f}" for x in scores)
+        if not math.isfinite(value):
+            self._fail(trial, f"its tuning score is {value} (seeds {seeds})")
+        self.log(f"trial {trial.number}: tuning score {value:.2f} (seeds {seeds})")
+        return value
+
+    def _seeds(self, trial, values: dict, run_dir: str) -> tuple[list[float], int, float, float]:
+        """Run and score every tuning seed: (scores, env steps, run wall, score wall)."""
+        import optuna
+
+        from synapto.tune.base import trial_config
+
         history: list[list[float]] = []
         scores, steps, run_wall, score_wall = [], 0, 0.0, 0.0
         for s, seed in enumerate(self.seeds):
@@ -118,25 +155,33 @@ class Objective:
                 self.log(f"trial {trial.number}: {exc}")
                 raise
             t1 = time.perf_counter()
-            result = _score(out, self.score_episodes)
+            try:
+                result = _score(out, self.score_episodes)
+            except UsageError:
+                raise
+            except Exception as exc:  # the env raised on a scoring episode: the study stops, as the run would
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                raise TrialStopped(
+                    f"trial {trial.number}, seed {seed}: scoring on the TUNE stream failed ({why})"
+                ) from None
             score_wall += time.perf_counter() - t1
             scores.append(result.score)
             steps += result.env_steps
-        value = float(np.mean(scores))
-        for key, v in (
-            ("scores", scores),
-            ("env_steps", steps),
-            ("run_wall", run_wall),
-            ("score_wall", score_wall),
-            ("trial_wall", time.perf_counter() - t0),
-        ):
-            trial.set_user_attr(key, v)
-        self.log(f"trial {trial.number}: tuning score {value:.2f} (seeds {', '.join(f'{x:.1f}' for x in scores)})")
-        return value
+        return scores, steps, run_wall, score_wall
+
+    def _fail(self, trial, why: str) -> NoReturn:
+        """End ``trial`` as failed: pruned (it counts as finished, and ranks last for the
+        sampler), marked ``failed`` with ``why``, said in one warning line."""
+        import optuna
+
+        trial.set_user_attr("failed", why)
+        self.log(f"warning: trial {trial.number} failed: {why}; counted as finished, the study goes on")
+        raise optuna.TrialPruned(why)
 
     def _run(self, cfg, out: Path, reporter: MilestoneReporter) -> float:
         """Run (or reuse) one seed's run file; returns the run's wall time."""
         from synapto.api import evolve
+        from synapto.evolution.loop import RunStopped
         from synapto.logs import debug
 
         if _finished_with(out, cfg):
@@ -144,7 +189,23 @@ class Objective:
             return 0.0
         out.parent.mkdir(parents=True, exist_ok=True)
         callbacks = [reporter] if cfg.max_env_steps else []
-        summary = evolve(cfg, out, workers=self.workers, force=True, log=debug, callbacks=callbacks)
+        try:
+            summary = evolve(
+                cfg,
+                out,
+                workers=self.workers,
+                force=True,
+                log=debug,
+                callbacks=callbacks,
+                task_timeout=self.task_timeout,
+            )
+        except RunStopped as exc:
+            raise TrialStopped(f"trial {reporter.trial.number}, seed {cfg.seed}: {exc}") from None
+        except RuntimeError as exc:  # the MPI run of --workers stopped: its last line says why
+            if not self.workers:
+                raise
+            why = str(exc).splitlines()[-1].removeprefix(f"{RunStopped.__module__}.RunStopped: ")
+            raise TrialStopped(f"trial {reporter.trial.number}, seed {cfg.seed}: {why}") from None
         return summary.wall
 
 
@@ -178,40 +239,3 @@ def _replay_rows(out: Path, reporter: MilestoneReporter) -> None:
     if reporter.m:
         for g in range(len(steps)):
             reporter.see(int(steps[g]), {"validation_mean": float(val[g]), "pop_mean": float(pop[g])})
-
-
-def process_token() -> str:
-    """``host:pid:start`` of this process: a RUNNING trial whose process is gone is stale."""
-    import os
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), so that a reused pid is
-    not taken for the process that died; '' where /proc is not there."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rsplit(")", 1)[1].split()[19]
-
-
-def token_alive(token: str) -> bool | None:
-    """Whether the process of ``token`` still runs: None when it ran on another host."""
-    import os
-    import socket
-
-    host, _, rest = token.partition(":")
-    pid_text, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return None
-    pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _start_time(pid) == start
