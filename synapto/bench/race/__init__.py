@@ -1,20 +1,25 @@
-"""``synapto bench race``: evolution against PPO on the same cores, wall time to threshold.
+"""``synapto bench race``: evolution against its rivals on the same cores, wall time to threshold.
 
-For each task (a pair ``--evolve-config`` / ``--ppo-config`` of the same env) and seed,
-the race runs both methods itself, one after the other on the same cores (evolution with
-``W`` workers and its coordinator, PPO with as many processes, :mod:`.runs`), the order
-alternating from seed to seed.  With ``--shared-coordinator`` both get ``W`` cores
-instead: the coordinator, idle while its workers evaluate, shares them (as ``evolve
---workers 2`` does on a 2-core machine), and PPO runs ``W`` processes.  It then tests
-each run's checkpointed policies as ``bench compare`` does (:mod:`synapto.bench.compare`)
-and reports, per run: wall time and env steps to the task's threshold, the final test,
-CPU seconds, the other load seen just before it (:mod:`.load`); then the projection to
-2-64 cores (:mod:`.projection`).
+For each task (an ``--evolve-config``, paired with a ``--ppo-config`` of the same env
+and/or raced against ``--sb3 tqc`` / ``sac``: Stable-Baselines3 with rl-baselines3-zoo's
+settings, :mod:`.sb3`) and seed, the race runs every method itself, one after the
+other on the same cores (evolution with ``W`` workers and its coordinator, PPO with as
+many processes, :mod:`.runs`; SB3 as one process with as many torch threads), the order
+reversed from seed to seed.  With ``--shared-coordinator`` every method gets ``W``
+cores instead: the coordinator, idle while its workers evaluate, shares them (as
+``evolve --workers 2`` does on a 2-core machine), and PPO runs ``W`` processes.
+``--max-minutes M`` caps each run.  It then tests each run's checkpointed policies as
+``bench compare`` does (:mod:`synapto.bench.compare`) and reports, per run: wall time
+and env steps to each of the task's thresholds, the final test, CPU seconds, the other
+load seen just before it (:mod:`.load`); then the projection to 2-1,024 cores
+(:mod:`.projection`, :mod:`.model`).  ``--project-only RACE...`` projects again from
+earlier races' race.json and run files, running and testing nothing.
 
 Before it starts, the race measures the machine's other load and refuses (one line,
 exit 2) when it would bias the wall times, unless ``--allow-load``; the figures are in
 the report either way.  Outputs in ``--out-dir``: ``race.md``, ``race.json`` (``runs``:
-one entry per method, task and seed), ``race.png`` (tested return against env steps and
+one entry per method, task and seed; ``projection``: per task and threshold, the cores
+and each method's projected seconds), ``race.png`` (tested return against env steps and
 wall time), the run files and logs in ``runs/``, the test cache ``race_cache.json``.
 """
 
@@ -22,16 +27,13 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from synapto.errors import UsageError
 
 #: options taking several space-separated values (see synapto.cli.MULTI_VALUE_OPTIONS)
-MULTI_VALUE_OPTIONS = ("--seeds",)
+MULTI_VALUE_OPTIONS = ("--seeds", "--project-only")
 
 
 def task_of_evolve(config: str) -> str:
@@ -48,202 +50,143 @@ def ppo_config(config: str):
     return build_config(values)
 
 
-def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int) -> list[dict]:
-    """The tasks: each evolve config paired with the PPO config of the same place, same env."""
+def _pair(evolve_config: str, ppo_config_path: str | None, cores: int) -> dict:
     from synapto.bench.race.runs import ppo_processes
 
-    if len(evolve_configs) != len(ppo_configs) or not evolve_configs:
-        raise UsageError(
-            f"--evolve-config and --ppo-config pair up, one of each per task: got "
-            f"{len(evolve_configs)} and {len(ppo_configs)}"
-        )
-    tasks = []
-    for ec, pc in zip(evolve_configs, ppo_configs):
-        env, cfg = task_of_evolve(ec), ppo_config(pc)
+    env = task_of_evolve(evolve_config)
+    task = {"task": env, "evolve_config": evolve_config, "ppo_config": ppo_config_path, "ppo_processes": None}
+    if ppo_config_path is not None:
+        cfg = ppo_config(ppo_config_path)
         if env != cfg.env:
             raise UsageError(
-                f"--evolve-config {ec!r} runs {env} and --ppo-config {pc!r} runs {cfg.env}: "
-                f"a task's two configs must run the same env"
+                f"--evolve-config {evolve_config!r} runs {env} and --ppo-config {ppo_config_path!r} runs "
+                f"{cfg.env}: a task's two configs must run the same env"
             )
-        tasks.append(
-            {
-                "task": env,
-                "evolve_config": ec,
-                "ppo_config": pc,
-                "ppo_processes": ppo_processes(cfg.n_envs, cores),
-            }
+        task["ppo_processes"] = ppo_processes(cfg.n_envs, cores)
+    return task
+
+
+def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int, sb3: str | None = None) -> list[dict]:
+    """The tasks: each evolve config paired with the PPO config of the same place, same env
+    (with ``sb3``, the PPO configs may be left out)."""
+    from synapto.bench.race import sb3 as sb3_race
+
+    if not evolve_configs or (len(evolve_configs) != len(ppo_configs) and (ppo_configs or sb3 is None)):
+        raise UsageError(
+            f"--evolve-config and --ppo-config pair up, one of each per task (or --sb3 in place of "
+            f"--ppo-config): got {len(evolve_configs)} and {len(ppo_configs)}"
         )
+    pcs: list[str | None] = list(ppo_configs) if ppo_configs else [None] * len(evolve_configs)
+    tasks = [_pair(ec, pc, cores) for ec, pc in zip(evolve_configs, pcs)]
     if len({t["task"] for t in tasks}) != len(tasks):
         raise UsageError("each task (env) may appear once among the config pairs")
+    if sb3 is not None:
+        for t in tasks:
+            sb3_race.settings(sb3, t["task"])
     return tasks
 
 
-def race(
-    tasks: list[dict],
-    workers: int,
-    cores: int,
-    seeds: list[int],
-    points: int,
-    episodes: int,
-    thresholds: dict,
-    out_dir: Path,
-    command: str,
-    load: dict,
-    loaded: bool,
-    per_task: float,
-    log=print,
-) -> dict:
-    from synapto.bench.compare import Cache, plot
-    from synapto.bench.race.projection import project
-    from synapto.bench.race.report import markdown
-    from synapto.bench.race.runs import run_method, score
+@dataclass
+class Setup:
+    """What a race runs with, besides its tasks."""
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    workers: int
+    cores: int
+    seeds: list[int]
+    points: int
+    episodes: int
+    thresholds: dict  #: task -> its thresholds, the first the runs table's
+    out_dir: Path
+    command: str
+    load: dict
+    loaded: bool
+    per_task: float
+    max_minutes: float | None = None
+    sb3: str | None = None
+    per_worker: int | None = None
+
+
+def contenders(t: dict, s: Setup, log) -> list:
+    """The task's methods, each a function of the seed that runs it and returns its record."""
+    from functools import partial
+
+    from synapto.bench.race import runs as race_runs
+    from synapto.bench.race.sb3 import run_sb3
+
+    common = {"out_dir": s.out_dir, "task": t["task"], "log": log, "max_minutes": s.max_minutes}
+    out = [partial(race_runs.run_method, "evolve", t["evolve_config"], s.workers, s.workers + 1, s.cores, **common)]
+    if t["ppo_config"] is not None:
+        ppo = (t["ppo_config"], s.workers, t["ppo_processes"], s.cores)
+        out.append(partial(race_runs.run_method, "ppo", *ppo, **common))
+    if s.sb3 is not None:
+        out.append(
+            partial(
+                run_sb3,
+                s.sb3,
+                t["task"],
+                cores=s.cores,
+                out_dir=s.out_dir,
+                max_minutes=s.max_minutes,
+                points=s.points,
+                log=log,
+            )
+        )
+    return out
+
+
+def race(tasks: list[dict], s: Setup, log=print) -> dict:
+    from synapto.bench.compare import Cache
+    from synapto.bench.race.projection import project
+    from synapto.bench.race.runs import score
+
+    s.out_dir.mkdir(parents=True, exist_ok=True)
     runs = []
     for t in tasks:
-        for i, seed in enumerate(seeds):
-            order = [("evolve", t["evolve_config"], workers), ("ppo", t["ppo_config"], t["ppo_processes"])]
-            for method, config, procs in order if i % 2 == 0 else order[::-1]:
-                procs = workers + 1 if method == "evolve" else procs
-                runs.append(run_method(method, config, workers, procs, cores, seed, out_dir, t["task"], log))
-    cache = Cache(out_dir / "race_cache.json")
-    curves = [score(r, points, episodes, thresholds, cache, log) for r in runs]
+        methods = contenders(t, s, log)
+        for i, seed in enumerate(s.seeds):
+            runs += [run(seed) for run in (methods if i % 2 == 0 else methods[::-1])]
+    cache = Cache(s.out_dir / "race_cache.json")
+    curves = [score(r, s.points, s.episodes, s.thresholds, cache, log) for r in runs]
     result = {
-        "command": command,
-        "workers": workers,
-        "cores": cores,
-        "shared_coordinator": cores == workers,
-        "seeds": seeds,
-        "points": points,
-        "episodes": episodes,
-        "thresholds": thresholds,
-        "load": load,
-        "loaded": loaded,
+        "command": s.command,
+        "workers": s.workers,
+        "cores": s.cores,
+        "shared_coordinator": s.cores == s.workers,
+        "seeds": s.seeds,
+        "points": s.points,
+        "episodes": s.episodes,
+        "thresholds": s.thresholds,
+        "max_minutes": s.max_minutes,
+        "sb3": s.sb3,
+        "population_per_worker": s.per_worker,
+        "load": s.load,
+        "loaded": s.loaded,
         "runs": runs,
-        "projection": project(runs, per_task=per_task),
+        "projection": project(runs, s.thresholds, per_task=s.per_task, per_worker=s.per_worker),
     }
+    write(result, s.out_dir, log, curves)
+    return result
+
+
+def write(result: dict, out_dir: Path, log, curves) -> None:
+    """race.json, race.md and race.png."""
+    from synapto.bench.compare import plot
+    from synapto.bench.race.report import markdown
+
     (out_dir / "race.json").write_text(json.dumps(result, indent=1, default=_plain))
     md = markdown(result)
     (out_dir / "race.md").write_text(md)
-    drawn = plot(curves, thresholds, out_dir / "race.png")
+    firsts = {k: v[0] for k, v in result["thresholds"].items()}
+    drawn = plot(curves, firsts, out_dir / "race.png")
     log(md)
     log(f"-> {out_dir / 'race.md'}, race.json" + (", race.png" if drawn else " (no matplotlib: no plot)"))
-    return result
 
 
 def _plain(x):
     return None if isinstance(x, float) and not math.isfinite(x) else str(x)
 
 
-def register(bench_app: typer.Typer) -> None:
-    @bench_app.command("race")
-    def bench_race(
-        evolve_config: Annotated[
-            list[str] | None,
-            typer.Option(
-                help="Evolution config of a task (repeatable; a centre strategy: openai-es, pgpe, cmaes, ars).",
-                show_default="none, required",
-            ),
-        ] = None,
-        ppo_config: Annotated[
-            list[str] | None,
-            typer.Option(
-                help="PPO config of the same task (repeatable, paired in order with --evolve-config).",
-                show_default="none, required",
-            ),
-        ] = None,
-        workers: Annotated[int, typer.Option(help="Evolution's workers W: both methods get W + 1 cores.")] = 1,
-        shared_coordinator: Annotated[
-            bool,
-            typer.Option(
-                "--shared-coordinator",
-                help="Both methods get W cores: evolution's coordinator (idle while its workers evaluate) "
-                "shares them, and PPO runs W processes.",
-            ),
-        ] = False,
-        seeds: Annotated[
-            list[int] | None, typer.Option(help="Seeds, each a race of both methods.", show_default="1")
-        ] = None,
-        points: Annotated[int, typer.Option(help="Checkpointed policies tested per run, besides the final.")] = 10,
-        episodes: Annotated[int, typer.Option(help="Test episodes per policy.")] = 100,
-        threshold: Annotated[
-            list[str] | None,
-            typer.Option(help="ENV=X: a task's threshold (repeatable).", show_default="bench compare's"),
-        ] = None,
-        out_dir: Annotated[Path, typer.Option(help="Folder of race.md, race.json, race.png, runs/.")] = Path(
-            "bench/race"
-        ),
-        allow_load: Annotated[
-            bool,
-            typer.Option("--allow-load", help="Race even when other load would bias the wall times (it is recorded)."),
-        ] = False,
-        max_busy: Annotated[
-            float,
-            typer.Option(help="Other load (busy cores, /proc/stat over 1 s) above which the race refuses to start."),
-        ] = 0.5,
-        coordinator_us: Annotated[
-            float, typer.Option(help="The projection's coordinator CPU per task (µs; bench farm's noise-key figure).")
-        ] = 24.0,
-    ):
-        """Evolution against PPO on the same cores: wall time and env steps to each task's threshold."""
-        from synapto.bench.race.load import measure, verdict
-        from synapto.folders import check_out_dir
+def register(bench_app) -> None:
+    from synapto.bench.race.cli import register as register_race
 
-        seeds = list(seeds or [1])
-        if workers < 1:
-            raise UsageError(f"--workers must be an integer >= 1, got {workers}")
-        if len(set(seeds)) != len(seeds):
-            raise UsageError(f"--seeds has repeated values {seeds}")
-        if points < 1 or episodes < 1:
-            raise UsageError(f"--points and --episodes must be integers >= 1, got {points} and {episodes}")
-        if max_busy < 0 or coordinator_us < 0:
-            raise UsageError(f"--max-busy and --coordinator-us must be >= 0, got {max_busy} and {coordinator_us}")
-        from synapto.bench.compare import parse_thresholds
-
-        thresholds = parse_thresholds(threshold or [])
-        check_out_dir(out_dir)
-        evolve_config, ppo_config = list(evolve_config or []), list(ppo_config or [])
-        cores = workers if shared_coordinator else workers + 1
-        tasks = plan(evolve_config, ppo_config, cores)
-        for t in tasks:
-            if t["task"] not in thresholds:
-                raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
-        load = measure()
-        why = verdict(load, cores, max_busy)
-        if why and not allow_load:
-            raise UsageError(f"{why}: the wall times would be biased; pass --allow-load to race anyway")
-        if why:
-            print(f"warning: {why}; racing anyway (--allow-load)", flush=True)
-        words = [
-            *(w for c in evolve_config for w in ("--evolve-config", c)),
-            *(w for c in ppo_config for w in ("--ppo-config", c)),
-            "--workers",
-            str(workers),
-            *(["--shared-coordinator"] if shared_coordinator else []),
-            "--seeds",
-            *map(str, seeds),
-            "--points",
-            str(points),
-            "--episodes",
-            str(episodes),
-            *(w for item in threshold or [] for w in ("--threshold", item)),
-            "--out-dir",
-            str(out_dir),
-            *(["--allow-load"] if allow_load else []),
-        ]
-        command = "python -m synapto bench race " + " ".join(shlex.quote(w) for w in words)
-        race(
-            tasks,
-            workers,
-            cores,
-            seeds,
-            points,
-            episodes,
-            thresholds,
-            out_dir,
-            command,
-            load,
-            bool(why),
-            coordinator_us * 1e-6,
-            log=lambda msg: print(msg, flush=True),
-        )
+    register_race(bench_app)
