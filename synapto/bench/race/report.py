@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from synapto.bench.common import md_table
-from synapto.bench.race.project_report import PROJECTION_INTRO, projection_lines
+from synapto.bench.race.project_report import PROJECTION_INTRO, name, projection_lines
 
 
 def _s(x) -> str:
@@ -18,6 +18,12 @@ def _m(x) -> str:
     return "-" if x is None else f"{x / 1e6:.3f} M" if x < 1e7 else f"{x / 1e6:.1f} M"
 
 
+def _test(run: dict) -> str:
+    if not math.isfinite(run["final_test"]):
+        return "no policy kept"
+    return f"{run['final_test']:.1f} ± {run['final_test_std']:.1f}"
+
+
 def _thresholds(run: dict) -> str:
     return ", ".join(f"{x['threshold']:g}" for x in run["reached"])
 
@@ -26,7 +32,8 @@ def _missed(run: dict) -> str:
     cap = run.get("max_minutes")
     if cap is None:
         return "not reached"
-    return f"not reached within {cap:g} minutes (score {run['score_within_cap']:.1f})"
+    score = run.get("score_within_cap")
+    return f"not reached within {cap:g} minutes" + ("" if score is None else f" (score {score:.1f})")
 
 
 def _per_threshold(run: dict, cell) -> str:
@@ -60,8 +67,7 @@ def runs_table(runs: list[dict]) -> str:
                 f"{r['load_before']['busy_cores']:.2f}",
                 _per_threshold(r, lambda x, r=r: _missed(r) if x["wall_s"] is None else _s(x["wall_s"])),
                 _per_threshold(r, lambda x: _m(x["env_steps"])),
-                f"{r['final_test']:.1f} ± {r['final_test_std']:.1f}"
-                + (f" (stopped at {r['max_minutes']:g} min)" if r.get("stopped_at_cap") else ""),
+                _test(r) + (f" (stopped at {r['max_minutes']:g} min)" if r.get("stopped_at_cap") else ""),
                 f"{_s(r['wall_s'])}, {_m(r['env_steps'])}",
                 _s(r["process_wall_s"]),
                 f"{r['cpu_s']:.0f}",
@@ -88,10 +94,10 @@ def ratios(runs: list[dict]) -> list[str]:
                         f"{e / p:.2f}"
                         if e is not None and p
                         else f"evolution {'reached' if e is not None else 'did not reach'}, "
-                        f"{rival} {'reached' if p is not None else 'did not reach'}"
+                        f"{name(rival)} {'reached' if p is not None else 'did not reach'}"
                     )
                 )
-            lines.append(f"- {task}: evolution's wall time to threshold / {rival}'s: " + "; ".join(parts))
+            lines.append(f"- {task}: evolution's wall time to threshold / {name(rival)}'s: " + "; ".join(parts))
     return lines
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from synapto.bench.common import run_logged
 from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
 from synapto.bench.race.load import measure
+from synapto.errors import UsageError
 
 
 def ppo_processes(n_envs: int, cores: int) -> int:
@@ -114,11 +115,11 @@ def reach(curve: list[dict], threshold: float, max_minutes: float | None = None)
     return next((p for p in curve if p["test_mean"] >= threshold and p["wall_s"] <= cap), None)
 
 
-def within_cap(curve: list[dict], max_minutes: float | None) -> dict:
-    """The last tested point within ``max_minutes`` (the first point where none is)."""
+def within_cap(curve: list[dict], max_minutes: float | None) -> float | None:
+    """The test mean of the last tested point within ``max_minutes`` (None: no point)."""
     cap = math.inf if max_minutes is None else 60.0 * max_minutes
     inside = [p for p in curve if p["wall_s"] <= cap]
-    return inside[-1] if inside else curve[0]
+    return inside[-1]["test_mean"] if inside else None
 
 
 def at_thresholds(run: dict, thresholds: list[float]) -> list[dict]:
@@ -155,7 +156,7 @@ def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache,
     ``point_at_threshold``; ``final_test`` (mean) and ``final_test_std`` of its last
     tested point, ``score_within_cap`` (the last within ``--max-minutes``), ``wall_s``
     and ``env_steps`` in all."""
-    curve = curve_of(run, points, episodes, cache, log)
+    curve = tested_curve(run, points, episodes, cache, log)
     run["curve"] = [
         {"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean} for p in curve.points
     ]
@@ -168,11 +169,28 @@ def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache,
         steps_to_threshold=first["env_steps"],
         wall_to_threshold_s=first["wall_s"],
         point_at_threshold=first["point"],
-        final_test=curve.final.test_mean,
-        final_test_std=curve.final.test_std,
-        score_within_cap=within_cap(run["curve"], run.get("max_minutes"))["test_mean"],
-        wall_s=curve.final.wall,
-        env_steps=curve.final.env_steps,
         finished=curve.finished,
     )
+    last = curve.points[-1] if curve.points else None
+    run.update(
+        final_test=math.nan if last is None else last.test_mean,
+        final_test_std=math.nan if last is None else last.test_std,
+        score_within_cap=within_cap(run["curve"], run.get("max_minutes")),
+        wall_s=None if last is None else last.wall,
+        env_steps=None if last is None else last.env_steps,
+    )
+    return curve
+
+
+def tested_curve(run: dict, points: int, episodes: int, cache: Cache, log) -> Curve:
+    """The run's tested curve; a run stopped at ``--max-minutes`` before it kept a policy
+    (its file not even written) has none."""
+    try:
+        curve = curve_of(run, points, episodes, cache, log)
+    except (UsageError, OSError) as exc:
+        if not run.get("stopped_at_cap"):
+            raise
+        log(f"  {run['out']}: no policy kept within the cap ({exc})")
+        curve = Curve(run["out"], run["method"], run["task"], run["method"], run["seed"])
+    curve.finished = curve.finished and bool(curve.points)
     return curve

@@ -135,7 +135,9 @@ def run_sb3(algo, task, seed, cores, out_dir: Path, max_minutes, points, log=pri
     log(f"race: {method(algo)} {task} seed {seed} on {cores} cores (other load {load['busy_cores']:.2f} cores) ...")
     cpu0, t0 = children_cpu(), time.perf_counter()
     limit = None if max_minutes is None else 60.0 * max_minutes + 120.0  # it stops itself at the cap
-    run_logged(command(folder), folder / "train.log", timeout=limit)
+    done = run_logged(command(folder), folder / "train.log", timeout=limit)
+    progress = folder / "progress.json"
+    stopped = done.timed_out or (progress.exists() and json.loads(progress.read_text())["stopped_at_cap"])
     return {
         "method": method(algo),
         "task": task,
@@ -151,6 +153,7 @@ def run_sb3(algo, task, seed, cores, out_dir: Path, max_minutes, points, log=pri
         "cpu_s": children_cpu() - cpu0,
         "load_before": load,
         "max_minutes": max_minutes,
+        "stopped_at_cap": stopped,
     }
 
 
