@@ -308,7 +308,12 @@ def synthetic_runs():
             "method": "ppo",
             "out": "p.h5",
             "processes": 2,
-            "curve": [point("epoch 0", 8, 100), point("epoch 2", 20, 210), point("final", 28, 260)],
+            "curve": [
+                point("epoch 0", 8, 100),
+                point("epoch 2", 20, 210),
+                point("epoch 3", 28, 260),
+                point("final", 40, 310),
+            ],
         },
         {
             **common,
@@ -331,7 +336,7 @@ def fake_inputs(monkeypatch):
 def test_the_projection_at_several_thresholds(monkeypatch):
     """At 200: evolution's generation 2 (2 generations), PPO's epoch 2 (3 epochs), SB3's
     25 s held flat.  At 300: evolution's final point (3 generations: 51 s at 2 cores);
-    PPO never; SB3 only at 35 s, past the 0.5-minute cap."""
+    PPO and SB3 only at 40 s and 35 s, past the 0.5-minute cap."""
     from synapto.bench.race.projection import project
 
     fake_inputs(monkeypatch)
@@ -412,7 +417,9 @@ def test_race_json_keeps_the_projection_and_max_minutes_reports_not_reached(tmp_
     assert result["max_minutes"] == 0.5 and result["thresholds"]["CartPole-v1"] == [200.0, 300.0]
     runs = {r["method"]: r for r in result["runs"]}
     assert [x["wall_s"] for x in runs["evolve"]["reached"]] == [28, 29.5]
-    assert runs["ppo"]["wall_to_threshold_s"] == 20 and runs["ppo"]["score_within_cap"] == 260
+    # PPO passed 300 at 40 s, past the cap: not reached, with its score at 28 s
+    assert runs["ppo"]["wall_to_threshold_s"] == 20 and runs["ppo"]["reached"][1]["wall_s"] is None
+    assert runs["ppo"]["score_within_cap"] == 260 and runs["ppo"]["final_test"] == 310
     assert [(p["threshold"], p["cores"]) for p in result["projection"]] == [(200.0, CORES), (300.0, CORES)]
     assert result["projection"][0]["methods"]["evolve"]["seconds"] == EVOLVE_2GEN
     assert result["projection"][0]["methods"]["ppo"]["seconds"] == PPO_3EPOCHS
