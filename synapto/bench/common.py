@@ -10,7 +10,8 @@
 * :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
   machine's 1-minute load average, printed beside every timing;
 * :func:`run_logged` -- the one way a benchmark runs a command: its output time-stamped
-  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`.
+  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`;
+  :func:`children_cpu` -- the CPU seconds of the commands run so far.
 """
 
 from __future__ import annotations
@@ -147,6 +148,14 @@ class Logged:
     wall: float  #: the process's wall time (s)
     lines: list  #: (seconds since start, line) of its output
     timed_out: bool = False  #: stopped at run_logged's timeout
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (and theirs, waited for)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _stop(proc: subprocess.Popen, fired, grace: float = 120.0) -> None:

@@ -1,5 +1,5 @@
 """``synapto bench race``'s command line: its options, their checks (one line, exit 2),
-then :func:`synapto.bench.race.race` or, with ``--project-only``,
+then :func:`synapto.bench.race.racing.race` or, with ``--project-only``,
 :func:`synapto.bench.race.reproject.reproject`."""
 
 from __future__ import annotations
@@ -10,31 +10,8 @@ from typing import Annotated
 
 import typer
 
+from synapto.bench.race.thresholds import parse_thresholds
 from synapto.errors import UsageError
-
-
-def given_thresholds(items: list[str]) -> dict[str, list[float]]:
-    """The ``--threshold ENV=X[,Y...]`` items, per task (repeats add to its list)."""
-    given: dict[str, list[float]] = {}
-    for item in items:
-        env, sep, values = item.partition("=")
-        try:
-            xs = [float(v) for v in values.split(",")]
-        except ValueError:
-            sep = ""
-        if not sep or not env.strip():
-            raise UsageError(f"--threshold expects ENV=NUMBER[,NUMBER...], got {item!r}")
-        mine = given.setdefault(env.strip(), [])
-        mine += [x for x in xs if x not in mine]
-    return given
-
-
-def parse_thresholds(items: list[str]) -> dict[str, list[float]]:
-    """Each task's thresholds: ``bench compare``'s defaults, replaced for a task by the
-    ``--threshold`` items naming it."""
-    from synapto.bench.compare import THRESHOLDS
-
-    return {**{k: [v] for k, v in THRESHOLDS.items()}, **given_thresholds(items)}
 
 
 def check(workers, seeds, points, episodes, max_busy, coordinator_us, max_minutes, per_worker, sb3) -> None:
@@ -75,8 +52,8 @@ def command_line(evolve_config, ppo_config, threshold, options: dict) -> str:
 
 
 def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
-    from synapto.bench.race import Setup, race
     from synapto.bench.race.load import measure, verdict
+    from synapto.bench.race.racing import Setup, race
 
     for t in tasks:
         if t["task"] not in setup_args["thresholds"]:
@@ -211,7 +188,7 @@ def register(bench_app: typer.Typer) -> None:
             )
             return
         cores = workers if shared_coordinator else workers + 1
-        from synapto.bench.race import plan
+        from synapto.bench.race.racing import plan
 
         tasks = plan(evolve_config, ppo_config, cores, sb3)
         setup = {

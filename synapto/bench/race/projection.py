@@ -129,7 +129,7 @@ class Loaded:
         if run["method"].startswith("sb3-"):
             return FlatInputs(hit["wall_s"])
         inputs, total = self.full(run)
-        return upto(inputs, _until(hit["label"], total))
+        return upto(inputs, _until(hit["label"], total) or 0)
 
 
 def describe(run: dict, inputs, threshold: float, per_task: float) -> dict:

@@ -23,12 +23,11 @@ its last point within them.
 from __future__ import annotations
 
 import math
-import resource
 import sys
 import time
 from pathlib import Path
 
-from synapto.bench.common import run_logged
+from synapto.bench.common import children_cpu, run_logged
 from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
 from synapto.bench.race.load import measure
 from synapto.errors import UsageError
@@ -39,11 +38,6 @@ def ppo_processes(n_envs: int, cores: int) -> int:
     if n_envs == 1:
         return cores
     return max(p for p in range(1, min(cores, n_envs) + 1) if n_envs % p == 0)
-
-
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def command(method: str, config: str, workers: int, processes: int, seed: int, out: Path) -> list[str]:

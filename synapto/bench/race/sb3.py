@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from synapto.errors import UsageError
 #: the modules an algorithm needs, and where its class lives
 ALGOS = {"tqc": ("sb3_contrib", "TQC"), "sac": ("stable_baselines3", "SAC")}
 
-_BIPEDAL = {
+_BIPEDAL: dict[str, Any] = {
     "n_timesteps": 500_000,
     "learning_rate": 7.3e-4,
     "buffer_size": 300_000,
@@ -44,7 +45,7 @@ _BIPEDAL = {
     "use_sde": True,
     "policy_kwargs": {"log_std_init": -3, "net_arch": [400, 300]},
 }
-_LANDER = {
+_LANDER: dict[str, Any] = {
     "n_timesteps": 500_000,
     "learning_rate": "lin_7.3e-4",
     "buffer_size": 1_000_000,
@@ -57,7 +58,7 @@ _LANDER = {
     "learning_starts": 10_000,
     "policy_kwargs": {"net_arch": [400, 300]},
 }
-_PENDULUM = {"n_timesteps": 20_000, "learning_rate": 1e-3}
+_PENDULUM: dict[str, Any] = {"n_timesteps": 20_000, "learning_rate": 1e-3}
 
 #: rl-baselines3-zoo's tuned settings (its hyperparams/tqc.yml and hyperparams/sac.yml),
 #: per algorithm and task; a setting left out is the algorithm's default.  "lin_X": a
@@ -123,9 +124,8 @@ def command(folder: Path) -> list[str]:
 
 def run_sb3(algo, task, seed, cores, out_dir: Path, max_minutes, points, log=print) -> dict:
     """Train one SB3 run on ``cores`` cores (a folder of checkpoints); what it cost."""
-    from synapto.bench.common import run_logged
+    from synapto.bench.common import children_cpu, run_logged
     from synapto.bench.race.load import measure
-    from synapto.bench.race.runs import children_cpu
 
     tag = "".join(c if c.isalnum() else "_" for c in task)
     folder = out_dir / "runs" / f"{method(algo)}_{tag}_s{seed}_c{cores}"
