@@ -118,7 +118,8 @@ def register(bench_app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 help="Stop each run after M minutes; one that has not passed a threshold by then "
-                "is reported as not reached within M minutes, with its score."
+                "is reported as not reached within M minutes, with its score.",
+                show_default="none: each run to its budget",
             ),
         ] = None,
         out_dir: Annotated[Path, typer.Option(help="Folder of race.md, race.json, race.png, runs/.")] = Path(
