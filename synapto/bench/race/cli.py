@@ -67,6 +67,13 @@ def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
     race(tasks, Setup(load=load, loaded=bool(why), **setup_args), log=lambda msg: print(msg, flush=True))
 
 
+def reproject_only(paths, threshold: list[str], out_dir: Path, coordinator_us: float, per_worker, words) -> None:
+    from synapto.bench.race.reproject import reproject
+
+    command = command_line([], [], threshold, words)
+    reproject(paths, threshold, out_dir, coordinator_us * 1e-6, per_worker, command)
+
+
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("race")
     def bench_race(
@@ -169,24 +176,16 @@ def register(bench_app: typer.Typer) -> None:
             "--episodes": episodes,
             "--max-minutes": max_minutes,
             "--population-per-worker": population_per_worker,
+            "--coordinator-us": coordinator_us,
             "--out-dir": out_dir,
             "--allow-load": allow_load,
         }
         if project_only:
-            from synapto.bench.race.reproject import reproject
-
             if evolve_config or ppo_config or sb3:
                 raise UsageError("--project-only runs nothing: give it no --evolve-config, --ppo-config or --sb3")
-            words = {"--project-only": list(project_only), "--out-dir": out_dir}
-            words["--population-per-worker"] = population_per_worker
-            reproject(
-                project_only,
-                threshold or [],
-                out_dir,
-                coordinator_us * 1e-6,
-                population_per_worker,
-                command_line([], [], threshold or [], words),
-            )
+            keep = ("--coordinator-us", "--population-per-worker", "--out-dir")
+            words = {"--project-only": list(project_only), **{k: options[k] for k in keep}}
+            reproject_only(project_only, threshold or [], out_dir, coordinator_us, population_per_worker, words)
             return
         cores = workers if shared_coordinator else workers + 1
         from synapto.bench.race.racing import plan
