@@ -13,7 +13,8 @@ cores instead: the coordinator, idle while its workers evaluate, shares them (as
 and env steps to each of the task's thresholds, the final test, CPU seconds, the other
 load seen just before it (:mod:`.load`); then the projection to 2-1,024 cores
 (:mod:`.projection`, :mod:`.model`).  ``--project-only RACE...`` projects again from
-earlier races' race.json and run files, running and testing nothing.
+earlier races' race.json and run files, running and testing nothing (:mod:`.reproject`).
+The race itself is :mod:`.racing`, its command line :mod:`.cli`.
 
 Before it starts, the race measures the machine's other load and refuses (one line,
 exit 2) when it would bias the wall times, unless ``--allow-load``; the figures are in
