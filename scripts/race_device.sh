@@ -2,7 +2,9 @@
 # The race on a 16-core machine: evolution against PPO on LunarLander-v3 at 1, 2, 4, 8 and
 # 15 workers (2 to 16 cores), one seed, within about 10 minutes; then the processes table
 # of PPO.  Writes OUT/w<W>/race.{md,json,png} per worker count, OUT/ppo_processes.md and
-# OUT/race_device.md (all the tables, with the commands that made them).
+# OUT/race_device.md (all the tables, with the commands that made them), and
+# OUT/projection/projection.{md,json}: the projection from all the runs together, with the
+# model's figure at each run's own cores against its measurement.
 #
 #   scripts/race_device.sh [OUT]          # OUT defaults to bench/race_device
 #
@@ -40,6 +42,11 @@ for W in $WORKERS; do
       --points "$POINTS" --episodes "$EPISODES" --out-dir "$OUT/w$W"
   cat "$OUT/w$W/race.md" >> "$OUT/race_device.md"
 done
+# the projection from every worker count's runs together: the model's error against each of them
+dirs=()
+for W in $WORKERS; do dirs+=("$OUT/w$W"); done
+"$PY" -m synapto bench race --project-only "${dirs[@]}" --out-dir "$OUT/projection"
+cat "$OUT/projection/projection.md" >> "$OUT/race_device.md"
 {
   echo "## PPO: what more processes buy"
   echo

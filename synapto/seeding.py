@@ -27,6 +27,7 @@ class Stream(IntEnum):
     SELECT = 7  #: the final selection episodes of the champion's candidates
     TUNE = 8  #: scoring champions of tuning runs (scripts/tune_score.py); no run draws from it
     SAMPLER = 9  #: ``synapto tune``: the Optuna sampler's seed before each new trial
+    BASELINE = 10  #: ``bench race --sb3``: the seed of a Stable-Baselines3 run (torch, numpy, its env)
 
 
 def check_run_seed(seed: int) -> int:

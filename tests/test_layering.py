@@ -199,7 +199,7 @@ OPTION_TABLES = {
     ("synapto/ppo/cli.py", "ppo"),  # `synapto ppo`
     ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
     ("synapto/bench/learn.py", "bench_learn"),  # `synapto bench learn`
-    ("synapto/bench/race/__init__.py", "bench_race"),  # `synapto bench race`
+    ("synapto/bench/race/cli.py", "bench_race"),  # `synapto bench race`
 }
 
 

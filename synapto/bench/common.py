@@ -10,7 +10,8 @@
 * :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
   machine's 1-minute load average, printed beside every timing;
 * :func:`run_logged` -- the one way a benchmark runs a command: its output time-stamped
-  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`.
+  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`;
+  :func:`children_cpu` -- the CPU seconds of the commands run so far.
 """
 
 from __future__ import annotations
@@ -146,23 +147,50 @@ def child_env() -> dict:
 class Logged:
     wall: float  #: the process's wall time (s)
     lines: list  #: (seconds since start, line) of its output
+    timed_out: bool = False  #: stopped at run_logged's timeout
 
 
-def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> Logged:
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (and theirs, waited for)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _stop(proc: subprocess.Popen, fired, grace: float = 120.0) -> None:
+    """SIGTERM, then SIGKILL where the process is still there ``grace`` seconds later."""
+    fired.set()
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def run_logged(cmd: Sequence[str], log: Path, append: bool = False, timeout: float | None = None) -> Logged:
     """Run ``cmd`` (in :func:`child_env`), time-stamping every output line on arrival; the log
     (after what it holds, with ``append``) keeps the command and the stamped lines.  A failed
     run raises a :class:`~synapto.errors.UsageError` naming the command and the log, with the
-    output's tail; an interrupted one is terminated."""
+    output's tail; an interrupted one is terminated.  After ``timeout`` seconds the command
+    is sent SIGTERM (it may stop as it likes: ``evolve`` saves its checkpoint) and its exit
+    status is not checked: :attr:`Logged.timed_out` says so."""
+    import threading
+
     from synapto.errors import UsageError
 
     cmd = list(cmd)
     t0 = time.perf_counter()
     lines = []
+    timer, fired = None, threading.Event()
     with open(log, "a" if append else "w", buffering=1) as logf:  # line-buffered: the log can be followed
         logf.write("$ " + shlex.join(cmd) + "\n")
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), bufsize=1
         )
+        if timeout is not None:
+            timer = threading.Timer(timeout, _stop, (proc, fired))
+            timer.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -177,8 +205,12 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False) -> Logged:
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
     wall = time.perf_counter() - t0
-    if rc != 0:
+    timed_out = fired.is_set()
+    if rc != 0 and not timed_out:
         tail = "\n".join(line for _, line in lines[-15:])
         raise UsageError(f"benchmark run failed (exit {rc}), see {log}: {shlex.join(cmd)}\n{tail}")
-    return Logged(wall, lines)
+    return Logged(wall, lines, timed_out)

@@ -1,48 +1,55 @@
-"""The race's projection: wall time to the threshold at 2-64 cores, for both methods,
-from what the race measured on this machine.  A **projection**, not a measurement.
+"""The race's projection: wall time to each threshold at 2-1,024 cores, per method, from
+what the race measured on this machine.  A **projection**, not a measurement: the model
+is :mod:`.model`; this module reads its inputs from the race's runs.
 
-It rests on four figures, each measured:
+The inputs, each measured:
 
-1. **steps to threshold**: the race's tested point past the threshold (generation
-   ``g*`` or epoch ``k*``), held fixed at every core count.  For evolution this is exact
-   (a run is bit-identical at any worker count); for PPO it is an assumption (the envs
-   split over processes keep their number and length, but each process draws its own
-   exploration noise, so the data differ);
+1. **steps to threshold**: the run's first tested point past the threshold (generation
+   ``g*`` or epoch ``k*``; within ``--max-minutes`` where the race had a cap), held
+   fixed at every core count.  For evolution this is exact (a run is bit-identical at
+   any worker count); for PPO it is an assumption (the envs split over processes keep
+   their number and length, but each process draws its own exploration noise, so the
+   data differ);
 2. **evolution's per-generation costs**, from the run file's ``/timing``: the
-   coordinator's own time (``wall - eval_wall - validation``, kept as it is), each
-   task's worker time (``worker_compute`` shared out in proportion to the task's env
-   steps), the validation map's worker time likewise;
-3. **the coordinator's cost per task** ``c`` (``bench farm``'s noise-key figure,
-   docs/bench_farm.md: 24 µs at 64 workers): each task holds its worker ``c`` longer
-   and a map takes at least ``tasks x c``;
-4. **PPO's per-epoch split**, from the run file's ``/timing`` (rank 0): the rollout,
-   which splits over processes, and the rest (values, GAE, the minibatch update with
-   its Allreduces, statistics), PPO's **serial share**, kept as it is.
+   coordinator's own time (``wall - eval_wall - validation``), each training task's
+   worker time (``worker_compute`` shared out in proportion to the task's env steps),
+   the validation map's worker time likewise (its wall time times the workers it kept
+   busy);
+3. **the coordinator's cost per task** ``c`` (``--coordinator-us``; ``bench farm``'s
+   noise-key figure, docs/bench_farm.md: 24 µs at 64 workers);
+4. **PPO's per-epoch split**, from the run file's ``/timing`` (rank 0): the rollout and
+   the rest, PPO's **serial share**;
+5. **a Stable-Baselines3 run's wall time** to the threshold, held at every core count
+   (one process: its env steps and gradient steps alternate; torch's threads over more
+   cores are left out, so below the cores it ran on the figure flatters it);
+6. **the population** of each evolution run (its config): with a population per worker
+   ``K``, evolution at ``W`` workers uses the runs of the largest measured population up
+   to ``K x W`` (:func:`synapto.bench.race.model.choose_population`).
 
-At ``C`` cores, evolution runs ``W = C - 1`` workers (``W = C`` when the race shared the
-coordinator's core, ``--shared-coordinator``): generation ``g`` takes its
-coordinator time plus the makespan of its tasks on ``W`` workers, each task to the
-first free worker (:func:`synapto.bench.evolve.projection.simulate_farm`).  PPO runs
-``P'`` processes (:func:`synapto.bench.race.runs.ppo_processes`: no more than its
-``n_envs``); epoch ``k`` takes ``rollout_k P / P' + serial_k`` (``P``: the processes it
-was measured on).  What the model leaves out: the update's Allreduce growing with the
-process count (flattering PPO at many cores), memory bandwidth and turbo clocks shared
-by busy cores (flattering both), and the load the measurement itself ran under.
+What the model leaves out: the update's Allreduce growing with PPO's process count
+(flattering PPO at many cores), memory bandwidth and turbo clocks shared by busy cores
+(flattering every method), and the load the measurement itself ran under.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from synapto.bench.evolve.projection import simulate_farm
-from synapto.bench.race.runs import ppo_processes
-
-CORES = (2, 4, 8, 16, 32, 64)
-#: bench farm's coordinator CPU per noise-key task at 64 workers (docs/bench_farm.md), seconds
-COORDINATOR_S = 24e-6
+from synapto.bench.race.model import (
+    COORDINATOR_S,
+    CORES,
+    EvolveInputs,
+    FlatInputs,
+    PPOInputs,
+    crossing,
+    error,
+    evolve_lines,
+    rival_line,
+)
+from synapto.bench.race.runs import reach
 
 
 def _until(label: str | None, total: int) -> int | None:
@@ -62,97 +69,136 @@ def _tasks(compute: float, steps: np.ndarray) -> np.ndarray:
     return compute * steps / steps.sum() if steps.sum() > 0 else np.full(steps.size, compute / steps.size)
 
 
-def evolve_time(path: Path, workers_measured: int, workers: int, generations: int, per_task: float) -> float:
-    """Projected wall time of the first ``generations`` generations at ``workers`` workers."""
+def evolve_inputs(run: dict) -> tuple[EvolveInputs, int]:
+    """A whole evolution run's inputs, and its completed generations."""
     from synapto.bench.evolve.runs import read_run
 
-    run = read_run(path)
-    t = {k: np.nan_to_num(v) for k, v in run["timing"].items()}
-    total = 0.0
-    for g in range(min(generations, run["generations"])):
-        serial = max(t["wall"][g] - t["eval_wall"][g] - t.get("validation", np.zeros(g + 1))[g], 0.0)
-        train = _tasks(t["worker_compute"][g], run["steps"][g])
-        total += serial + max(simulate_farm(train, workers, "dynamic", per_task), train.size * per_task)
-        if "validation_steps" in run and t.get("validation") is not None and t["validation"][g] > 0:
-            vsteps = run["validation_steps"][g]
-            busy = min(workers_measured, np.asarray(vsteps).size)
-            val = _tasks(t["validation"][g] * busy, vsteps)
-            total += max(simulate_farm(val, workers, "dynamic", per_task), val.size * per_task)
-    return total
+    data = read_run(Path(run["out"]))
+    t = {k: np.nan_to_num(v) for k, v in data["timing"].items()}
+    n = data["generations"]
+    val_wall = t.get("validation", np.zeros(n))
+    serial = np.maximum(t["wall"][:n] - t["eval_wall"][:n] - val_wall[:n], 0.0)
+    train = [_tasks(t["worker_compute"][g], data["steps"][g]) for g in range(n)]
+    val = []
+    if "validation_steps" in data:
+        measured = run.get("workers") or run["cores"] - 1
+        for g in range(n):
+            vsteps = np.asarray(data["validation_steps"][g])
+            busy = min(measured, vsteps.size)
+            val.append(_tasks(val_wall[g] * busy, vsteps) if val_wall[g] > 0 else np.zeros(0))
+    population = int(data["config"].get("population", len(data["steps"][0])))
+    shared = bool(run.get("shared_coordinator", False))
+    return EvolveInputs(population, serial, train, val, shared), n
 
 
-def ppo_time(path: Path, processes_measured: int, processes: int, epochs: int) -> float:
-    """Projected wall time of the first ``epochs`` epochs on ``processes`` processes."""
+def ppo_inputs(run: dict) -> tuple[PPOInputs, int]:
+    """A whole PPO run's inputs, and its completed epochs."""
     from synapto.store import PPORun
 
-    with PPORun(path) as run:
-        rollout = np.nan_to_num(run.timing("rollout"))[:epochs]
-        epoch = np.nan_to_num(run.timing("epoch"))[:epochs]
-    serial = np.maximum(epoch - rollout, 0.0)
-    return float(np.sum(rollout * processes_measured / processes + serial))
+    with PPORun(run["out"]) as f:
+        rollout = np.nan_to_num(f.timing("rollout"))
+        epoch = np.nan_to_num(f.timing("epoch"))
+        n_envs = int(f.config.get("n_envs", 1))
+        done = f.completed
+    return PPOInputs(rollout, np.maximum(epoch - rollout, 0.0), int(run["processes"]), n_envs), done
 
 
-def serial_share(path: Path, processes: int) -> float:
-    """PPO's serial share of an epoch, as one process would run it: ``serial / (serial +
-    rollout x P)`` (sums over the run's epochs)."""
-    from synapto.store import PPORun
-
-    with PPORun(path) as run:
-        rollout = float(np.nansum(run.timing("rollout")))
-        epoch = float(np.nansum(run.timing("epoch")))
-    serial = max(epoch - rollout, 0.0)
-    return serial / (serial + rollout * processes) if serial + rollout > 0 else math.nan
+def upto(inputs, n: int):
+    """The inputs of the first ``n`` generations (epochs)."""
+    if isinstance(inputs, EvolveInputs):
+        return dataclasses.replace(inputs, serial=inputs.serial[:n], train=inputs.train[:n], val=inputs.val[:n])
+    return dataclasses.replace(inputs, rollout=inputs.rollout[:n], serial=inputs.serial[:n])
 
 
-def project_run(run: dict, cores=CORES, per_task: float = COORDINATOR_S) -> dict[int, float] | None:
-    """``{cores: projected wall to threshold}`` for one race run (None: it never reached it)."""
-    from synapto.store import RunData
+class Loaded:
+    """Each run's whole inputs, read once."""
 
-    with RunData(run["out"]) as f:
-        total = f.completed
-        cfg = f.config
-    n = _until(run.get("point_at_threshold"), total)
-    if n is None:
-        return None
-    if run["method"] == "evolve":
-        shared = run.get("shared_coordinator", False)
-        measured = run.get("workers", run["cores"] - 1)
-        return {c: evolve_time(Path(run["out"]), measured, c if shared else c - 1, n, per_task) for c in cores}
-    n_envs = int(cfg.get("n_envs", 1))
-    return {c: ppo_time(Path(run["out"]), run["processes"], ppo_processes(n_envs, c), n) for c in cores}
+    def __init__(self):
+        self.cache: dict[str, tuple] = {}
+
+    def full(self, run: dict):
+        if run["out"] not in self.cache:
+            self.cache[run["out"]] = evolve_inputs(run) if run["method"] == "evolve" else ppo_inputs(run)
+        return self.cache[run["out"]]
+
+    def at(self, run: dict, threshold: float):
+        """The run's inputs up to its point past ``threshold`` (None: not reached)."""
+        hit = reach(run["curve"], threshold, run.get("max_minutes"))
+        if hit is None:
+            return None
+        if run["method"].startswith("sb3-"):
+            return FlatInputs(hit["wall_s"])
+        inputs, total = self.full(run)
+        return upto(inputs, _until(hit["label"], total) or 0)
 
 
-def crossing(evolve: dict[int, float], ppo: dict[int, float]) -> int | None:
-    """The fewest cores at which evolution's projected time is at most PPO's (None: none)."""
-    return next((c for c in sorted(evolve) if c in ppo and evolve[c] <= ppo[c]), None)
-
-
-def project(runs: list[dict], cores=CORES, per_task: float = COORDINATOR_S) -> list[dict]:
-    """Per task: the median over seeds of each method's projected wall to threshold per
-    core count, the crossing point, PPO's serial share, and the model's figure at the
-    cores the race ran on beside the measured one."""
-    out = []
-    cores = tuple(sorted(set(cores) | {r["cores"] for r in runs}))
-    for task in dict.fromkeys(r["task"] for r in runs):
-        row = {"task": task, "cores": list(cores), "coordinator_s_per_task": per_task}
-        for method in ("evolve", "ppo"):
-            mine = [r for r in runs if r["task"] == task and r["method"] == method]
-            proj = [p for p in (project_run(r, cores, per_task) for r in mine) if p is not None]
-            row[method] = {c: float(np.median([p[c] for p in proj])) for c in cores} if proj else {}
-            row[f"{method}_seeds"] = len(proj)
-            row[f"{method}_model_at_measured"] = [
-                {
-                    "seed": r["seed"],
-                    "cores": r["cores"],
-                    "measured": r["wall_to_threshold_s"],
-                    "model": (project_run(r, (r["cores"],), per_task) or {}).get(r["cores"]),
-                }
-                for r in mine
-            ]
-        ppo_runs = [r for r in runs if r["task"] == task and r["method"] == "ppo"]
-        row["ppo_serial_share"] = (
-            float(np.median([serial_share(Path(r["out"]), r["processes"]) for r in ppo_runs])) if ppo_runs else math.nan
+def describe(run: dict, inputs, threshold: float, per_task: float) -> dict:
+    """What the model took from one run, and its figure at the run's own cores."""
+    hit = reach(run["curve"], threshold, run.get("max_minutes"))
+    row = {"method": run["method"], "seed": run["seed"], "cores": run["cores"], "reached": inputs is not None}
+    row["measured_s"] = None if hit is None else hit["wall_s"]
+    if isinstance(inputs, EvolveInputs):
+        tasks = np.concatenate(inputs.train) if inputs.train else np.zeros(0)
+        vals = np.concatenate(inputs.val) if inputs.val else np.zeros(0)
+        row.update(
+            population=inputs.population,
+            generations=len(inputs.train),
+            coordinator_s_per_generation=float(np.mean(inputs.serial)),
+            tasks_per_generation=tasks.size / max(len(inputs.train), 1),
+            worker_s_per_task=float(tasks.mean()) if tasks.size else None,
+            worker_s_per_validation_task=float(vals.mean()) if vals.size else None,
         )
-        row["crossing_cores"] = crossing(row["evolve"], row["ppo"]) if row["evolve"] and row["ppo"] else None
-        out.append(row)
-    return out
+    elif isinstance(inputs, PPOInputs):
+        row.update(
+            epochs=len(inputs.rollout),
+            processes=inputs.processes,
+            rollout_s_per_epoch=float(np.mean(inputs.rollout)),
+            serial_s_per_epoch=float(np.mean(inputs.serial)),
+            serial_share=inputs.serial_share(),
+        )
+    model = None if inputs is None else inputs.seconds(run["cores"], per_task)
+    row.update(model_s=model, error=None if isinstance(inputs, FlatInputs) else error(model, row["measured_s"]))
+    return row
+
+
+def project_task(runs: list[dict], task: str, threshold: float, loaded: Loaded, cores, per_task, per_worker) -> dict:
+    """One task at one threshold: each method's projected seconds per core count, the
+    crossing points, and what the model took from every run."""
+    mine = [r for r in runs if r["task"] == task]
+    inputs = [(r, loaded.at(r, threshold)) for r in mine]
+    evolve = [i for r, i in inputs if r["method"] == "evolve" and i is not None]
+    methods = evolve_lines(evolve, cores, per_task, per_worker) or {"evolve": rival_line([], cores)}
+    rivals = list(dict.fromkeys(r["method"] for r in mine if r["method"] != "evolve"))
+    for m in rivals:
+        methods[m] = rival_line([i for r, i in inputs if r["method"] == m and i is not None], cores)
+    return {
+        "task": task,
+        "threshold": threshold,
+        "cores": list(cores),
+        "coordinator_s_per_task": per_task,
+        "population_per_worker": per_worker,
+        "methods": methods,
+        "crossing": {
+            e: {m: crossing(methods[e]["seconds"], methods[m]["seconds"], cores) for m in rivals}
+            for e in methods
+            if e.startswith("evolve")
+        },
+        "inputs": [describe(r, i, threshold, per_task) for r, i in inputs],
+    }
+
+
+def project(
+    runs: list[dict],
+    thresholds: dict[str, list[float]],
+    cores=CORES,
+    per_task: float = COORDINATOR_S,
+    per_worker: int | None = None,
+) -> list[dict]:
+    """Per task and threshold (:func:`project_task`), the cores the runs ran on added."""
+    cores = tuple(sorted(set(cores) | {r["cores"] for r in runs}))
+    loaded = Loaded()
+    return [
+        project_task(runs, task, x, loaded, cores, per_task, per_worker)
+        for task in dict.fromkeys(r["task"] for r in runs)
+        for x in thresholds[task]
+    ]

@@ -1,10 +1,11 @@
-"""The race's Markdown: the runs, the ratio per task, the projection."""
+"""The race's Markdown: the runs, evolution's ratio to each rival per task, the projection."""
 
 from __future__ import annotations
 
 import math
 
 from synapto.bench.common import md_table
+from synapto.bench.race.project_report import PROJECTION_INTRO, name, projection_lines
 
 
 def _s(x) -> str:
@@ -15,6 +16,31 @@ def _s(x) -> str:
 
 def _m(x) -> str:
     return "-" if x is None else f"{x / 1e6:.3f} M" if x < 1e7 else f"{x / 1e6:.1f} M"
+
+
+def _test(run: dict) -> str:
+    if not math.isfinite(run["final_test"]):
+        return "no policy kept"
+    return f"{run['final_test']:.1f} ± {run['final_test_std']:.1f}"
+
+
+def _thresholds(run: dict) -> str:
+    return ", ".join(f"{x['threshold']:g}" for x in run["reached"])
+
+
+def _missed(run: dict) -> str:
+    cap = run.get("max_minutes")
+    if cap is None:
+        return "not reached"
+    score = run.get("score_within_cap")
+    return f"not reached within {cap:g} minutes" + ("" if score is None else f" (score {score:.1f})")
+
+
+def _per_threshold(run: dict, cell) -> str:
+    """One cell per threshold, joined (prefixed by the threshold where there are several)."""
+    many = len(run["reached"]) > 1
+    parts = [(f"{x['threshold']:g}: " if many else "") + cell(x) for x in run["reached"]]
+    return "; ".join(parts)
 
 
 def runs_table(runs: list[dict]) -> str:
@@ -34,14 +60,14 @@ def runs_table(runs: list[dict]) -> str:
         ],
         [
             [
-                f"{r['task']} ({r['threshold']:g})",
+                f"{r['task']} ({_thresholds(r)})",
                 r["label"],
                 r["seed"],
                 f"{r['cores']} ({r['processes']})",
                 f"{r['load_before']['busy_cores']:.2f}",
-                _s(r["wall_to_threshold_s"]),
-                _m(r["steps_to_threshold"]),
-                f"{r['final_test']:.1f} ± {r['final_test_std']:.1f}",
+                _per_threshold(r, lambda x, r=r: _missed(r) if x["wall_s"] is None else _s(x["wall_s"])),
+                _per_threshold(r, lambda x: _m(x["env_steps"])),
+                _test(r) + (f" (stopped at {r['max_minutes']:g} min)" if r.get("stopped_at_cap") else ""),
                 f"{_s(r['wall_s'])}, {_m(r['env_steps'])}",
                 _s(r["process_wall_s"]),
                 f"{r['cpu_s']:.0f}",
@@ -53,58 +79,50 @@ def runs_table(runs: list[dict]) -> str:
 
 
 def ratios(runs: list[dict]) -> list[str]:
-    """Per task and seed: evolution's wall to threshold over PPO's."""
+    """Per task, rival and seed: evolution's wall time to the (first) threshold over the rival's."""
     lines = []
     for task in dict.fromkeys(r["task"] for r in runs):
-        parts = []
-        for seed in dict.fromkeys(r["seed"] for r in runs if r["task"] == task):
-            pair = {r["method"]: r for r in runs if r["task"] == task and r["seed"] == seed}
-            e, p = (pair.get(m, {}).get("wall_to_threshold_s") for m in ("evolve", "ppo"))
-            parts.append(
-                f"seed {seed}: "
-                + (
-                    f"{e / p:.2f}"
-                    if e is not None and p
-                    else f"evolution {'reached' if e is not None else 'did not reach'}, "
-                    f"PPO {'reached' if p is not None else 'did not reach'}"
+        mine = [r for r in runs if r["task"] == task]
+        for rival in dict.fromkeys(r["method"] for r in mine if r["method"] != "evolve"):
+            parts = []
+            for seed in dict.fromkeys(r["seed"] for r in mine):
+                pair = {r["method"]: r for r in mine if r["seed"] == seed}
+                e, p = (pair.get(m, {}).get("wall_to_threshold_s") for m in ("evolve", rival))
+                parts.append(
+                    f"seed {seed}: "
+                    + (
+                        f"{e / p:.2f}"
+                        if e is not None and p
+                        else f"evolution {'reached' if e is not None else 'did not reach'}, "
+                        f"{name(rival)} {'reached' if p is not None else 'did not reach'}"
+                    )
                 )
-            )
-        lines.append(f"- {task}: evolution's wall time to threshold / PPO's: " + "; ".join(parts))
+            lines.append(f"- {task}: evolution's wall time to threshold / {name(rival)}'s: " + "; ".join(parts))
     return lines
 
 
-def projection_table(rows: list[dict]) -> list[str]:
+SB3_SOURCE = {"tqc": "sb3-contrib's TQC (on Stable-Baselines3)", "sac": "Stable-Baselines3's SAC"}
+
+
+def _setting(result: dict) -> list[str]:
     lines = []
-    for row in rows:
-        cores = row["cores"]
-        if not row["evolve"] or not row["ppo"]:
-            lines.append(f"- {row['task']}: no projection (a method never reached the threshold).")
-            continue
-        table = md_table(
-            ["method", *[f"{c} cores" for c in cores]],
-            [["evolution", *[_s(row["evolve"][c]) for c in cores]], ["PPO", *[_s(row["ppo"][c]) for c in cores]]],
-        )
-        cross = row["crossing_cores"]
-        check = "; ".join(
-            f"{m} seed {x['seed']} at {x['cores']} cores: model {_s(x['model'])}, measured {_s(x['measured'])}"
-            for m in ("evolve", "ppo")
-            for x in row[f"{m}_model_at_measured"]
-        )
+    if result.get("shared_coordinator"):
         lines += [
-            f"**{row['task']}** (median over seeds that reached it; PPO's serial share per epoch "
-            f"{100 * row['ppo_serial_share']:.0f} %, coordinator {1e6 * row['coordinator_s_per_task']:.0f} µs "
-            f"per task):",
+            f"Shared coordinator: every method had {result['cores']} cores; evolution ran "
+            f"{result['workers']} workers and its coordinator on them, PPO at most {result['cores']} processes.",
             "",
-            table,
+        ]
+    if result.get("sb3"):
+        lines += [
+            f"SB3 {result['sb3'].upper()} is {SB3_SOURCE[result['sb3']]} with rl-baselines3-zoo's settings "
+            f"for the task, one process with {result['cores']} torch threads; its kept actors were tested on "
+            "PPO's test stream (synapto/bench/race/sb3.py).",
             "",
-            "Crossing point: "
-            + (
-                f"evolution is at least as fast from **{cross} cores**"
-                if cross
-                else "evolution is not faster at any projected core count"
-            )
-            + ".",
-            f"The model at the race's own cores, against the measurement: {check}.",
+        ]
+    if result.get("max_minutes") is not None:
+        lines += [
+            f"Each run was capped at {result['max_minutes']:g} minutes (--max-minutes): a threshold counts only "
+            "where a tested point within them passed it; the score is that of its last tested point within them.",
             "",
         ]
     return lines
@@ -113,7 +131,7 @@ def projection_table(rows: list[dict]) -> list[str]:
 def markdown(result: dict) -> str:
     load = result["load"]
     lines = [
-        "# bench race: evolution against PPO on the same cores",
+        "# bench race: evolution against its rivals on the same cores",
         "",
         "```",
         result["command"],
@@ -128,15 +146,7 @@ def markdown(result: dict) -> str:
             else "."
         ),
         "",
-        *(
-            [
-                f"Shared coordinator: both methods had {result['cores']} cores; evolution ran "
-                f"{result['workers']} workers and its coordinator on them, PPO at most {result['cores']} processes.",
-                "",
-            ]
-            if result.get("shared_coordinator")
-            else []
-        ),
+        *_setting(result),
         "Wall times are the runs' own clocks at the first tested point past the threshold (an upper bound: "
         'the crossing lies between it and the point before); "with start-up" is the whole command. '
         f"Tests: {result['episodes']} episodes of each run's test stream at up to {result['points']} "
@@ -148,9 +158,8 @@ def markdown(result: dict) -> str:
         "",
         "## Projection (not a measurement)",
         "",
-        "Wall time to the threshold predicted from this race's per-generation and per-epoch timings "
-        "(synapto/bench/race/projection.py says what it rests on and what it leaves out).",
+        PROJECTION_INTRO,
         "",
-        *projection_table(result["projection"]),
+        *projection_lines(result["projection"]),
     ]
     return "\n".join(lines) + "\n"

@@ -12,18 +12,25 @@ command, wall time, CPU seconds, then its tested curve and threshold figures.
 CPU seconds are the user + system time of the command and every process under it
 (``getrusage(RUSAGE_CHILDREN)`` before and after: mpiexec and its proxies wait for
 their ranks, so the ranks' time reaches it).
+
+Under ``--max-minutes M`` a run is sent SIGTERM after ``M`` minutes (evolution saves the
+checkpoint of its last generation and stops; PPO stops with its last epoch on disk),
+and its tested points are those it kept: a threshold counts as reached only at a point
+of the run's own clock within ``M`` minutes, and ``score_within_cap`` is the test of
+its last point within them.
 """
 
 from __future__ import annotations
 
-import resource
+import math
 import sys
 import time
 from pathlib import Path
 
-from synapto.bench.common import run_logged
+from synapto.bench.common import children_cpu, run_logged
 from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
 from synapto.bench.race.load import measure
+from synapto.errors import UsageError
 
 
 def ppo_processes(n_envs: int, cores: int) -> int:
@@ -31,11 +38,6 @@ def ppo_processes(n_envs: int, cores: int) -> int:
     if n_envs == 1:
         return cores
     return max(p for p in range(1, min(cores, n_envs) + 1) if n_envs % p == 0)
-
-
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def command(method: str, config: str, workers: int, processes: int, seed: int, out: Path) -> list[str]:
@@ -65,6 +67,7 @@ def run_method(
     out_dir: Path,
     task: str,
     log=print,
+    max_minutes: float | None = None,
 ) -> dict:
     """Run one method once on ``cores`` cores; what it cost (wall, CPU) and the load just before it."""
     tag = "".join(c if c.isalnum() else "_" for c in task)
@@ -78,7 +81,7 @@ def run_method(
         f"{load['busy_cores']:.2f} cores) ..."
     )
     cpu0, t0 = children_cpu(), time.perf_counter()
-    run_logged(cmd, out.with_suffix(".log"))
+    done = run_logged(cmd, out.with_suffix(".log"), timeout=None if max_minutes is None else 60.0 * max_minutes)
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     return {
         "method": method,
@@ -94,31 +97,94 @@ def run_method(
         "process_wall_s": wall,
         "cpu_s": cpu,
         "load_before": load,
+        "max_minutes": max_minutes,
+        "stopped_at_cap": done.timed_out,
     }
+
+
+def reach(curve: list[dict], threshold: float, max_minutes: float | None = None) -> dict | None:
+    """The first tested point (of a run's ``curve`` in race.json) whose mean is at least
+    ``threshold`` and, with ``max_minutes``, within that many minutes of the run's clock."""
+    cap = math.inf if max_minutes is None else 60.0 * max_minutes
+    return next((p for p in curve if p["test_mean"] >= threshold and p["wall_s"] <= cap), None)
+
+
+def within_cap(curve: list[dict], max_minutes: float | None) -> float | None:
+    """The test mean of the last tested point within ``max_minutes`` (None: no point)."""
+    cap = math.inf if max_minutes is None else 60.0 * max_minutes
+    inside = [p for p in curve if p["wall_s"] <= cap]
+    return inside[-1]["test_mean"] if inside else None
+
+
+def at_thresholds(run: dict, thresholds: list[float]) -> list[dict]:
+    """Per threshold: where the run reached it (None figures: it did not)."""
+    out = []
+    for x in thresholds:
+        hit = reach(run["curve"], x, run.get("max_minutes"))
+        out.append(
+            {
+                "threshold": x,
+                "wall_s": None if hit is None else hit["wall_s"],
+                "env_steps": None if hit is None else hit["env_steps"],
+                "point": None if hit is None else hit["label"],
+            }
+        )
+    return out
+
+
+def curve_of(run: dict, points: int, episodes: int, cache: Cache, log) -> Curve:
+    if run["method"].startswith("sb3-"):
+        from synapto.bench.race.sb3 import sb3_curve
+
+        return sb3_curve(run, points, episodes, cache, log)
+    make = evolve_curve if run["method"] == "evolve" else ppo_curve
+    return make(Path(run["out"]), points, episodes, cache, log)
 
 
 def score(run: dict, points: int, episodes: int, thresholds: dict, cache: Cache, log=print) -> Curve:
     """Test the run's checkpointed policies (as ``bench compare`` does) and add the
-    threshold figures to ``run``: ``steps_to_threshold``, ``wall_to_threshold_s`` (the
-    run's own clock at the first tested point past the threshold; None: never),
-    ``final_test`` (mean) and ``final_test_std``, ``wall_s`` and ``env_steps`` in all."""
-    make = evolve_curve if run["method"] == "evolve" else ppo_curve
-    curve = make(Path(run["out"]), points, episodes, cache, log)
-    threshold = thresholds.get(run["task"], THRESHOLDS.get(run["task"]))
-    hit = curve.reached(threshold) if threshold is not None else None
+    threshold figures to ``run``: ``reached`` (per threshold of its task: wall time, env
+    steps and point where it passed it), and those of the first threshold as
+    ``threshold``, ``steps_to_threshold``, ``wall_to_threshold_s`` (the run's own clock at
+    the first tested point past it; None: never, or not within ``--max-minutes``),
+    ``point_at_threshold``; ``final_test`` (mean) and ``final_test_std`` of its last
+    tested point, ``score_within_cap`` (the last within ``--max-minutes``), ``wall_s``
+    and ``env_steps`` in all."""
+    curve = tested_curve(run, points, episodes, cache, log)
+    run["curve"] = [
+        {"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean} for p in curve.points
+    ]
+    reached = at_thresholds(run, list(thresholds.get(run["task"], [THRESHOLDS.get(run["task"], math.inf)])))
+    first = reached[0]
     run.update(
-        threshold=threshold,
+        reached=reached,
+        threshold=first["threshold"],
         label=curve.method,
-        steps_to_threshold=None if hit is None else hit.env_steps,
-        wall_to_threshold_s=None if hit is None else hit.wall,
-        point_at_threshold=None if hit is None else hit.label,
-        final_test=curve.final.test_mean,
-        final_test_std=curve.final.test_std,
-        wall_s=curve.final.wall,
-        env_steps=curve.final.env_steps,
-        curve=[
-            {"env_steps": p.env_steps, "wall_s": p.wall, "label": p.label, "test_mean": p.test_mean}
-            for p in curve.points
-        ],
+        steps_to_threshold=first["env_steps"],
+        wall_to_threshold_s=first["wall_s"],
+        point_at_threshold=first["point"],
+        finished=curve.finished,
     )
+    last = curve.points[-1] if curve.points else None
+    run.update(
+        final_test=math.nan if last is None else last.test_mean,
+        final_test_std=math.nan if last is None else last.test_std,
+        score_within_cap=within_cap(run["curve"], run.get("max_minutes")),
+        wall_s=None if last is None else last.wall,
+        env_steps=None if last is None else last.env_steps,
+    )
+    return curve
+
+
+def tested_curve(run: dict, points: int, episodes: int, cache: Cache, log) -> Curve:
+    """The run's tested curve; a run stopped at ``--max-minutes`` before it kept a policy
+    (its file not even written) has none."""
+    try:
+        curve = curve_of(run, points, episodes, cache, log)
+    except (UsageError, OSError) as exc:
+        if not run.get("stopped_at_cap"):
+            raise
+        log(f"  {run['out']}: no policy kept within the cap ({exc})")
+        curve = Curve(run["out"], run["method"], run["task"], run["method"], run["seed"])
+    curve.finished = curve.finished and bool(curve.points)
     return curve
