@@ -64,7 +64,7 @@ def evolve(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
     if resume:
-        from synapto.evolution.command import nothing_to_do, resume_state
+        from synapto.evolution.resuming import nothing_to_do, resume_state
 
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
         config, done, steps, finished = resume_state(out, values)

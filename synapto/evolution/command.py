@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from synapto.errors import DiskFullError, TrackingError, UsageError
+from synapto.evolution.resuming import nothing_to_do, resume_state
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import synapto_command
@@ -200,73 +201,6 @@ def _report_stop(exc, workers: int, stop) -> None:
         f"stopped after {exc.generation} completed generation(s); checkpoint saved.\nresume with: {resume_cmd}\n"
     )
     raise typer.Exit(stop.exit_code)
-
-
-#: what --resume may change: how far the run goes
-EXTENDABLE = ("generations", "max_env_steps")
-
-
-def resumed_config(stored, values: dict, path):
-    """The config a resumed run continues with: ``stored`` (the run file's) with only the
-    :data:`EXTENDABLE` fields taken from ``values``.  Any option in ``values`` that would
-    change the run is refused, naming each difference; options that equal the run's
-    (defaults spelled out included) are accepted and change nothing in the file."""
-    import dataclasses
-
-    values = dict(values)
-    if values.get("strategy", stored.strategy) != stored.strategy:
-        raise UsageError(
-            f"--resume {str(path)!r} refuses options that would change the run: strategy: "
-            f"{stored.strategy} (run file) vs {values['strategy']} (command line)"
-        )
-    if "strategy_options" in values:  # options given again: on top of the run's own
-        values["strategy_options"] = {**stored.strategy_options, **values["strategy_options"]}
-    try:
-        wanted = dataclasses.replace(stored, **values)
-    except TypeError as exc:
-        raise UsageError(f"bad option value: {exc}") from None
-    # the champion test is part of the run's promise: changing it on --resume is refused too
-    diffs = stored.differences(wanted, names=(*stored.IDENTITY, "test_episodes"))
-    if diffs:
-        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
-    return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
-
-
-def resume_state(path, values: dict):
-    """``(config, generations done, env steps done, finished)`` of resuming ``path`` with
-    ``values``; one-line errors for a file that cannot be resumed or options that would
-    change the run."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.loop import run_status
-    from synapto.store import RunData, read_checkpoint
-
-    if not Path(path).exists():
-        raise UsageError(f"--resume {str(path)!r}: no such file")
-    with RunData(path, kind="evolve") as run:
-        run.verify()  # damaged data is refused here, before anything is rewritten
-        stored = EvolveConfig.from_json(run.config_json)
-    completed, finished = run_status(path)
-    checkpoint = read_checkpoint(path)
-    if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {path!s}.ckpt is missing")
-    wanted = resumed_config(stored, values, path)
-    done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
-    if wanted.generations < done_generations:
-        raise UsageError(
-            f"--generations {wanted.generations} is below the {done_generations} generations "
-            f"{str(path)!r} already holds"
-        )
-    steps_done = (
-        0 if checkpoint is None else int(checkpoint.scalars["env_steps"]) + int(checkpoint.scalars["validation_steps"])
-    )
-    return wanted, done_generations, steps_done, finished
-
-
-def nothing_to_do(path, generations: int, steps: int) -> str:
-    return (
-        f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
-        f"(raise --generations or --max-env-steps to extend it)"
-    )
 
 
 def resume_evolution(

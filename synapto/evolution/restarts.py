@@ -55,8 +55,8 @@ def restarted_jobs(jobs: list, log: Callable[[str], None]) -> list:
 
 def _continued(cfg, path: Path, head: str, log: Callable[[str], None]):
     """The job that continues ``path`` (None: it was finished); one log line says from where."""
-    from synapto.evolution.command import resume_state
     from synapto.evolution.loop import run_status
+    from synapto.evolution.resuming import resume_state
     from synapto.store import read_checkpoint
 
     try:
