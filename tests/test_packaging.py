@@ -63,3 +63,36 @@ def test_the_default_experiments_budget_is_the_one_check_reports():
     texts = [(ROOT / "README.md").read_text(), EVOLVE_HELP, defaults.PATH.read_text()]
     found = [float(m) for t in texts for m in re.findall(r"defaults\.toml.{0,300}?\b([\d.]+) M env steps", t, re.S)]
     assert len(found) >= 2 and set(found) == {budget}
+
+
+#: the extras' top-level packages: none of them is in a minimal install (``pip install -e .``)
+EXTRA_MODULES = ("matplotlib", "imageio", "tensorboardX", "mujoco", "optuna", "onnx", "onnxruntime", "envpool")
+
+
+def test_the_minimal_install_runs_the_quickstart_as_docs_install_shows(tmp_path):
+    """docs/install.md's minimal install: its command runs with every extra's package missing
+    (a real one was tried: python3 -m venv, pip install -e ., about 25 packages)."""
+    import subprocess
+    import sys
+
+    from conftest import _env
+
+    section = (ROOT / "docs" / "install.md").read_text().split("## The minimal install", 1)[1].split("\n## ", 1)[0]
+    assert "pip install -e ." in section
+    command = re.search(r"python -m synapto (evolve --config quickstart[^\n]*)", section).group(1).split()
+    block = (
+        "import sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {EXTRA_MODULES!r}:\n"
+        "            raise ImportError(f'No module named {name!r} (an extra)')\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "import runpy\n"
+        f"sys.argv = ['synapto', *{command!r}]\n"
+        "runpy.run_module('synapto', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok: 1 run(s): openai-es on LunarLander-v3, pruned-mlp [16]")
