@@ -204,7 +204,9 @@ class PPOPolicy(_Exportable):
         )
 
 
-def load_policy(path: str | Path, generation: int | None = None, individual: int | None = None, params: str = "latest"):
+def load_policy(
+    path: str | Path, generation: int | None = None, individual: int | None = None, params: str = "latest"
+) -> LoadedPolicy | PPOPolicy:
     """The policy of run file ``path``.  An evolution run: its champion when finished (the best
     agent so far of an unfinished one), or its individual ``individual`` of generation
     ``generation`` (a :class:`LoadedPolicy`).  A PPO run: its ``params`` ("latest": the final

@@ -7,8 +7,12 @@ for a user's own subclass of :class:`synapto.agents.base.Agent`.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from synapto.errors import UsageError
+
+if TYPE_CHECKING:
+    from synapto.agents.base import Agent
 
 BUILTIN = {
     "pruned-mlp": "synapto.agents.pruned_mlp:PrunedMLP",
@@ -36,7 +40,7 @@ def load_agent_class(spec: str):
     return cls
 
 
-def build_agent(cfg, space=None):
+def build_agent(cfg, space=None) -> Agent:
     """The agent of ``cfg`` -- anything with ``env``, ``agent``, ``hidden`` and
     ``agent_options`` (an :class:`~synapto.evolution.config.EvolveConfig`, the workers'
     :class:`~synapto.evolution.worker.evaluate.EvolveSpec`) -- for the environment's ``space``
