@@ -170,6 +170,9 @@ def export(
             show_default="off",
         ),
     ] = None,
+    onnx_obs_dtype: Annotated[
+        str, typer.Option(help="The ONNX model's observation input: float32 or float64 (cast to float64 inside).")
+    ] = "float32",
     npz: Annotated[
         Path | None,
         typer.Option(
@@ -181,7 +184,7 @@ def export(
     from synapto.viz.export import export_policy, export_runs
 
     if onnx is not None or npz is not None:
-        export_policy(runs, onnx, npz, log=_log)
+        export_policy(runs, onnx, npz, log=_log, onnx_obs_dtype=onnx_obs_dtype)
         if csv is None:
             return
     export_runs(runs, Path("csv") if csv is None else csv, log=_log)
