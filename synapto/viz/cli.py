@@ -42,6 +42,14 @@ def plot(
     ] = None,
     connections: Annotated[bool, typer.Option(help="Lower panel with surviving connections (evolution runs).")] = True,
     title: Annotated[str | None, typer.Option(help="Figure title.", show_default="the env ids")] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The legend's name of a run file, once per run file in their order; runs with one label are "
+            "drawn as one group (mean and band).",
+            show_default="the run files' names (without _s<seed>), agent and seeds",
+        ),
+    ] = None,
     width: Annotated[int | None, typer.Option(help="Width in pixels.", show_default="640 per x axis")] = None,
     height: Annotated[
         int | None,
@@ -66,6 +74,7 @@ def plot(
         dpi=dpi,
         title=title,
         log=_log,
+        labels=label,
     )
 
 
