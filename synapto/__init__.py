@@ -32,7 +32,17 @@ __version__ = "0.1.0"
 
 #: names of :mod:`synapto.api` available as ``synapto.<name>``: imported on first use, so that
 #: ``import synapto`` stays quick (numpy, gymnasium and the strategies load with the first of them)
-_API = ("AskTell", "EvolveConfig", "RunOptions", "RunSummary", "build_agent", "evolve", "load_policy", "rollout")
+_API = (
+    "AskTell",
+    "EvolveConfig",
+    "RunOptions",
+    "RunSummary",
+    "StopRun",
+    "build_agent",
+    "evolve",
+    "load_policy",
+    "rollout",
+)
 __all__ = [*_API, "__version__"]
 
 #: true for type checkers (mypy and pyright read any ``TYPE_CHECKING`` so), false when run: importing
@@ -44,6 +54,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, with their
         EvolveConfig,
         RunOptions,
         RunSummary,
+        StopRun,
         build_agent,
         evolve,
         load_policy,

@@ -57,6 +57,44 @@ def test_evolve_with_workers_returns_the_summary_and_logs_through_log(tmp_path, 
         assert reports[-1].stats["best_fitness"] == f["stats/best_fitness"][1]
 
 
+def champion_of(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[f"champion/{k}"][()] for k in ("genome", "fitness", "generation", "test_returns", "test_seeds")}
+
+
+def stop_after(generation: int, seen: list):
+    def callback(report):
+        if report.generation == generation:
+            raise synapto.StopRun(f"enough after {generation}")
+
+    return [callback, seen.append]  # the second still sees the generation that stopped the run
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.mpi)])
+def test_a_callback_stops_the_run_as_its_budget_would(tmp_path, workers):
+    """StopRun after generation 1 of 6 gives the run that a budget of 2 generations gives:
+    the same champion, chosen by the final selection and tested; the checkpoint is of
+    generation 2 and the file is finished (--resume would extend it)."""
+    from synapto.store import RunData, read_checkpoint
+
+    cfg = dataclasses.replace(CFG, generations=6, select_episodes=2)
+    lines, seen = [], []
+    summary = synapto.evolve(
+        cfg, tmp_path / "s.h5", workers=workers, log=lines.append, callbacks=stop_after(1, seen)
+    )
+    synapto.evolve(dataclasses.replace(cfg, generations=2), tmp_path / "b.h5", log=lambda m: None)
+    assert "stopped by a callback after generation 1: enough after 1" in lines
+    assert [r.generation for r in seen] == [0, 1] and summary.generations == 2
+    stopped, budget = champion_of(tmp_path / "s.h5"), champion_of(tmp_path / "b.h5")
+    for key in budget:  # the final centre's fitness is NaN in both
+        np.testing.assert_array_equal(stopped[key], budget[key], err_msg=key)
+    assert stopped["test_returns"].size == 3 and summary.test_mean == stopped["test_returns"].mean()
+    with RunData(tmp_path / "s.h5", kind="evolve") as run:
+        run.verify()
+        assert run.completed == 2 and run.tested and run.selection().chosen >= 0
+    assert int(read_checkpoint(tmp_path / "s.h5").scalars["generation"]) == 2
+
+
 def test_resume_refuses_a_missing_file_and_a_changed_config(tmp_path):
     with pytest.raises(UsageError, match="no such file"):
         synapto.evolve(CFG, tmp_path / "missing.h5", resume=True)

@@ -287,8 +287,8 @@ def evolve(
     tensorboard: Annotated[
         Path | None,
         typer.Option(
-            help="Write every generation's statistics as TensorBoard scalars into this folder "
-            "(needs the tensorboard extra).",
+            help="Write every generation's statistics as TensorBoard scalars into this folder, stepped by env "
+            "steps (run/generation: the generation; needs the tensorboard extra).",
             show_default="off",
             rich_help_panel=HELP_SECTIONS["track"],
         ),

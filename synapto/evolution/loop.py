@@ -30,7 +30,7 @@ import numpy as np
 from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution import champion as final
-from synapto.evolution.callbacks import GenerationReport, close_all
+from synapto.evolution.callbacks import GenerationReport, close_all, report_to
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.generation import (
     EvaluationFailed,
@@ -422,8 +422,11 @@ def run_evolution(
             log(
                 progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
             )
-            for callback in callbacks:
-                callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
+            reason = report_to(callbacks, GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
+            if reason is not None:  # as the end of the budget: checkpoint, selection, test
+                run.save()
+                log(f"stopped by a callback after generation {gen.index}: {reason}")
+                break
         progress.stop()
         test = run.finish(evals)
     except (FarmInterrupted, EvaluationFailed) as exc:
