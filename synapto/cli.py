@@ -56,6 +56,26 @@ def _is_number(s: str) -> bool:
         return False
 
 
+def _flags_shown_as_flags() -> None:
+    """Help shows a flag as a flag: typer's help column of option types (typer >= 0.2x) says
+    ``<bool>`` for ``--force`` and ``--obs-norm/--no-obs-norm``, which take no value; every
+    other option keeps its type (``<int>``, ``<path>``)."""
+    from typer import core
+
+    option = getattr(core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if option is None or shown is None or getattr(shown, "flags_shown_as_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.flags_shown_as_flags = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich
+
+
+_flags_shown_as_flags()
+
 #: global options that may also stand after the command (``synapto evolve ... -q``)
 GLOBAL_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
 

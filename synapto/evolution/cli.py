@@ -73,12 +73,13 @@ def evolve(
         ),
     ] = None,
     hidden: Annotated[
-        list[int],
+        list[str],
         typer.Option(
-            help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy).",
+            help='Hidden layer sizes: --hidden 8 8, --hidden 8,8 or --hidden "[8,8]" (as ppo --hid); '
+            "--hidden 0: none (a linear policy).",
             rich_help_panel=HELP_SECTIONS["run"],
         ),
-    ] = list(_E["hidden"]),  # noqa: B006
+    ] = [str(h) for h in _E["hidden"]],  # noqa: B006
     population: Annotated[
         int, typer.Option(help="Individuals per generation.", rich_help_panel=HELP_SECTIONS["run"])
     ] = _E["population"],

@@ -326,9 +326,11 @@ def evolve_command(ctx, opts: dict) -> None:
     The run's values (the command line's over a config file's), their checks, then
     ``--resume`` or new runs."""
     from synapto.evolution.config import RunOptions
-    from synapto.options import given_values
+    from synapto.options import given_values, layer_sizes
 
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
+    if "hidden" in given:
+        given["hidden"] = layer_sizes("--hidden", given["hidden"])
     values, file_values = run_values(opts, given)
     seeds = _seeds(values.pop("seed", [0]))
     n_workers = values.pop("workers", 0)
