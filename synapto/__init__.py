@@ -30,20 +30,21 @@ The package layout mirrors the architecture (each seam has one owner):
 
 __version__ = "0.1.0"
 
-#: names of :mod:`synapto.api` available as ``synapto.<name>``: imported on first use, so that
-#: ``import synapto`` stays quick (numpy, gymnasium and the strategies load with the first of them)
-_API = (
+#: the public names: those of :mod:`synapto.api` are served as ``synapto.<name>`` on first use,
+#: so that ``import synapto`` stays quick (numpy, gymnasium and the strategies load with the first)
+__all__ = [
     "AskTell",
     "EvolveConfig",
     "RunOptions",
     "RunSummary",
     "StopRun",
+    "__version__",
     "build_agent",
     "evolve",
     "load_policy",
     "rollout",
-)
-__all__ = [*_API, "__version__"]
+]
+_API = tuple(name for name in __all__ if name != "__version__")
 
 #: true for type checkers (mypy and pyright read any ``TYPE_CHECKING`` so), false when run: importing
 #: typing would cost ``import synapto`` more than all the rest of it

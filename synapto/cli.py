@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from synapto.errors import DiskFullError, TrackingError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError, command_line_names
 from synapto.parallel.launch import env_rank
 
 #: -h works as --help, for every command (click hands help_option_names down to subcommands)
@@ -195,7 +195,8 @@ def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]  # paths given by the API or tests
     argv = hoist_global_flags(expand_multi(dashed(list(argv)), MULTI_VALUE_OPTIONS))
     try:
-        rc = app(args=argv, prog_name="synapto", standalone_mode=False)
+        with command_line_names():  # errors name the flags
+            rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:
         if env_rank() == 0:
             sys.stderr.write(exc.report() if isinstance(exc, TrackingError) else f"error: {exc}\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option
 
 #: strategy options that have a command-line flag (and a top-level TOML key) of their own
 STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
@@ -53,7 +53,7 @@ def strategy_options(values: dict, extra: list[str] | None) -> dict:
     if "prune" in opts and isinstance(opts["prune"], str):
         word = opts["prune"].lower()
         if word not in ("on", "off"):
-            raise UsageError(f"--prune must be 'on' or 'off', got {opts['prune']!r}")
+            raise UsageError(f"{option('prune')} must be 'on' or 'off', got {opts['prune']!r}")
         opts["prune"] = word == "on"
     return opts
 

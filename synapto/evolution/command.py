@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from synapto.errors import DiskFullError, TrackingError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError, on_command_line, option, option_value
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run, start_ranks
 from synapto.shell import synapto_command
@@ -205,8 +205,8 @@ def resumed_config(stored, values: dict, path):
     values = dict(values)
     if values.get("strategy", stored.strategy) != stored.strategy:
         raise UsageError(
-            f"--resume {str(path)!r} refuses options that would change the run: strategy: "
-            f"{stored.strategy} (run file) vs {values['strategy']} (command line)"
+            f"{_resuming(path)} refuses options that would change the run: strategy: "
+            f"{stored.strategy} (run file) vs {values['strategy']} ({_given()})"
         )
     if "strategy_options" in values:  # options given again: on top of the run's own
         values["strategy_options"] = {**stored.strategy_options, **values["strategy_options"]}
@@ -217,8 +217,18 @@ def resumed_config(stored, values: dict, path):
     # the champion test is part of the run's promise: changing it on --resume is refused too
     diffs = stored.differences(wanted, names=(*stored.IDENTITY, "test_episodes"))
     if diffs:
-        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
+        raise UsageError(f"{_resuming(path)} refuses options that would change the run: " + "; ".join(diffs))
     return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
+
+
+def _resuming(path) -> str:
+    """The run being resumed: ``--resume 'a.h5'``; from Python ``out='a.h5' (resume=True)``."""
+    return option_value("resume", str(path)) if on_command_line() else f"out={str(path)!r} (resume=True)"
+
+
+def _given() -> str:
+    """Where the values a resumed run is compared with come from."""
+    return "command line" if on_command_line() else "config"
 
 
 def resume_state(path, values: dict):
@@ -230,19 +240,19 @@ def resume_state(path, values: dict):
     from synapto.store import RunData, read_checkpoint
 
     if not Path(path).exists():
-        raise UsageError(f"--resume {str(path)!r}: no such file")
+        raise UsageError(f"{_resuming(path)}: no such file")
     with RunData(path, kind="evolve") as run:
         run.verify()  # damaged data is refused here, before anything is rewritten
         stored = EvolveConfig.from_json(run.config_json)
     completed, finished = run_status(path)
     checkpoint = read_checkpoint(path)
     if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {path!s}.ckpt is missing")
+        raise UsageError(f"{_resuming(path)}: its checkpoint {path!s}.ckpt is missing")
     wanted = resumed_config(stored, values, path)
     done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:
         raise UsageError(
-            f"--generations {wanted.generations} is below the {done_generations} generations "
+            f"{option('generations')} {wanted.generations} is below the {done_generations} generations "
             f"{str(path)!r} already holds"
         )
     steps_done = (
@@ -408,11 +418,11 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     found = strategy_options(values, opts["strategy_option"])
     if found:
         values["strategy_options"] = found
-    for key, option, items in (
+    for key, flag, items in (
         ("agent_options", "--agent-option", opts["agent_option"]),
         ("env_options", "--env-option", opts["env_option"]),
     ):
-        found = {**table(values, key), **key_values(option, items)}
+        found = {**table(values, key), **key_values(flag, items)}
         if found:
             values[key] = found
     return values, file_values

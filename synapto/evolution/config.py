@@ -5,20 +5,27 @@ executed (:class:`RunOptions`).
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
 command-line options.  Library code never reads argv; the evolve command
 (:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.
-Errors name the command-line option of a field (``--population must be ...``): the command line is where most runs
-are configured, and a TOML key is that option's name.
+Errors name a field as its user gave it (:func:`synapto.errors.option`): ``population must be
+...`` from Python, ``--population must be ...`` from the command line (a config file's key is
+that option's name).  The env id is checked when the config is built (registered with
+gymnasium, or ``module:Env-v0`` whose module registers it on import): an env registered by
+your own code must be registered before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, on_command_line, option
 from synapto.options import STRATEGY_SHORTHANDS
+
+#: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
+_CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
 
 
 @dataclass(frozen=True)
@@ -93,50 +100,57 @@ class EvolveConfig:
 
         need(
             integer(self.population) and self.population >= 2,
-            f"--population must be an integer >= 2, got {self.population!r}",
+            f"{option('population')} must be an integer >= 2, got {self.population!r}",
         )
         need(
             integer(self.generations) and self.generations >= 1,
-            f"--generations must be an integer >= 1, got {self.generations!r}",
+            f"{option('generations')} must be an integer >= 1, got {self.generations!r}",
         )
         need(
             integer(self.max_env_steps) and self.max_env_steps >= 0,
-            f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}",
+            f"{option('max_env_steps')} must be an integer >= 0, got {self.max_env_steps!r}",
         )
         need(
             isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
-            f"--hidden must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
+            f"{option('hidden')} must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
         )
         need(
             integer(self.episodes) and self.episodes >= 1,
-            f"--episodes must be a positive integer, got {self.episodes!r}",
+            f"{option('episodes')} must be a positive integer, got {self.episodes!r}",
         )
-        need(integer(self.seed) and self.seed >= 0, f"--seed must be a non-negative integer, got {self.seed!r}")
+        need(
+            integer(self.seed) and self.seed >= 0, f"{option('seed')} must be a non-negative integer, got {self.seed!r}"
+        )
         need(
             integer(self.test_episodes) and self.test_episodes >= 0,
-            f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}",
+            f"{option('test_episodes')} must be an integer >= 0, got {self.test_episodes!r}",
         )
-        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
-        need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
+        need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
+        if _CHECK_ENV.get():
+            from synapto.envs import check_env_id
+
+            check_env_id(self.env)
+        need(isinstance(self.crn, bool), f"{option('crn')} must be true or false, got {self.crn!r}")
         need(
             integer(self.validate_top) and 0 <= self.validate_top <= self.population,
-            f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}",
+            f"{option('validate_top')} must be an integer in 0..population ({self.population}), "
+            f"got {self.validate_top!r}",
         )
         need(
             integer(self.validate_episodes) and self.validate_episodes >= 0,
-            f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}",
+            f"{option('validate_episodes')} must be an integer >= 0, got {self.validate_episodes!r}",
         )
-        need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
+        need(isinstance(self.obs_norm, bool), f"{option('obs_norm')} must be true or false, got {self.obs_norm!r}")
         need(
             integer(self.select_episodes) and self.select_episodes >= 0,
-            f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
+            f"{option('select_episodes')} must be an integer >= 0, got {self.select_episodes!r}",
         )
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
-        need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
-        need(isinstance(self.agent, str) and bool(self.agent), f"--agent must be a name, got {self.agent!r}")
+        need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
+        need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
@@ -210,21 +224,29 @@ class EvolveConfig:
 
     @classmethod
     def from_json(cls, text: str) -> EvolveConfig:
+        """The config a run file stores; its env id is not looked up (it was when the run was
+        made; reading a run file needs no env: an env module absent here is no error yet)."""
         data = json.loads(text)
         if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
             data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        token = _CHECK_ENV.set(False)
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        finally:
+            _CHECK_ENV.reset(token)
 
     def differences(self, other: EvolveConfig, names=None) -> list[str]:
-        """``name: ours -> theirs`` for every identity field that differs."""
+        """``name: ours (run file) vs theirs (command line, or config from Python)`` for every
+        identity field that differs."""
+        given = "command line" if on_command_line() else "config"
         out = []
         for name in names or self.IDENTITY:
             a, b = getattr(self, name), getattr(other, name)
             if name == "strategy_options" and self.strategy == other.strategy:
                 a, b = self.options, other.options  # defaults spelled out or not: the same run
             if a != b:
-                out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} (command line)")
+                out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} ({given})")
         return out
 
 
@@ -256,12 +278,12 @@ class RunOptions:
 
     def __post_init__(self):
         if self.schedule not in ("dynamic", "waves"):
-            raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {self.schedule!r}")
+            raise UsageError(f"{option('schedule')} must be 'dynamic' or 'waves', got {self.schedule!r}")
         if self.on_error not in ("abort", "skip"):
-            raise UsageError(f"--on-error must be 'abort' or 'skip', got {self.on_error!r}")
+            raise UsageError(f"{option('on_error')} must be 'abort' or 'skip', got {self.on_error!r}")
         if self.checkpoint_every < 1:
-            raise UsageError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
+            raise UsageError(f"{option('checkpoint_every')} must be >= 1, got {self.checkpoint_every}")
         if self.batch not in ("auto", "off"):
-            raise UsageError(f"--batch must be 'auto' or 'off', got {self.batch!r}")
+            raise UsageError(f"{option('batch')} must be 'auto' or 'off', got {self.batch!r}")
         if self.wire not in ("keys", "genomes"):
-            raise UsageError(f"--wire must be 'keys' or 'genomes', got {self.wire!r}")
+            raise UsageError(f"{option('wire')} must be 'keys' or 'genomes', got {self.wire!r}")

@@ -422,7 +422,9 @@ def run_evolution(
             log(
                 progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
             )
-            reason = report_to(callbacks, GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
+            reason = report_to(
+                callbacks, GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg)
+            )
             if reason is not None:  # as the end of the budget: checkpoint, selection, test
                 run.save()
                 log(f"stopped by a callback after generation {gen.index}: {reason}")

@@ -19,7 +19,6 @@ efficiency and wall-clock efficiency side by side.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import warnings
@@ -122,8 +121,11 @@ def check_labels(labels: list[str] | None, n_runs: int) -> None:
 def _run_name(runs: list[RunSeries]) -> str:
     """What a group's run files are called: their common stem without ``_s<seed>``."""
     stems = [re.sub(r"_s\d+$", "", r.path.stem) for r in runs]
-    common = os.path.commonprefix(stems).rstrip("_-. ") if len(set(stems)) > 1 else stems[0]
-    return common or stems[0]
+    common = stems[0]
+    for stem in stems[1:]:
+        while not stem.startswith(common):
+            common = common[:-1]
+    return common.rstrip("_-. ") or stems[0]
 
 
 def _tell_apart(groups: list[Group]) -> None:
