@@ -395,23 +395,18 @@ def evolve_command(ctx, opts: dict) -> None:
 
 
 def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
-    """``(values, file_values)``: the run's values -- a ``--config`` file's, else (not
-    resuming) the default experiment's, with the ``given`` ones and the KEY=VALUE options
-    over them -- and the file's alone."""
+    """``(values, file_values)``: the run's values -- (not resuming) the default experiment's,
+    a ``--config`` file's over them, the ``given`` ones and the KEY=VALUE options over those --
+    and the file's alone."""
     from synapto import defaults
     from synapto.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS
     from synapto.options import key_values, strategy_options, table
 
-    if opts["config"] is not None:
-        values = load_toml(opts["config"], EVOLVE_KEYS)
-    elif opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the options given
-        values = defaults.values(EVOLVE_KEYS)
-        if given.get("strategy", values["strategy"]) != values["strategy"]:
-            values.pop("strategy_options")  # the default strategy's options
-    else:
-        values = {}
+    values = {} if opts["config"] is None else load_toml(opts["config"], EVOLVE_KEYS)
     file_values = dict(values)
+    if opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the file and options
+        values = defaults.with_defaults(values, EVOLVE_KEYS, given.get("strategy"))
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = ()  # --hidden 0: no hidden layer

@@ -19,6 +19,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from synapto.errors import UsageError, on_command_line, option
@@ -28,19 +29,70 @@ from synapto.options import STRATEGY_SHORTHANDS
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
 
 
+#: the default experiment's strategy (:mod:`synapto.defaults`, ``synapto/defaults.toml``)
+DEFAULT_STRATEGY = "cmaes"
+#: its strategy options: CMA-ES cutting the network down to half of its connections by magnitude
+DEFAULT_STRATEGY_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        "sigma": 0.1,
+        "separable": False,
+        "init_std": 0.1,
+        "prune": True,
+        "prune_to": 0.5,
+        "prune_by": "magnitude",
+        "prune_start": 0,
+        "prune_end": 60,
+        "prune_every": 5,
+    }
+)
+
+
+class _StrategysOwn(Mapping[str, Any]):
+    """``strategy_options`` left out (an empty mapping, told apart by identity): the default
+    experiment's for its strategy, none for another (:class:`EvolveConfig`)."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "<the strategy's in the default experiment>"
+
+    __hash__ = object.__hash__  # one immutable object: a dataclass default
+
+
+#: the default of ``EvolveConfig.strategy_options``
+STRATEGYS_OWN: Mapping[str, Any] = _StrategysOwn()
+
+
 @dataclass(frozen=True)
 class EvolveConfig:
-    """Everything that determines an evolution run's results."""
+    """Everything that determines an evolution run's results.
 
-    env: str = "BipedalWalker-v3"  #: gymnasium environment id
+    The defaults are the default experiment's (``synapto/defaults.toml``, what ``synapto
+    evolve`` runs with no run options; a test keeps them equal): ``EvolveConfig()`` is CMA-ES on
+    a hebbian-dag 8-8 cut down to half of its connections on LunarLander-v3 within 2.75 M env
+    steps.  ``strategy_options`` left out follow the strategy: the default experiment's for
+    ``cmaes``, none (the strategy's own defaults) for any other; given, they are the options
+    (``EvolveConfig(strategy_options={"sigma": 0.2})`` is a dense CMA-ES).  A config file and
+    the command line fill what they leave out the same way, but lay the strategy options they
+    give over the default experiment's (``--sigma 0.2`` keeps its pruning): see
+    :func:`synapto.defaults.with_defaults`."""
+
+    env: str = "LunarLander-v3"  #: gymnasium environment id
     agent: str = "hebbian-dag"  #: pruned-mlp, hebbian-dag, or package.module:Class
     population: int = 64  #: individuals per generation (>= 2)
-    generations: int = 100  #: generations to run (at most, with ``max_env_steps``)
+    generations: int = 100_000  #: generations to run (at most, with ``max_env_steps``)
     #: env-step budget of training + validation episodes: the run ends after the generation
     #: that reaches it (0: no budget; the final selection and test come on top)
-    max_env_steps: int = 0
+    max_env_steps: int = 2_750_000
     hidden: tuple[int, ...] = (8, 8)  #: hidden layer sizes
-    episodes: int = 4  #: episodes averaged per fitness evaluation
+    episodes: int = 1  #: episodes averaged per fitness evaluation
     seed: int = 0  #: run seed; every random number of the run derives from it
     test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
     agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
@@ -49,17 +101,18 @@ class EvolveConfig:
     #: constructor's, and ``max_episode_steps``)
     env_options: Mapping[str, Any] = field(default_factory=dict)
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
-    validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
-    validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
-    #: how the next generation is made: ga, openai-es, pgpe, cmaes (synapto.evolution.strategies)
-    strategy: str = "ga"
-    #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused
-    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    validate_top: int = 2  #: candidates re-evaluated on validation episodes (0: the elite count)
+    validate_episodes: int = 8  #: validation episodes per candidate (0: no validation)
+    #: how the next generation is made: ga, openai-es, pgpe, cmaes, ars (synapto.evolution.strategies)
+    strategy: str = DEFAULT_STRATEGY
+    #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused; left out
+    #: (:data:`STRATEGYS_OWN`): :data:`DEFAULT_STRATEGY_OPTIONS` for the default strategy, none for another
+    strategy_options: Mapping[str, Any] = STRATEGYS_OWN
     #: normalise observations by running statistics of the training episodes (synapto.evolution.obs_norm)
     obs_norm: bool = False
     #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
     #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
-    select_episodes: int = 0
+    select_episodes: int = 30
 
     # Fields that change what a run computes; --resume refuses to change them.
     IDENTITY = (
@@ -83,6 +136,9 @@ class EvolveConfig:
     def __post_init__(self):
         if isinstance(self.hidden, (list, tuple)):
             object.__setattr__(self, "hidden", tuple(self.hidden))
+        if self.strategy_options is STRATEGYS_OWN:  # left out: the strategy's in the default experiment
+            own = DEFAULT_STRATEGY_OPTIONS if self.strategy == DEFAULT_STRATEGY else {}
+            object.__setattr__(self, "strategy_options", dict(own))
         for name in ("agent_options", "env_options", "strategy_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
@@ -198,14 +254,17 @@ class EvolveConfig:
     @classmethod
     def from_toml(cls, path, **overrides) -> EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
-        as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
-        file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
+        as ``evolve --config`` reads it: the keys it leaves out take the default experiment's
+        values (:func:`synapto.defaults.with_defaults`); ``overrides`` (field values) win over
+        the file.  The file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
         from synapto.config import load_toml, one_seed
+        from synapto.defaults import with_defaults
         from synapto.options import strategy_options, table
 
         values = load_toml(path, EVOLVE_KEYS)
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
+        values = with_defaults(values, EVOLVE_KEYS, overrides.get("strategy"))
         if list(values.get("hidden", ())) == [0]:
             values["hidden"] = ()
         opts = strategy_options(values, None)
@@ -226,8 +285,8 @@ class EvolveConfig:
     def from_json(cls, text: str) -> EvolveConfig:
         """The config a run file stores; its env id is not looked up (it was when the run was
         made; reading a run file needs no env: an env module absent here is no error yet)."""
-        data = json.loads(text)
-        if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
+        data = {**STORED_DEFAULTS, **json.loads(text)}  # a field the file predates: as then
+        if "mutation_std" in data:  # a run file of the GA-only format
             data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
         token = _CHECK_ENV.set(False)
@@ -248,6 +307,24 @@ class EvolveConfig:
             if a != b:
                 out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} ({given})")
         return out
+
+
+#: the defaults of the fields a run file of an earlier version may lack: those in force when
+#: they were added (the GA's), so that such a file reads as the run it made
+STORED_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "env": "BipedalWalker-v3",
+        "generations": 100,
+        "max_env_steps": 0,
+        "episodes": 4,
+        "validate_top": 0,
+        "validate_episodes": 16,
+        "strategy": "ga",
+        "strategy_options": {},
+        "obs_norm": False,
+        "select_episodes": 0,
+    }
+)
 
 
 def _show(v):

@@ -106,8 +106,8 @@ def group_runs(runs: list[RunSeries], labels: list[str] | None = None) -> list[G
         names = [_run_name(g.runs) for g in out]
         for g, name in zip(out, names):
             n = len(g.runs)
-            seeds = f"{n} seeds" if n > 1 else f"seed {g.runs[0].seed}"
-            g.label = f"{name} ({g.runs[0].short_label}, {seeds})"
+            count = f"{n} seeds" if n > 1 else f"seed {g.runs[0].seed}"
+            g.label = f"{name} ({g.runs[0].short_label}, {count})"
         _tell_apart(out)
     return out
 
