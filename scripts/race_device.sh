@@ -24,7 +24,7 @@ WORKERS=${WORKERS:-15 8 4 2 1}
 EPISODES=${EPISODES:-20}
 POINTS=${POINTS:-8}
 mkdir -p "$OUT/configs"
-sed -e 's/^max-env-steps = .*/max-env-steps = 1_200_000/' -e 's/^test-episodes = .*/test-episodes = 50/' \
+sed -e 's/^max_env_steps = .*/max_env_steps = 1_200_000/' -e 's/^test_episodes = .*/test_episodes = 50/' \
     experiments/lunarlander_learn.toml > "$OUT/configs/evolve_lunarlander.toml"
 sed -e 's/^epochs = .*/epochs = 45/' -e 's/^test_episodes = .*/test_episodes = 50/' \
     experiments/ppo_lunarlander.toml > "$OUT/configs/ppo_lunarlander.toml"

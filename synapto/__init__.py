@@ -30,8 +30,37 @@ The package layout mirrors the architecture (each seam has one owner):
 
 __version__ = "0.1.0"
 
-#: names of :mod:`synapto.api` available as ``synapto.<name>`` (imported on first use)
-_API = ("AskTell", "EvolveConfig", "RunOptions", "RunSummary", "build_agent", "evolve", "load_policy", "rollout")
+#: the public names: those of :mod:`synapto.api` are served as ``synapto.<name>`` on first use,
+#: so that ``import synapto`` stays quick (numpy, gymnasium and the strategies load with the first)
+__all__ = [
+    "AskTell",
+    "EvolveConfig",
+    "RunOptions",
+    "RunSummary",
+    "StopRun",
+    "__version__",
+    "build_agent",
+    "evolve",
+    "load_policy",
+    "rollout",
+]
+_API = tuple(name for name in __all__ if name != "__version__")
+
+#: true for type checkers (mypy and pyright read any ``TYPE_CHECKING`` so), false when run: importing
+#: typing would cost ``import synapto`` more than all the rest of it
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, with their types
+    from synapto.api import (
+        AskTell,
+        EvolveConfig,
+        RunOptions,
+        RunSummary,
+        StopRun,
+        build_agent,
+        evolve,
+        load_policy,
+        rollout,
+    )
 
 
 def __getattr__(name: str):

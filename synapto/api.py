@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from synapto.agents import build_agent
 from synapto.errors import UsageError
+from synapto.evolution.callbacks import StopRun
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.loop import RunSummary, run_evolution
 from synapto.evolution.worker.evaluate import evaluate
@@ -114,7 +116,13 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, ta
     tail: list[str] = []
     try:
         with subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            cmd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
         ) as proc:
             try:
                 tail = _follow(proc, config, out, log, callbacks)
@@ -130,8 +138,10 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, ta
 
 
 def _follow(proc, config, out, log, callbacks) -> list[str]:
-    """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``; its last lines."""
-    from synapto.evolution.callbacks import GenerationReport
+    """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``, and answer each
+    report with the callbacks' verdict (``go``, or ``stop REASON``: :class:`StopRun`); the
+    child's last lines."""
+    from synapto.evolution.callbacks import GenerationReport, report_to
 
     tail: list[str] = []
     for line in proc.stdout:
@@ -141,8 +151,12 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
             report = GenerationReport(
                 data["generation"], data["stats"], data["timing"], data["env_steps"], data["elapsed"], Path(out), config
             )
-            for callback in callbacks:
-                callback(report)
+            reason = report_to(callbacks, report)
+            try:
+                proc.stdin.write("go\n" if reason is None else "stop " + " ".join(reason.split()) + "\n")
+                proc.stdin.flush()
+            except OSError:  # the child has gone: its exit code says why
+                pass
             continue
         log(line)
         tail = [*tail, line][-20:]
@@ -212,6 +226,10 @@ def _mpi_main(args_json: str) -> None:
 
 
 def _report_to_parent(report) -> None:
+    """Send ``report`` to :func:`_follow` and wait for its verdict; an end of input (a launcher
+    that does not forward it) goes on."""
+    from synapto.evolution.callbacks import StopRun
+
     print(
         REPORT_MARK
         + json.dumps(
@@ -225,6 +243,9 @@ def _report_to_parent(report) -> None:
         ),
         flush=True,
     )
+    verdict = sys.stdin.readline()
+    if verdict.startswith("stop"):
+        raise StopRun(verdict[len("stop ") :].strip())
 
 
 def rollout(
@@ -255,4 +276,14 @@ def rollout(
 from synapto.asktell import AskTell  # noqa: E402  (ask / tell: synapto.asktell)
 from synapto.policies import load_policy  # noqa: E402  (a stored agent in your own loop: synapto.policies)
 
-__all__ = ["AskTell", "EvolveConfig", "RunOptions", "RunSummary", "build_agent", "evolve", "load_policy", "rollout"]
+__all__ = [
+    "AskTell",
+    "EvolveConfig",
+    "RunOptions",
+    "RunSummary",
+    "StopRun",
+    "build_agent",
+    "evolve",
+    "load_policy",
+    "rollout",
+]

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from synapto.errors import DiskFullError, TrackingError, UsageError
+from synapto.errors import DiskFullError, TrackingError, UsageError, command_line_names
 from synapto.parallel.launch import env_rank
 
 #: -h works as --help, for every command (click hands help_option_names down to subcommands)
@@ -55,6 +55,26 @@ def _is_number(s: str) -> bool:
     except ValueError:
         return False
 
+
+def _flags_shown_as_flags() -> None:
+    """Help shows a flag as a flag: typer's help column of option types (typer >= 0.2x) says
+    ``<bool>`` for ``--force`` and ``--obs-norm/--no-obs-norm``, which take no value; every
+    other option keeps its type (``<int>``, ``<path>``)."""
+    from typer import core
+
+    option = getattr(core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if option is None or shown is None or getattr(shown, "flags_shown_as_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.flags_shown_as_flags = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich
+
+
+_flags_shown_as_flags()
 
 #: global options that may also stand after the command (``synapto evolve ... -q``)
 GLOBAL_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
@@ -180,7 +200,8 @@ def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]  # paths given by the API or tests
     argv = hoist_global_flags(expand_multi(dashed(list(argv)), MULTI_VALUE_OPTIONS))
     try:
-        rc = app(args=argv, prog_name="synapto", standalone_mode=False)
+        with command_line_names():  # errors name the flags
+            rc = app(args=argv, prog_name="synapto", standalone_mode=False)
     except UsageError as exc:
         if env_rank() == 0:
             sys.stderr.write(exc.report() if isinstance(exc, TrackingError) else f"error: {exc}\n")

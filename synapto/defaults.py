@@ -5,11 +5,11 @@ the default agent (hebbian-dag): see ``docs/sparsity.md``.  Options given on the
 line change it (``--generations 2`` runs two generations of it; ``--env CartPole-v1``
 runs it on CartPole); a ``--strategy`` other than its own drops its strategy options,
 which are that strategy's.  The command line's ``--help`` shows its values as the
-defaults.  A ``--config FILE`` is a whole experiment instead: the keys it leaves out take
-:class:`synapto.evolution.config.EvolveConfig`'s defaults (the reference algorithm's), as
-the shipped configs always have; the reference algorithm is ``--config
-experiments/lunarlander_reference.toml`` (LunarLander-v3) or
-``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
+defaults.  There is one set of defaults: a ``--config FILE`` changes the default experiment
+as options do (:func:`with_defaults`: the keys it leaves out take its values), and
+:class:`synapto.evolution.config.EvolveConfig`'s defaults are its values (a test keeps them
+equal).  The reference algorithm is ``--config experiments/lunarlander_reference.toml``
+(LunarLander-v3) or ``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
 
 Before it starts, the command says what it runs and how long it expects to take:
 :func:`expected_seconds`, from the env steps the experiment may take and the CPU time
@@ -39,6 +39,26 @@ def values(allowed: AbstractSet[str]) -> dict:
     from synapto.config import load_toml
 
     return load_toml(PATH, allowed)
+
+
+def with_defaults(given: dict, allowed: AbstractSet[str], strategy=None) -> dict:
+    """A config file's values ``given`` (keys with underscores) over the default experiment's,
+    as options given on the command line change it: a key left out takes its value; a strategy
+    other than its own (``strategy``, the command line's, else the file's) drops its strategy
+    options, which are its strategy's; strategy options given in a ``[strategy_options]`` table
+    are laid over them (the shorthands ``sigma``, ``lr`` ... stay keys of their own, laid over
+    them later, as the command line's)."""
+    from synapto.options import table
+
+    base = values(allowed)
+    own = table(base, "strategy_options")
+    if (strategy or given.get("strategy", base["strategy"])) != base["strategy"]:
+        own = {}
+    out = {**base, **given}
+    theirs = table(out, "strategy_options")
+    if own or theirs:
+        out["strategy_options"] = {**own, **theirs}
+    return out
 
 
 def estimate(cfg, workers: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option_value
 from synapto.shaping import Shaping
 
 
@@ -91,13 +91,15 @@ def import_env_module(env_id: str) -> None:
         import importlib
 
         if not module.strip():
-            raise UsageError(f"--env {env_id!r}: no module before ':' (module:EnvId)")
+            raise UsageError(f"{option_value('env', env_id)}: no module before ':' (module:EnvId)")
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise UsageError(f"--env {env_id!r}: cannot import module {module!r} ({exc})") from None
+            raise UsageError(f"{option_value('env', env_id)}: cannot import module {module!r} ({exc})") from None
         except Exception as exc:  # the module itself raised on import
-            raise UsageError(f"--env {env_id!r}: importing module {module!r} raised {_one_line(exc)}") from None
+            raise UsageError(
+                f"{option_value('env', env_id)}: importing module {module!r} raised {_one_line(exc)}"
+            ) from None
 
 
 def make_env(env_id: str, render_mode: str | None = None, **kwargs):
@@ -115,9 +117,13 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
         return gym.make(env_id, disable_env_checker=True, **kwargs)
     except TypeError as exc:
         if render_mode is not None and "render_mode" in str(exc):
-            raise UsageError(f"--env {env_id!r} cannot render: its constructor takes no render_mode") from None
+            raise UsageError(
+                f"{option_value('env', env_id)} cannot render: its constructor takes no render_mode"
+            ) from None
         if options:
-            raise UsageError(f"--env-option {options!r}: {env_id}'s constructor refuses them ({exc})") from None
+            raise UsageError(
+                f"{option_value('env_options', options, '--env-option')}: {env_id}'s constructor refuses them ({exc})"
+            ) from None
         raise
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
         extra = (
@@ -125,12 +131,27 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
             if _is_mujoco(gym, env_id)
             else ""
         )
-        raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
+        raise UsageError(f"{option_value('env', env_id)} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
-        raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
+        raise _not_registered(env_id, exc) from None
     except Exception as exc:  # the env's constructor refused its arguments in its own way
-        given = f" with --env-option {options!r}" if options else ""
-        raise UsageError(f"--env {env_id!r}{given} cannot be made: {_one_line(exc)}") from None
+        given = f" with {option_value('env_options', options, '--env-option')}" if options else ""
+        raise UsageError(f"{option_value('env', env_id)}{given} cannot be made: {_one_line(exc)}") from None
+
+
+def check_env_id(env_id: str) -> None:
+    """One line unless ``env_id`` is a registered gymnasium environment, once the module of a
+    ``module:Env-v0`` id is imported (the env is not made: its constructor's checks come then)."""
+    gym = _gym()
+    import_env_module(env_id)
+    try:
+        gym.spec(env_id.split(":", 1)[-1])  # module:Env-v0: Env-v0, once module registered it
+    except gym.error.Error as exc:
+        raise _not_registered(env_id, exc) from None
+
+
+def _not_registered(env_id: str, exc: BaseException) -> UsageError:
+    return UsageError(f"{option_value('env', env_id)} is not a registered gymnasium environment ({exc})")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,4 +1,50 @@
-"""Errors that reach the user as one line: exit code 2 (bad input), 1 (a full disk)."""
+"""Errors that reach the user as one line: exit code 2 (bad input), 1 (a full disk).
+
+A setting is named the way the user gave it: the command line's flag (``--max-env-steps``)
+while a command runs (:func:`command_line_names`, entered by :func:`synapto.cli.main`), the
+field of the Python API (``max_env_steps``, ``env='Nope-v0'``) otherwise: :func:`option`,
+:func:`option_value`, :func:`option_set`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+_CLI_NAMES = contextvars.ContextVar("synapto_cli_names", default=False)
+
+
+@contextlib.contextmanager
+def command_line_names():
+    """Within it, errors name settings by their command-line flags."""
+    token = _CLI_NAMES.set(True)
+    try:
+        yield
+    finally:
+        _CLI_NAMES.reset(token)
+
+
+def on_command_line() -> bool:
+    """Whether a command of the command line is running (errors name flags)."""
+    return _CLI_NAMES.get()
+
+
+def option(field: str, flag: str | None = None) -> str:
+    """``--max-env-steps`` on the command line, ``max_env_steps`` from Python (``flag``: a
+    flag not spelt as its field, e.g. ``--env-option`` of ``env_options``)."""
+    if _CLI_NAMES.get():
+        return flag or "--" + field.replace("_", "-")
+    return field
+
+
+def option_value(field: str, value, flag: str | None = None) -> str:
+    """A setting and its value: ``--env 'Nope-v0'`` on the command line, ``env='Nope-v0'`` from Python."""
+    return f"{option(field, flag)} {value!r}" if _CLI_NAMES.get() else f"{field}={value!r}"
+
+
+def option_set(field: str) -> str:
+    """A flag given: ``--force`` on the command line, ``force=True`` from Python."""
+    return option(field) if _CLI_NAMES.get() else f"{field}=True"
 
 
 class UsageError(Exception):

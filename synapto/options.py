@@ -8,9 +8,10 @@ through :func:`synapto.logs.say`."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option
 
 #: strategy options that have a command-line flag (and a top-level TOML key) of their own
 STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
@@ -29,11 +30,16 @@ def key_values(option: str, items: list[str] | None) -> dict:
 
 
 def table(values: dict, key: str) -> dict:
-    """A TOML table of ``key`` (``[agent_options]``...), checked."""
+    """A TOML table of ``key`` (``[agent_options]``...), checked; its keys may use dashes or
+    underscores, as a config file's own keys (``weight-decay`` is ``weight_decay``)."""
     opts = values.pop(key, {})
     if not isinstance(opts, dict):
         raise UsageError(f"{key} must be a table of option = value, got {opts!r}")
-    return dict(opts)
+    out = {str(k).replace("-", "_"): v for k, v in opts.items()}
+    if len(out) < len(opts):
+        twice = sorted(k for k in out if sum(str(o).replace("-", "_") == k for o in opts) > 1)
+        raise UsageError(f"[{key}] sets {', '.join(twice)} twice (dashes and underscores name the same option)")
+    return out
 
 
 def strategy_options(values: dict, extra: list[str] | None) -> dict:
@@ -47,9 +53,32 @@ def strategy_options(values: dict, extra: list[str] | None) -> dict:
     if "prune" in opts and isinstance(opts["prune"], str):
         word = opts["prune"].lower()
         if word not in ("on", "off"):
-            raise UsageError(f"--prune must be 'on' or 'off', got {opts['prune']!r}")
+            raise UsageError(f"{option('prune')} must be 'on' or 'off', got {opts['prune']!r}")
         opts["prune"] = word == "on"
     return opts
+
+
+def layer_sizes(option: str, values) -> tuple[int, ...]:
+    """Hidden layer sizes as the command line gives them, one spelling for ``evolve --hidden``
+    and ``ppo --hid``: ``8 8``, ``8,8``, ``"[8, 8]"`` or ``"(8, 8)"`` -> ``(8, 8)``; ``"[]"``:
+    none.  Integers only (each command checks their range)."""
+    if isinstance(values, (str, int)):
+        values = [values]
+    example = f'e.g. {option} 8 8, {option} 8,8 or {option} "[8,8]"'
+    sizes: list[int] = []
+    for value in values:
+        text = str(value).strip()
+        bracketed = text[:1] in "[(" and text[-1:] in "])"
+        body = text[1:-1] if bracketed else text
+        parts = [p for p in re.split(r"[,\s]+", body.strip()) if p]
+        if not parts and not bracketed:
+            raise UsageError(f"{option} {value!r} is not a layer size; expected {example}")
+        for part in parts:
+            try:
+                sizes.append(int(part))
+            except ValueError:
+                raise UsageError(f"{option} {value!r} does not parse; expected integers, {example}") from None
+    return tuple(sizes)
 
 
 def _literal(text: str):

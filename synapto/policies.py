@@ -39,11 +39,12 @@ class _Exportable:
     def network(self):
         raise NotImplementedError
 
-    def to_onnx(self, path: str | Path) -> Path:
-        """Write the policy as an ONNX model: raw observation in, :meth:`act`'s action out."""
+    def to_onnx(self, path: str | Path, obs_dtype: str = "float32") -> Path:
+        """Write the policy as an ONNX model: raw observation in (``obs``, float32; ``obs_dtype="float64"``
+        for a float64 input), :meth:`act`'s action out (:mod:`synapto.policy_export`)."""
         from synapto.policy_export import write_onnx
 
-        write_onnx(self.network(), path)
+        write_onnx(self.network(), path, obs_dtype)
         return Path(path)
 
     def to_npz(self, path: str | Path) -> Path:
@@ -204,7 +205,9 @@ class PPOPolicy(_Exportable):
         )
 
 
-def load_policy(path: str | Path, generation: int | None = None, individual: int | None = None, params: str = "latest"):
+def load_policy(
+    path: str | Path, generation: int | None = None, individual: int | None = None, params: str = "latest"
+) -> LoadedPolicy | PPOPolicy:
     """The policy of run file ``path``.  An evolution run: its champion when finished (the best
     agent so far of an unfinished one), or its individual ``individual`` of generation
     ``generation`` (a :class:`LoadedPolicy`).  A PPO run: its ``params`` ("latest": the final

@@ -18,9 +18,13 @@ agent of an evolution run, a PPO policy) is a stack of dense layers, read off as
 ``dtype`` is the arithmetic of the layers (float64 for evolution, the run's ``--dtype`` for
 PPO); normalisation is float64, then cast, as synapto does it.
 
-**ONNX** (:func:`write_onnx`, the ``onnx`` extra): input ``obs`` (batch, obs_dim) float64, the
-raw observation; output ``action``: (batch,) int64 for Discrete, (batch, act_dim) in ``dtype``
-for Box -- the action :meth:`act` gives.  Opset 17.
+**ONNX** (:func:`write_onnx`, the ``onnx`` extra): input ``obs`` (batch, obs_dim), the raw
+observation, float32 (what deployment code feeds; ``obs_dtype="float64"`` for a float64
+input), cast to float64 inside, so that the arithmetic is synapto's: an env whose observations
+are float32 (Box2D, classic control) gets the very actions of :meth:`act`; one whose
+observations are float64 (MuJoCo) gets those of its observations rounded to float32.  Output
+``action``: (batch,) int64 for Discrete, (batch, act_dim) in ``dtype`` for Box -- the action
+:meth:`act` gives.  Opset 17.
 
 **npz** (:func:`write_npz`): ``layer<i>_weight`` (inputs, units), ``layer<i>_bias`` (units,) where
 the layer has one, ``obs_mean`` and ``obs_std`` with obs_norm, ``action_low``/``action_high``
@@ -41,6 +45,8 @@ import numpy as np
 from synapto.errors import UsageError
 
 OPSET = 17
+#: the element types an ONNX model's ``obs`` input may have
+OBS_DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -111,12 +117,15 @@ def require_onnx():
     return onnx
 
 
-def onnx_model(net: Network):
-    """The ONNX model of ``net`` (see the module docstring)."""
+def onnx_model(net: Network, obs_dtype: str = "float32"):
+    """The ONNX model of ``net`` with an ``obs`` input of ``obs_dtype`` (see the module docstring)."""
+    if obs_dtype not in OBS_DTYPES:
+        raise UsageError(f"obs_dtype must be one of {', '.join(OBS_DTYPES)}, got {obs_dtype!r}")
     onnx = require_onnx()
     from onnx import TensorProto, helper, numpy_helper
 
-    elem = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}[net.dtype]
+    types = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
+    elem = types[net.dtype]
     inits, nodes = [], []
 
     def const(name, value, dtype):
@@ -128,6 +137,8 @@ def onnx_model(net: Network):
         return name
 
     x = "obs"
+    if obs_dtype != "float64":  # the observation as synapto reads it: float64 (exact for float32)
+        x = node("Cast", [x], "obs_float64", to=TensorProto.DOUBLE)
     if net.obs_norm is not None:
         x = node("Sub", [x, const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
         x = node("Div", [x, const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
@@ -178,7 +189,7 @@ def onnx_model(net: Network):
     graph = helper.make_graph(
         nodes,
         "synapto_policy",
-        [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, ["batch", net.obs_dim])],
+        [helper.make_tensor_value_info("obs", types[obs_dtype], ["batch", net.obs_dim])],
         [out_type],
         initializer=inits,
     )
@@ -188,7 +199,7 @@ def onnx_model(net: Network):
     return model
 
 
-def write_onnx(net: Network, path: str | Path) -> None:
-    model = onnx_model(net)
+def write_onnx(net: Network, path: str | Path, obs_dtype: str = "float32") -> None:
+    model = onnx_model(net, obs_dtype)
     with open(path, "wb") as fh:
         fh.write(model.SerializeToString())

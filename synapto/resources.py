@@ -22,7 +22,7 @@ import os
 import resource
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option_value
 
 #: genome-sized arrays the coordinator holds at once at the least: the population evaluated,
 #: the next one, the rows handed to the run file, and the per-individual results
@@ -175,6 +175,6 @@ def check_run_file(cfg, n_params: int, out: str | Path) -> None:
     have = free_disk(out)
     if have is not None and need > have:
         raise UsageError(
-            f"--out {str(out)!r}: the run file of {counts} takes at least {fmt_bytes(need)}; "
+            f"{option_value('out', str(out))}: the run file of {counts} takes at least {fmt_bytes(need)}; "
             f"its file system has {fmt_bytes(have)} free"
         )

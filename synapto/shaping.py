@@ -27,7 +27,7 @@ file's config with the rest, so replay and resume shape exactly as the run did:
                      slow walkers score 230-270 by running out of its 1,600 steps
 ===================  ==========================================================================
 
-Why each one exists (REFERENCE facts): a -100 fall penalty makes standing still the
+Why each one exists: a -100 fall penalty makes standing still the
 safest policy, so evolution finds statues before walkers; a stall stop and a cap cut the
 env steps that statues and shufflers cost.
 

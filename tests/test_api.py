@@ -4,6 +4,7 @@ ask/tell, load_policy, and resume's refusals."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import gymnasium
 import h5py
@@ -55,6 +56,70 @@ def test_evolve_with_workers_returns_the_summary_and_logs_through_log(tmp_path, 
     assert [r.generation for r in reports] == [0, 1]
     with h5py.File(tmp_path / "w.h5", "r") as f:
         assert reports[-1].stats["best_fitness"] == f["stats/best_fitness"][1]
+
+
+def champion_of(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[f"champion/{k}"][()] for k in ("genome", "fitness", "generation", "test_returns", "test_seeds")}
+
+
+def stop_after(generation: int, seen: list):
+    def callback(report):
+        if report.generation == generation:
+            raise synapto.StopRun(f"enough after {generation}")
+
+    return [callback, seen.append]  # the second still sees the generation that stopped the run
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.mpi)])
+def test_a_callback_stops_the_run_as_its_budget_would(tmp_path, workers):
+    """StopRun after generation 1 of 6 gives the run that a budget of 2 generations gives:
+    the same champion, chosen by the final selection and tested; the checkpoint is of
+    generation 2 and the file is finished (--resume would extend it)."""
+    from synapto.store import RunData, read_checkpoint
+
+    cfg = dataclasses.replace(CFG, generations=6, select_episodes=2)
+    lines, seen = [], []
+    summary = synapto.evolve(cfg, tmp_path / "s.h5", workers=workers, log=lines.append, callbacks=stop_after(1, seen))
+    synapto.evolve(dataclasses.replace(cfg, generations=2), tmp_path / "b.h5", log=lambda m: None)
+    assert "stopped by a callback after generation 1: enough after 1" in lines
+    assert [r.generation for r in seen] == [0, 1] and summary.generations == 2
+    stopped, budget = champion_of(tmp_path / "s.h5"), champion_of(tmp_path / "b.h5")
+    for key in budget:  # the final centre's fitness is NaN in both
+        np.testing.assert_array_equal(stopped[key], budget[key], err_msg=key)
+    assert stopped["test_returns"].size == 3 and summary.test_mean == stopped["test_returns"].mean()
+    with RunData(tmp_path / "s.h5", kind="evolve") as run:
+        run.verify()
+        assert run.completed == 2 and run.tested and run.selection().chosen >= 0
+    assert int(read_checkpoint(tmp_path / "s.h5").scalars["generation"]) == 2
+
+
+def test_python_errors_name_the_field_and_a_bad_env_id_is_refused_when_the_config_is_built(tmp_path, capsys):
+    """From Python a setting is its field (``env=``, ``population``), on the command line its
+    flag; the env id is looked up when the config is built, not when evolve() starts."""
+    from synapto.cli import main
+
+    with pytest.raises(UsageError) as exc:
+        synapto.EvolveConfig(env="Nope-v0")
+    assert str(exc.value).startswith("env='Nope-v0' is not a registered gymnasium environment (")
+    with pytest.raises(UsageError, match=r"^population must be an integer >= 2, got 1$"):
+        dataclasses.replace(CFG, population=1)
+    with pytest.raises(UsageError, match=r"^strategy='nope' is unknown: expected one of ga, "):
+        dataclasses.replace(CFG, strategy="nope")
+    with pytest.raises(UsageError, match=r"^agent='nope' is unknown: expected one of pruned-mlp, hebbian-dag"):
+        synapto.evolve(dataclasses.replace(CFG, agent="nope"), tmp_path / "a.h5")
+    (tmp_path / "b.h5").write_text("")
+    with pytest.raises(UsageError, match=r"^out='.*b\.h5' exists; pass force=True to overwrite it$"):
+        synapto.evolve(CFG, tmp_path / "b.h5")
+    assert synapto.EvolveConfig(env="failing_env:NaNObsCartPole-v0").env  # registered by importing its module
+    assert synapto.EvolveConfig.from_json(json.dumps({"env": "gone:Env-v0"})).env == "gone:Env-v0"  # a stored run
+    for argv, line in (
+        (["--env", "Nope-v0"], "error: --env 'Nope-v0' is not a registered gymnasium environment ("),
+        (["--env", "CartPole-v1", "--population", "1"], "error: --population must be an integer >= 2, got 1"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["evolve", *argv, "--out", str(tmp_path / "c.h5"), "--check"])
+        assert stop.value.code == 2 and capsys.readouterr().err.startswith(line)
 
 
 def test_resume_refuses_a_missing_file_and_a_changed_config(tmp_path):

@@ -30,6 +30,8 @@ generations = 4
 episodes = 1
 validate-top = 1
 validate-episodes = 1
+select-episodes = 0
+max-env-steps = 0
 test-episodes = 4
 obs-norm = true
 """

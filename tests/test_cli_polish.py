@@ -94,11 +94,13 @@ def test_ppo_tensorboard_and_live_log_hold_every_epoch(tmp_path):
         rows = list(csv.DictReader(fh))
     with h5py.File(out, "r") as f:
         returns = f["stats/AverageEpRet"][()]
+        steps = f["stats/TotalEnvInteracts"][()]
     assert [int(r["generation"]) for r in rows] == [0, 1]
     assert [float(r["AverageEpRet"]) for r in rows] == list(returns)
     (_events,) = list((tmp_path / "tb").iterdir())
     acc = EventAccumulator(str(tmp_path / "tb")).Reload()
-    assert [e.step for e in acc.Scalars("stats/AverageEpRet")] == [0, 1]
+    assert [e.step for e in acc.Scalars("stats/AverageEpRet")] == list(steps) == [100, 200]  # env steps
+    assert [e.value for e in acc.Scalars("run/generation")] == [0, 1]
 
 
 def test_ppo_refuses_a_bad_live_log_before_running(tmp_path, capsys):
@@ -155,3 +157,26 @@ def test_docs_hold_no_authoring_notes():
     for path in (ROOT / "docs").glob("*.md"):
         text = path.read_text()
         assert "Suggested README text" not in text and "not mine to edit" not in text, path
+
+
+@pytest.mark.parametrize("sizes", [["8", "8"], ["8,8"], ["[8,8]"], ["(8, 8)"]])
+def test_evolve_and_ppo_take_the_same_spellings_of_layer_sizes(sizes, tmp_path, capsys):
+    code, out, err = run_main(
+        capsys, "evolve", "--env", "CartPole-v1", "--hidden", *sizes, "--out", tmp_path / "e.h5", "--check"
+    )
+    assert code == 0, err
+    assert "hebbian-dag [8, 8] (188 parameters)" in out
+    code, out, err = run_main(
+        capsys, "ppo", "--env", "CartPole-v1", "--hid", *sizes, "--out", tmp_path / "p.h5", "--check"
+    )
+    assert code == 0, err
+    assert "hid [8, 8]" in out
+
+
+def test_a_layer_size_that_does_not_parse_is_one_line_naming_the_option(tmp_path, capsys):
+    code, _, err = run_main(capsys, "evolve", "--env", "CartPole-v1", "--hidden", "8;8", "--out", tmp_path / "e.h5")
+    assert code == 2
+    assert err == (
+        "error: --hidden '8;8' does not parse; expected integers, e.g. --hidden 8 8, --hidden 8,8 or "
+        '--hidden "[8,8]"\n'
+    )

@@ -91,3 +91,49 @@ def test_the_cli_and_the_api_accept_the_same_keys():
     assert set(EVOLVE_KEYS) == (
         {f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS | set(STRATEGY_SHORTHANDS)
     )
+
+
+DASHED = """env = "CartPole-v1"
+strategy = "openai-es"
+max-env-steps = 2000
+test-episodes = 2
+[strategy-options]
+weight-decay = 0.01
+prune = false
+[env-options]
+max-episode-steps = 300
+"""
+
+
+def test_config_keys_take_dashes_or_underscores_in_tables_too(tmp_path, capsys):
+    """One key, two spellings (underscores are the canonical one, the shipped configs'):
+    ``max-env-steps`` is ``max_env_steps``, ``[strategy-options]`` ``weight-decay`` is
+    ``weight_decay``; one key spelt both ways is refused in one line."""
+    from synapto.cli import main
+
+    (tmp_path / "dashed.toml").write_text(DASHED)
+    plain = DASHED.replace("-", "_").replace("CartPole_v1", "CartPole-v1").replace("openai_es", "openai-es")
+    (tmp_path / "plain.toml").write_text(plain)
+    dashed, plain = (synapto.EvolveConfig.from_toml(tmp_path / f"{n}.toml") for n in ("dashed", "plain"))
+    assert dashed == plain and dashed.strategy_options == {"weight_decay": 0.01, "prune": False}
+    assert dashed.env_options == {"max_episode_steps": 300} and dashed.max_env_steps == 2000
+    with pytest.raises(SystemExit) as exc:
+        main(["evolve", "--config", str(tmp_path / "dashed.toml"), "--out", str(tmp_path / "r.h5"), "--check"])
+    assert exc.value.code == 0 and "openai-es on CartPole-v1" in capsys.readouterr().out
+    (tmp_path / "twice.toml").write_text("[strategy_options]\nweight-decay = 0.1\nweight_decay = 0.2\n")
+    with pytest.raises(UsageError, match=r"^\[strategy_options\] sets weight_decay twice"):
+        synapto.EvolveConfig.from_toml(tmp_path / "twice.toml")
+
+
+@pytest.mark.parametrize("name", sorted(shipped_configs()))
+def test_shipped_configs_spell_keys_the_canonical_way(name):
+    import tomllib
+
+    def keys(table):
+        for k, v in table.items():
+            yield k
+            if isinstance(v, dict):
+                yield from keys(v)
+
+    data = tomllib.loads(shipped_configs()[name].read_text())
+    assert [k for k in keys(data) if "-" in k] == []

@@ -112,3 +112,59 @@ def test_a_stored_config_without_the_target_options_prunes_as_before():
     cfg = EvolveConfig.from_json(stored)
     assert cfg.options["prune_to"] == 0.0 and cfg.options["prune"] is True
     assert Schedule.of(build_agent(cfg), cfg.options) is None
+
+
+def test_evolveconfig_is_the_default_experiment():
+    """One set of defaults: EvolveConfig() is synapto/defaults.toml's experiment (seed 0 both)."""
+    ours = EvolveConfig()
+    assert ours == _config(defaults.PATH)
+    assert (ours.strategy, ours.env, ours.max_env_steps, ours.options["prune_to"]) == (
+        "cmaes",
+        "LunarLander-v3",
+        2_750_000,
+        0.5,
+    )
+    assert EvolveConfig(strategy="ga").strategy_options == {}  # another strategy: its own defaults
+    assert EvolveConfig(strategy_options={"sigma": 0.2}).strategy_options == {"sigma": 0.2}  # given: as given
+
+
+def test_a_config_file_leaves_out_what_the_command_line_leaves_out(tmp_path):
+    """The keys a file leaves out take the default experiment's values, as options left out
+    do: the run files of ``--config`` and of the same options given are alike, and hold
+    EvolveConfig.from_toml's and EvolveConfig(...)'s config; strategy options a file gives
+    are laid over the default experiment's, as --sigma is."""
+    import json
+
+    import h5py
+
+    import synapto
+
+    keys = {"env": "CartPole-v1", "population": 8, "generations": 1, "test_episodes": 1, "select_episodes": 1}
+    (tmp_path / "c.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+    flags = [a for k, v in keys.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+    for name, args in (("file", ["--config", tmp_path / "c.toml"]), ("flags", flags)):
+        r = run_cli("evolve", *args, "--out", tmp_path / f"{name}.h5")
+        assert r.returncode == 0, r.stderr
+    stored = []
+    for name in ("file", "flags"):
+        with h5py.File(tmp_path / f"{name}.h5", "r") as f:
+            stored.append(EvolveConfig.from_json(f.attrs["config"]))
+    assert stored[0] == stored[1] == EvolveConfig.from_toml(tmp_path / "c.toml") == EvolveConfig(**keys)
+    assert stored[0].strategy == "cmaes" and stored[0].options["prune_to"] == 0.5
+    (tmp_path / "s.toml").write_text("sigma = 0.2\n")
+    assert synapto.EvolveConfig.from_toml(tmp_path / "s.toml").strategy_options == {
+        **EvolveConfig().strategy_options,
+        "sigma": 0.2,
+    }
+    (tmp_path / "g.toml").write_text('strategy = "ga"\n')
+    assert synapto.EvolveConfig.from_toml(tmp_path / "g.toml") == EvolveConfig(strategy="ga")
+
+
+def test_the_docs_mark_one_default_strategy():
+    """The strategy table and the option table name the same default: EvolveConfig's."""
+    import re
+
+    texts = [(ROOT / "README.md").read_text(), *((p.read_text()) for p in (ROOT / "docs").glob("*.md"))]
+    in_tables = {m for t in texts for m in re.findall(r"(?m)^\| `([a-z-]+)` \(default\) \|", t)}
+    in_options = {m for t in texts for m in re.findall(r"(?m)^\| `--strategy` \|.*?`([a-z-]+)` \(default\)", t)}
+    assert in_tables == in_options == {EvolveConfig().strategy}

@@ -132,3 +132,15 @@ def test_make_evolve_can_be_run_again():
     assert line and "--config quickstart" in line[-1] and "--force" in line[-1], dry.stdout
     dry = subprocess.run([make, "-n", "evolve", "FORCE="], cwd=ROOT, capture_output=True, text=True)
     assert "--force" not in [ln for ln in dry.stdout.splitlines() if "synapto evolve" in ln][-1]
+
+
+@pytest.mark.parametrize("path,cmd", ALL, ids=[" ".join(p) for p, _ in ALL])
+def test_help_shows_flags_as_flags(path, cmd, capsys, monkeypatch):
+    """A flag takes no value: its help line names no type (``<bool>``), other options keep theirs."""
+    text = help_text(capsys, monkeypatch, list(path))
+    assert "<bool>" not in text
+    flags = [p for p in cmd.params if p.param_type_name == "option" and p.is_flag]
+    for p in flags:
+        assert not re.search(r"<\w+>", option_line(text, p.opts[0])), p.opts[0]
+    if len(flags) < len([p for p in cmd.params if p.param_type_name == "option"]):
+        assert re.search(r"<(int|float|str|path|list\[\w+\])>", text)  # the other options keep their types

@@ -28,6 +28,8 @@ BASE = synapto.EvolveConfig(
     generations=2,
     episodes=1,
     validate_episodes=2,
+    validate_top=0,
+    select_episodes=0,
     test_episodes=2,
     strategy="openai-es",
     seed=0,
@@ -89,18 +91,38 @@ def synapto_actions(policy, obs):
     return np.array(out)
 
 
+@pytest.mark.parametrize("obs_dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", EXPORTABLE)
-def test_onnx_model_gives_the_actions_of_load_policy(runs, name, tmp_path):
+def test_onnx_model_gives_the_actions_of_load_policy(runs, name, obs_dtype, tmp_path):
+    """The model takes float32 observations (what deployment code feeds), or float64 with
+    ``obs_dtype="float64"``, and casts them to float64 inside: on the same observations it
+    makes the very choices of ``load_policy(...).act``, and Box actions within rtol 1e-5,
+    atol 1e-6 of them (onnxruntime's tanh and matrix products against numpy's)."""
     policy = synapto.load_policy(runs[name])
-    path = policy.to_onnx(tmp_path / "p.onnx")
-    obs = observations(policy)
-    got = ort.InferenceSession(str(path)).run(None, {"obs": obs})[0]
+    path = policy.to_onnx(tmp_path / "p.onnx", **({} if obs_dtype == "float32" else {"obs_dtype": obs_dtype}))
+    obs = observations(policy).astype(obs_dtype)
+    session = ort.InferenceSession(str(path))
+    assert session.get_inputs()[0].type == {"float32": "tensor(float)", "float64": "tensor(double)"}[obs_dtype]
+    got = session.run(None, {"obs": obs})[0]
     want = synapto_actions(policy, obs)
     assert got.shape == want.shape
     if policy.make_env().action_space.shape == ():  # Discrete: the very same choices
         assert got.dtype == np.int64 and np.array_equal(got, want)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_cli_exports_a_float64_input_when_asked_and_refuses_other_types(runs, tmp_path, capsys):
+    code, _, err = run_main(
+        "export", runs["mlp-box"], "--onnx", tmp_path / "p.onnx", "--onnx-obs-dtype", "float64", capsys=capsys
+    )
+    assert code == 0, err
+    assert ort.InferenceSession(str(tmp_path / "p.onnx")).get_inputs()[0].type == "tensor(double)"
+    code, _, err = run_main(
+        "export", runs["mlp-box"], "--onnx", tmp_path / "q.onnx", "--onnx-obs-dtype", "int8", capsys=capsys
+    )
+    assert (code, err) == (2, "error: --onnx-obs-dtype must be one of float32, float64, got 'int8'\n")
+    assert not (tmp_path / "q.onnx").exists()
 
 
 @pytest.mark.parametrize("name", EXPORTABLE)

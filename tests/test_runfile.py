@@ -26,6 +26,8 @@ def run(tmp_path_factory):
         test_episodes=4,
         crn=False,
         validate_episodes=0,
+        strategy="ga",  # the layout of a GA's run file (its populations stored whole)
+        select_episodes=0,
     )
     out = tmp_path_factory.mktemp("rf") / "run.h5"
     run_evolution(cfg, out, SerialFarm(), log=lambda m: None)

@@ -55,11 +55,14 @@ def test_tensorboard_and_live_logs_hold_every_generation(tmp_path):
     with h5py.File(out, "r") as f:
         best = f["stats/best_fitness"][:3]
         wall = f["timing/wall"][:3]
+        steps = f["stats/env_steps"][:3] + f["stats/validation_env_steps"][:3]
     acc = EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
     assert "stats/best_fitness" in acc.Tags()["scalars"] and "timing/wall" in acc.Tags()["scalars"]
     events = acc.Scalars("stats/best_fitness")
-    assert [e.step for e in events] == [0, 1, 2]
+    # stepped by env steps (training and validation), as other libraries' curves are
+    assert [e.step for e in events] == list(steps) and steps[0] > 0
+    assert [(e.step, e.value) for e in acc.Scalars("run/generation")] == [(s, g) for s, g in zip(steps, (0, 1, 2))]
     assert np.allclose([e.value for e in events], best, rtol=1e-6)  # float32 in the event file
     rows = [json.loads(line) for line in (tmp_path / "live.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [0, 1, 2]

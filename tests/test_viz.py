@@ -204,6 +204,33 @@ def test_plot_svg_and_generation_axis(runs, tmp_path):
     assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 20
 
 
+def test_plot_legend_names_runs_by_their_files_or_their_labels(runs, tmp_path, capsys):
+    """Runs of different configs: each group is named after its run files (a shipped config's
+    name: evolve --config NAME writes runs/NAME.h5), not by the options that differ;
+    --label names each run, and runs with one label are one group."""
+    from synapto.cli import main
+    from synapto.viz import read_run
+    from synapto.viz.plot import curves_figure
+
+    data = [read_run(runs[k]) for k in ("dag1", "dag2", "mlp", "es")]
+    fig, groups = curves_figure(data, ["generation"])
+    assert [g.label for g in groups] == [
+        "dag (hebbian-dag [3], 2 seeds)",
+        "mlp (pruned-mlp [3], seed 3)",
+        "es (pruned-mlp [3], seed 4)",
+    ]
+    (legend,) = fig.legends
+    texts = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
+    assert "dag (hebbian-dag [3], 2 seeds): best fitness" in texts and all(len(t) < 60 for t in texts), texts
+    fig, groups = curves_figure(data, ["generation"], labels=["GA", "GA", "GA mlp", "ES"])
+    assert [(g.label, len(g.runs)) for g in groups] == [("GA", 2), ("GA mlp", 1), ("ES", 1)]
+    assert "ES: pop-mean fitness" in [t.get_text() for t in fig.legends[0].get_texts()]
+    with pytest.raises(SystemExit) as exc:
+        main(["plot", runs["dag1"], runs["es"], "--label", "one", "--out", tmp_path / "p.png"])
+    assert exc.value.code == 2 and not (tmp_path / "p.png").exists()
+    assert capsys.readouterr().err == "error: --label is given 1 time(s) for 2 run file(s): give one per run file\n"
+
+
 def test_grouping_of_seeds(runs):
     from synapto.viz import read_run
     from synapto.viz.plot import aggregate, group_runs
@@ -214,7 +241,7 @@ def test_grouping_of_seeds(runs):
     assert sorted(r.seed for r in groups[0].runs) == [1, 2]
     assert "hebbian-dag [3]" in groups[0].label and "2 seeds" in groups[0].label
     assert "pruned-mlp [3]" in groups[1].label and "seed 3" in groups[1].label
-    assert groups[2].kind == "ppo" and groups[2].label.startswith("PPO [4]")
+    assert groups[2].kind == "ppo" and groups[2].label == "ppo (PPO [4], seed 0)"
     # mean and band over the two seeds
     a, b = groups[0].runs
     for axis in ("generation", "env-steps", "wall-time"):

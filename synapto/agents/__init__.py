@@ -7,8 +7,12 @@ for a user's own subclass of :class:`synapto.agents.base.Agent`.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option_value
+
+if TYPE_CHECKING:
+    from synapto.agents.base import Agent
 
 BUILTIN = {
     "pruned-mlp": "synapto.agents.pruned_mlp:PrunedMLP",
@@ -22,21 +26,23 @@ def load_agent_class(spec: str):
 
     target = BUILTIN.get(spec, spec)
     if ":" not in target:
-        raise UsageError(f"--agent {spec!r} is unknown: expected one of {', '.join(BUILTIN)} or package.module:Class")
+        raise UsageError(
+            f"{option_value('agent', spec)} is unknown: expected one of {', '.join(BUILTIN)} or package.module:Class"
+        )
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise UsageError(f"--agent {spec!r}: cannot import module {module_name!r} ({exc})") from None
+        raise UsageError(f"{option_value('agent', spec)}: cannot import module {module_name!r} ({exc})") from None
     cls = getattr(module, class_name, None)
     if cls is None:
-        raise UsageError(f"--agent {spec!r}: module {module_name!r} has no attribute {class_name!r}")
+        raise UsageError(f"{option_value('agent', spec)}: module {module_name!r} has no attribute {class_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
-        raise UsageError(f"--agent {spec!r}: {class_name} is not a subclass of synapto.agents.base.Agent")
+        raise UsageError(f"{option_value('agent', spec)}: {class_name} is not a subclass of synapto.agents.base.Agent")
     return cls
 
 
-def build_agent(cfg, space=None):
+def build_agent(cfg, space=None) -> Agent:
     """The agent of ``cfg`` -- anything with ``env``, ``agent``, ``hidden`` and
     ``agent_options`` (an :class:`~synapto.evolution.config.EvolveConfig`, the workers'
     :class:`~synapto.evolution.worker.evaluate.EvolveSpec`) -- for the environment's ``space``
@@ -52,14 +58,16 @@ def build_agent(cfg, space=None):
         space = space_info(cfg.env, getattr(cfg, "make_kwargs", None))
     if getattr(cls, "__abstractmethods__", None):
         missing = ", ".join(sorted(cls.__abstractmethods__))
-        raise UsageError(f"--agent {cfg.agent!r}: {cls.__name__} is abstract (it does not implement {missing})")
+        raise UsageError(
+            f"{option_value('agent', cfg.agent)}: {cls.__name__} is abstract (it does not implement {missing})"
+        )
     try:
         agent = cls(space, tuple(cfg.hidden), dict(cfg.agent_options))
     except UsageError:
         raise
     except Exception as exc:
         raise UsageError(
-            f"--agent {cfg.agent!r}: constructing {cls.__name__} raised {type(exc).__name__}: {exc}"
+            f"{option_value('agent', cfg.agent)}: constructing {cls.__name__} raised {type(exc).__name__}: {exc}"
         ) from None
     assert isinstance(agent, Agent)
     return agent

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class Agent(ABC):
     def __init__(self, space: SpaceInfo, hidden: tuple[int, ...], options: Mapping[str, Any] | None = None):
         hidden = tuple(int(h) for h in hidden)
         if any(h <= 0 for h in hidden):
-            raise UsageError(f"--hidden sizes must be positive integers, got {list(hidden)}")
+            raise UsageError(f"{option('hidden')} sizes must be positive integers, got {list(hidden)}")
         self.space = space
         self.hidden = hidden
         options = dict(options or {})

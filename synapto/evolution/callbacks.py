@@ -4,19 +4,34 @@
 calls every callback once per completed generation, on the coordinator, after the
 generation's rows are in the run file, with a :class:`GenerationReport`; a callback
 with a ``close()`` method has it called when the run ends (finished, stopped or
-failed).  Callbacks only read: nothing they do changes the run or its file.
+failed).  Callbacks only read: nothing they do changes the run or its file, except
+stopping it early.
+
+**Stopping early**: a callback that raises :class:`StopRun` ends the run after this
+generation as its budget would have ended it: the generation's checkpoint is written,
+the final selection chooses the champion and the champion test runs, the run file is
+whole and finished (the other callbacks still get the report first).  The same holds
+under ``workers=N``, where the callbacks run in the calling process (the MPI job waits
+for their verdict after each generation).  ``--resume`` of such a run continues it
+towards its budget, as it extends a finished run::
+
+    def solved(report):
+        if report.stats["validation_best"] >= 200:
+            raise synapto.StopRun("validation reached 200")
 
 Built in (``evolve --tensorboard DIR``, ``--live-log FILE``):
 
 - :class:`TensorBoardWriter`: every statistic and timing as a TensorBoard scalar
-  (``stats/best_fitness``, ``timing/wall``...) at step = generation (tensorboardX, the
-  ``tensorboard`` extra);
+  (``stats/best_fitness``, ``timing/wall``...) at step = the env steps so far (training
+  and validation, so that curves overlay those of other libraries stepped by env steps),
+  with the generation as the scalar ``run/generation`` (tensorboardX, the ``tensorboard``
+  extra);
 - :class:`LiveLog`: one CSV row or one JSON line per generation, flushed at once, so a
   run can be followed with ``tail -f`` or read by pandas while it goes.
 
 Any other tracker is a function of a report, e.g. Weights & Biases::
 
-    synapto.evolve(cfg, "runs/a.h5", callbacks=[lambda r: wandb.log(r.scalars(), step=r.generation)])
+    synapto.evolve(cfg, "runs/a.h5", callbacks=[lambda r: wandb.log(r.scalars(), step=r.env_steps)])
 """
 
 from __future__ import annotations
@@ -49,12 +64,31 @@ class GenerationReport:
         return {
             **{f"stats/{k}": float(v) for k, v in self.stats.items()},
             **{f"timing/{k}": float(v) for k, v in self.timing.items()},
+            "run/generation": float(self.generation),
             "run/env_steps": float(self.env_steps),
             "run/elapsed": float(self.elapsed),
         }
 
 
 Callback = Callable[[GenerationReport], None]
+
+
+class StopRun(Exception):
+    """Raised by a callback to end the run after the reported generation, as the end of its
+    budget does (checkpoint, final selection, champion test); the message says why."""
+
+
+def report_to(callbacks, report: GenerationReport) -> str | None:
+    """Call every callback with ``report``; the reason of the first :class:`StopRun` raised
+    (every callback is called all the same), else None."""
+    reason = None
+    for callback in callbacks:
+        try:
+            callback(report)
+        except StopRun as exc:
+            if reason is None:
+                reason = str(exc) or type(exc).__name__
+    return reason
 
 
 def close_all(callbacks) -> None:
@@ -115,7 +149,7 @@ class TensorBoardWriter:
             self.out = report.out
         for name, value in report.scalars().items():
             if math.isfinite(value):  # TensorBoard draws no NaN or infinite points
-                self.writer.add_scalar(name, value, global_step=report.generation)
+                self.writer.add_scalar(name, value, global_step=report.env_steps)
         self.writer.flush()
 
     def close(self) -> None:

@@ -14,8 +14,8 @@ from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
 
 
 def _shown_defaults() -> dict:
-    """The defaults evolve's options show: the default experiment's (synapto/defaults.toml),
-    EvolveConfig's where it says nothing."""
+    """The defaults evolve's options show: the default experiment's (synapto/defaults.toml,
+    EvolveConfig's defaults too), EvolveConfig's where it says nothing."""
     from synapto import defaults
 
     found = {f.name: f.default for f in dataclasses.fields(EvolveConfig)}
@@ -24,6 +24,7 @@ def _shown_defaults() -> dict:
 
 
 _E = _shown_defaults()
+_HIDDEN = [str(h) for h in _E["hidden"]]  #: --hidden's default, as typer shows it
 HELP_SECTIONS = {
     "run": "The run",
     "search": "Strategy",
@@ -39,8 +40,8 @@ EVOLVE_HELP = (
     "It runs the default experiment, synapto/defaults.toml: CMA-ES on a hebbian-dag cut down to "
     "50 % of its connections, LunarLander-v3 within 2.75 M env steps; the defaults shown below are "
     "its values, and the options given change them (a --strategy other than cmaes drops its "
-    "strategy options). --config FILE runs another experiment: the keys it leaves out take "
-    "EvolveConfig's defaults (docs/strategies.md)."
+    "strategy options). --config FILE changes it as options do: the keys a file leaves out take its values, "
+    "as EvolveConfig's defaults do (docs/configs.md)."
 )
 
 
@@ -73,12 +74,13 @@ def evolve(
         ),
     ] = None,
     hidden: Annotated[
-        list[int],
+        list[str],
         typer.Option(
-            help="Hidden layer sizes, e.g. --hidden 8 8; --hidden 0: none (a linear policy).",
+            help='Hidden layer sizes: --hidden 8 8, --hidden 8,8 or --hidden "[8,8]" (as ppo --hid); '
+            "--hidden 0: none (a linear policy).",
             rich_help_panel=HELP_SECTIONS["run"],
         ),
-    ] = list(_E["hidden"]),  # noqa: B006
+    ] = _HIDDEN,
     population: Annotated[
         int, typer.Option(help="Individuals per generation.", rich_help_panel=HELP_SECTIONS["run"])
     ] = _E["population"],
@@ -306,8 +308,8 @@ def evolve(
     tensorboard: Annotated[
         Path | None,
         typer.Option(
-            help="Write every generation's statistics as TensorBoard scalars into this folder "
-            "(needs the tensorboard extra).",
+            help="Write every generation's statistics as TensorBoard scalars into this folder, stepped by env "
+            "steps (run/generation: the generation; needs the tensorboard extra).",
             show_default="off",
             rich_help_panel=HELP_SECTIONS["track"],
         ),

@@ -274,9 +274,11 @@ def evolve_command(ctx, opts: dict) -> None:
     The run's values (the command line's over a config file's), their checks, then
     ``--resume`` or new runs."""
     from synapto.evolution.config import RunOptions
-    from synapto.options import given_values
+    from synapto.options import given_values, layer_sizes
 
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
+    if "hidden" in given:
+        given["hidden"] = layer_sizes("--hidden", given["hidden"])
     values, file_values = run_values(opts, given)
     seeds = _seeds(values.pop("seed", [0]))
     n_workers = workers_of(values)
@@ -346,37 +348,35 @@ def workers_of(values: dict) -> int:
 
 
 def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
-    """``(values, file_values)``: the run's values -- a ``--config`` file's, else (not
-    resuming) the default experiment's, with the ``given`` ones and the KEY=VALUE options
-    over them -- and the file's alone."""
+    """``(values, file_values)``: the run's values -- (not resuming) the default experiment's,
+    a ``--config`` file's over them, the ``given`` ones and the KEY=VALUE options over those --
+    and the file's alone."""
     from synapto import defaults
     from synapto.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS
     from synapto.options import key_values, strategy_options, table
 
-    if opts["config"] is not None:
-        values = load_toml(opts["config"], EVOLVE_KEYS)
-    elif opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the options given
-        values = defaults.values(EVOLVE_KEYS)
-        if given.get("strategy", values["strategy"]) != values["strategy"]:
-            values.pop("strategy_options")  # the default strategy's options
-    else:
-        values = {}
+    values = {} if opts["config"] is None else load_toml(opts["config"], EVOLVE_KEYS)
     file_values = dict(values)
     for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
         if one in given:  # the command line's choice wins over the file's other one
             values.pop(other, None)
+    if opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the file and options
+        population = "population" in values or "population" in given
+        values = defaults.with_defaults(values, EVOLVE_KEYS, given.get("strategy"))
+        if not population and ("population_per_worker" in values or "population_per_worker" in given):
+            values.pop("population")  # resolved from the share per worker (workers_of), not the default's
     values.update(given)
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = ()  # --hidden 0: no hidden layer
     found = strategy_options(values, opts["strategy_option"])
     if found:
         values["strategy_options"] = found
-    for key, option, items in (
+    for key, flag, items in (
         ("agent_options", "--agent-option", opts["agent_option"]),
         ("env_options", "--env-option", opts["env_option"]),
     ):
-        found = {**table(values, key), **key_values(option, items)}
+        found = {**table(values, key), **key_values(flag, items)}
         if found:
             values[key] = found
     return values, file_values

@@ -5,35 +5,94 @@ executed (:class:`RunOptions`).
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
 command-line options.  Library code never reads argv; the evolve command
 (:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.
-Errors name the command-line option of a field (``--population must be ...``): the command line is where most runs
-are configured, and a TOML key is that option's name.
+Errors name a field as its user gave it (:func:`synapto.errors.option`): ``population must be
+...`` from Python, ``--population must be ...`` from the command line (a config file's key is
+that option's name).  The env id is checked when the config is built (registered with
+gymnasium, or ``module:Env-v0`` whose module registers it on import): an env registered by
+your own code must be registered before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, on_command_line, option
 from synapto.options import STRATEGY_SHORTHANDS
+
+#: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
+_CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
+
+
+#: the default experiment's strategy (:mod:`synapto.defaults`, ``synapto/defaults.toml``)
+DEFAULT_STRATEGY = "cmaes"
+#: its strategy options: CMA-ES cutting the network down to half of its connections by magnitude
+DEFAULT_STRATEGY_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        "sigma": 0.1,
+        "separable": False,
+        "init_std": 0.1,
+        "prune": True,
+        "prune_to": 0.5,
+        "prune_by": "magnitude",
+        "prune_start": 0,
+        "prune_end": 60,
+        "prune_every": 5,
+    }
+)
+
+
+class _StrategysOwn(Mapping[str, Any]):
+    """``strategy_options`` left out (an empty mapping, told apart by identity): the default
+    experiment's for its strategy, none for another (:class:`EvolveConfig`)."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "<the strategy's in the default experiment>"
+
+    __hash__ = object.__hash__  # one immutable object: a dataclass default
+
+
+#: the default of ``EvolveConfig.strategy_options``
+STRATEGYS_OWN: Mapping[str, Any] = _StrategysOwn()
 
 
 @dataclass(frozen=True)
 class EvolveConfig:
-    """Everything that determines an evolution run's results."""
+    """Everything that determines an evolution run's results.
 
-    env: str = "BipedalWalker-v3"  #: gymnasium environment id
+    The defaults are the default experiment's (``synapto/defaults.toml``, what ``synapto
+    evolve`` runs with no run options; a test keeps them equal): ``EvolveConfig()`` is CMA-ES on
+    a hebbian-dag 8-8 cut down to half of its connections on LunarLander-v3 within 2.75 M env
+    steps.  ``strategy_options`` left out follow the strategy: the default experiment's for
+    ``cmaes``, none (the strategy's own defaults) for any other; given, they are the options
+    (``EvolveConfig(strategy_options={"sigma": 0.2})`` is a dense CMA-ES).  A config file and
+    the command line fill what they leave out the same way, but lay the strategy options they
+    give over the default experiment's (``--sigma 0.2`` keeps its pruning): see
+    :func:`synapto.defaults.with_defaults`."""
+
+    env: str = "LunarLander-v3"  #: gymnasium environment id
     agent: str = "hebbian-dag"  #: pruned-mlp, hebbian-dag, or package.module:Class
     population: int = 64  #: individuals per generation (>= 2)
-    generations: int = 100  #: generations to run (at most, with ``max_env_steps``)
+    generations: int = 100_000  #: generations to run (at most, with ``max_env_steps``)
     #: env-step budget of training + validation episodes: the run ends after the generation
     #: that reaches it (0: no budget; the final selection and test come on top)
-    max_env_steps: int = 0
+    max_env_steps: int = 2_750_000
     hidden: tuple[int, ...] = (8, 8)  #: hidden layer sizes
-    episodes: int = 4  #: episodes averaged per fitness evaluation
+    episodes: int = 1  #: episodes averaged per fitness evaluation
     seed: int = 0  #: run seed; every random number of the run derives from it
     test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
     agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
@@ -42,17 +101,18 @@ class EvolveConfig:
     #: constructor's, and ``max_episode_steps``)
     env_options: Mapping[str, Any] = field(default_factory=dict)
     crn: bool = True  #: common random numbers: a generation's individuals share training episodes
-    validate_top: int = 0  #: candidates re-evaluated on validation episodes (0: the elite count)
-    validate_episodes: int = 16  #: validation episodes per candidate (0: no validation)
-    #: how the next generation is made: ga, openai-es, pgpe, cmaes (synapto.evolution.strategies)
-    strategy: str = "ga"
-    #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused
-    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    validate_top: int = 2  #: candidates re-evaluated on validation episodes (0: the elite count)
+    validate_episodes: int = 8  #: validation episodes per candidate (0: no validation)
+    #: how the next generation is made: ga, openai-es, pgpe, cmaes, ars (synapto.evolution.strategies)
+    strategy: str = DEFAULT_STRATEGY
+    #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused; left out
+    #: (:data:`STRATEGYS_OWN`): :data:`DEFAULT_STRATEGY_OPTIONS` for the default strategy, none for another
+    strategy_options: Mapping[str, Any] = STRATEGYS_OWN
     #: normalise observations by running statistics of the training episodes (synapto.evolution.obs_norm)
     obs_norm: bool = False
     #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
     #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
-    select_episodes: int = 0
+    select_episodes: int = 30
     #: for information: the per-worker population ``population`` was resolved from
     #: (:func:`resolve_population`); None when the population was given as such.  Not part of
     #: the run's identity: ``population`` is what the run computes with.
@@ -80,6 +140,9 @@ class EvolveConfig:
     def __post_init__(self):
         if isinstance(self.hidden, (list, tuple)):
             object.__setattr__(self, "hidden", tuple(self.hidden))
+        if self.strategy_options is STRATEGYS_OWN:  # left out: the strategy's in the default experiment
+            own = DEFAULT_STRATEGY_OPTIONS if self.strategy == DEFAULT_STRATEGY else {}
+            object.__setattr__(self, "strategy_options", dict(own))
         for name in ("agent_options", "env_options", "strategy_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
@@ -97,51 +160,58 @@ class EvolveConfig:
 
         need(
             integer(self.population) and self.population >= 2,
-            f"--population must be an integer >= 2, got {self.population!r}",
+            f"{option('population')} must be an integer >= 2, got {self.population!r}",
         )
         need(
             integer(self.generations) and self.generations >= 1,
-            f"--generations must be an integer >= 1, got {self.generations!r}",
+            f"{option('generations')} must be an integer >= 1, got {self.generations!r}",
         )
         need(
             integer(self.max_env_steps) and self.max_env_steps >= 0,
-            f"--max-env-steps must be an integer >= 0, got {self.max_env_steps!r}",
+            f"{option('max_env_steps')} must be an integer >= 0, got {self.max_env_steps!r}",
         )
         need(
             isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
-            f"--hidden must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
+            f"{option('hidden')} must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
         )
         need(
             integer(self.episodes) and self.episodes >= 1,
-            f"--episodes must be a positive integer, got {self.episodes!r}",
+            f"{option('episodes')} must be a positive integer, got {self.episodes!r}",
         )
-        need(integer(self.seed) and self.seed >= 0, f"--seed must be a non-negative integer, got {self.seed!r}")
+        need(
+            integer(self.seed) and self.seed >= 0, f"{option('seed')} must be a non-negative integer, got {self.seed!r}"
+        )
         need(
             integer(self.test_episodes) and self.test_episodes >= 0,
-            f"--test-episodes must be an integer >= 0, got {self.test_episodes!r}",
+            f"{option('test_episodes')} must be an integer >= 0, got {self.test_episodes!r}",
         )
-        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
-        need(isinstance(self.crn, bool), f"--crn must be true or false, got {self.crn!r}")
+        need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
+        if _CHECK_ENV.get():
+            from synapto.envs import check_env_id
+
+            check_env_id(self.env)
+        need(isinstance(self.crn, bool), f"{option('crn')} must be true or false, got {self.crn!r}")
         need(
             integer(self.validate_top) and 0 <= self.validate_top <= self.population,
-            f"--validate-top must be an integer in 0..population ({self.population}), got {self.validate_top!r}",
+            f"{option('validate_top')} must be an integer in 0..population ({self.population}), "
+            f"got {self.validate_top!r}",
         )
         need(
             integer(self.validate_episodes) and self.validate_episodes >= 0,
-            f"--validate-episodes must be an integer >= 0, got {self.validate_episodes!r}",
+            f"{option('validate_episodes')} must be an integer >= 0, got {self.validate_episodes!r}",
         )
-        need(isinstance(self.obs_norm, bool), f"--obs-norm must be true or false, got {self.obs_norm!r}")
+        need(isinstance(self.obs_norm, bool), f"{option('obs_norm')} must be true or false, got {self.obs_norm!r}")
         need(
             integer(self.select_episodes) and self.select_episodes >= 0,
-            f"--select-episodes must be an integer >= 0, got {self.select_episodes!r}",
+            f"{option('select_episodes')} must be an integer >= 0, got {self.select_episodes!r}",
         )
         _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
-        need(isinstance(self.strategy, str), f"--strategy must be a name, got {self.strategy!r}")
-        need(isinstance(self.agent, str) and bool(self.agent), f"--agent must be a name, got {self.agent!r}")
+        need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
+        need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
@@ -192,16 +262,19 @@ class EvolveConfig:
     @classmethod
     def from_toml(cls, path, **overrides) -> EvolveConfig:
         """The config of a TOML file, or of a shipped config by name (``"quickstart"``), read
-        as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
-        file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config; a
-        ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
+        as ``evolve --config`` reads it: the keys it leaves out take the default experiment's
+        values (:func:`synapto.defaults.with_defaults`); ``overrides`` (field values) win over
+        the file.  The file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a
+        config; a ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
         from synapto.config import load_toml, one_seed
+        from synapto.defaults import with_defaults
         from synapto.options import strategy_options, table
 
         values = load_toml(path, EVOLVE_KEYS)
         resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
+        values = with_defaults(values, EVOLVE_KEYS, overrides.get("strategy"))
         if list(values.get("hidden", ())) == [0]:
             values["hidden"] = ()
         opts = strategy_options(values, None)
@@ -220,22 +293,48 @@ class EvolveConfig:
 
     @classmethod
     def from_json(cls, text: str) -> EvolveConfig:
-        data = json.loads(text)
-        if "strategy" not in data and "mutation_std" in data:  # a run file of the GA-only format
+        """The config a run file stores; its env id is not looked up (it was when the run was
+        made; reading a run file needs no env: an env module absent here is no error yet)."""
+        data = {**STORED_DEFAULTS, **json.loads(text)}  # a field the file predates: as then
+        if "mutation_std" in data:  # a run file of the GA-only format
             data["strategy_options"] = {"mutation_std": data.pop("mutation_std")}
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        token = _CHECK_ENV.set(False)
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        finally:
+            _CHECK_ENV.reset(token)
 
     def differences(self, other: EvolveConfig, names=None) -> list[str]:
-        """``name: ours -> theirs`` for every identity field that differs."""
+        """``name: ours (run file) vs theirs (command line, or config from Python)`` for every
+        identity field that differs."""
+        given = "command line" if on_command_line() else "config"
         out = []
         for name in names or self.IDENTITY:
             a, b = getattr(self, name), getattr(other, name)
             if name == "strategy_options" and self.strategy == other.strategy:
                 a, b = self.options, other.options  # defaults spelled out or not: the same run
             if a != b:
-                out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} (command line)")
+                out.append(f"{name}: {_show(a)} (run file) vs {_show(b)} ({given})")
         return out
+
+
+#: the defaults of the fields a run file of an earlier version may lack: those in force when
+#: they were added (the GA's), so that such a file reads as the run it made
+STORED_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "env": "BipedalWalker-v3",
+        "generations": 100,
+        "max_env_steps": 0,
+        "episodes": 4,
+        "validate_top": 0,
+        "validate_episodes": 16,
+        "strategy": "ga",
+        "strategy_options": {},
+        "obs_norm": False,
+        "select_episodes": 0,
+    }
+)
 
 
 def _show(v):
@@ -296,12 +395,12 @@ class RunOptions:
 
     def __post_init__(self):
         if self.schedule not in ("dynamic", "waves"):
-            raise UsageError(f"--schedule must be 'dynamic' or 'waves', got {self.schedule!r}")
+            raise UsageError(f"{option('schedule')} must be 'dynamic' or 'waves', got {self.schedule!r}")
         if self.on_error not in ("abort", "skip"):
-            raise UsageError(f"--on-error must be 'abort' or 'skip', got {self.on_error!r}")
+            raise UsageError(f"{option('on_error')} must be 'abort' or 'skip', got {self.on_error!r}")
         if self.checkpoint_every < 1:
-            raise UsageError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
+            raise UsageError(f"{option('checkpoint_every')} must be >= 1, got {self.checkpoint_every}")
         if self.batch not in ("auto", "off"):
-            raise UsageError(f"--batch must be 'auto' or 'off', got {self.batch!r}")
+            raise UsageError(f"{option('batch')} must be 'auto' or 'off', got {self.batch!r}")
         if self.wire not in ("keys", "genomes"):
-            raise UsageError(f"--wire must be 'keys' or 'genomes', got {self.wire!r}")
+            raise UsageError(f"{option('wire')} must be 'keys' or 'genomes', got {self.wire!r}")

@@ -30,7 +30,7 @@ import numpy as np
 from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution import champion as final
-from synapto.evolution.callbacks import GenerationReport, close_all
+from synapto.evolution.callbacks import GenerationReport, close_all, report_to
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.generation import (
     EvaluationFailed,
@@ -67,6 +67,7 @@ class RunSummary:
     generations: int
     #: every env step of the run: training, validation, final selection and test (the "done" line's total)
     env_steps: int
+    #: the champion's fitness as the run file stores it (training or validation; NaN for a final centre)
     best_fitness: float
     test_mean: float | None
     test_std: float | None
@@ -114,6 +115,7 @@ class EvolutionRun:
         self.cfg_json = cfg.to_json()
         self.obs = ObsStats(self.agent.space.obs_dim) if cfg.obs_norm else None
         self.selection_steps = 0  #: env steps of the final selection
+        self.champion_fitness = float("nan")  #: the fitness the run file stores with its champion
         self.norms: list[tuple[np.ndarray, np.ndarray]] = []  #: the frozen normalisation of each generation
         self.shaping = cfg.envs.shaping
         self.prev_steps: np.ndarray | None = None  #: the last generation's ``/steps`` (the training cap's basis)
@@ -273,6 +275,7 @@ class EvolutionRun:
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
             self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
+        self.champion_fitness = float(champion.fitness)
         self.writer.write_champion(
             champion.genome,
             champion.fitness,
@@ -424,8 +427,13 @@ def run_evolution(
             log(
                 progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
             )
-            for callback in callbacks:
-                callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
+            reason = report_to(
+                callbacks, GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg)
+            )
+            if reason is not None:  # as the end of the budget: checkpoint, selection, test
+                run.save()
+                log(f"stopped by a callback after generation {gen.index}: {reason}")
+                break
         progress.stop()
         test = run.finish(evals)
     except (FarmInterrupted, EvaluationFailed) as exc:
@@ -436,7 +444,7 @@ def run_evolution(
         run.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     total = done_line(run, test, out, wall, cpu, log)
-    return RunSummary(out, run.generation, total, run.strategy.champion.fitness, test.mean, test.std, wall)
+    return RunSummary(out, run.generation, total, run.champion_fitness, test.mean, test.std, wall)
 
 
 def log_warnings(gen: Generation, out, log) -> None:

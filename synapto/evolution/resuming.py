@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, on_command_line, option, option_value
 
 #: what --resume may change: how far the run goes
 EXTENDABLE = ("generations", "max_env_steps")
@@ -22,8 +22,8 @@ def resumed_config(stored, values: dict, path):
     values = dict(values)
     if values.get("strategy", stored.strategy) != stored.strategy:
         raise UsageError(
-            f"--resume {str(path)!r} refuses options that would change the run: strategy: "
-            f"{stored.strategy} (run file) vs {values['strategy']} (command line)"
+            f"{_resuming(path)} refuses options that would change the run: strategy: "
+            f"{stored.strategy} (run file) vs {values['strategy']} ({_given()})"
         )
     if "strategy_options" in values:  # options given again: on top of the run's own
         values["strategy_options"] = {**stored.strategy_options, **values["strategy_options"]}
@@ -34,8 +34,18 @@ def resumed_config(stored, values: dict, path):
     # the champion test is part of the run's promise: changing it on --resume is refused too
     diffs = stored.differences(wanted, names=(*stored.IDENTITY, "test_episodes"))
     if diffs:
-        raise UsageError(f"--resume {str(path)!r} refuses options that would change the run: " + "; ".join(diffs))
+        raise UsageError(f"{_resuming(path)} refuses options that would change the run: " + "; ".join(diffs))
     return dataclasses.replace(stored, **{k: getattr(wanted, k) for k in EXTENDABLE})
+
+
+def _resuming(path) -> str:
+    """The run being resumed: ``--resume 'a.h5'``; from Python ``out='a.h5' (resume=True)``."""
+    return option_value("resume", str(path)) if on_command_line() else f"out={str(path)!r} (resume=True)"
+
+
+def _given() -> str:
+    """Where the values a resumed run is compared with come from."""
+    return "command line" if on_command_line() else "config"
 
 
 def resume_state(path, values: dict):
@@ -47,19 +57,19 @@ def resume_state(path, values: dict):
     from synapto.store import RunData, read_checkpoint
 
     if not Path(path).exists():
-        raise UsageError(f"--resume {str(path)!r}: no such file")
+        raise UsageError(f"{_resuming(path)}: no such file")
     with RunData(path, kind="evolve") as run:
         run.verify()  # damaged data is refused here, before anything is rewritten
         stored = EvolveConfig.from_json(run.config_json)
     completed, finished = run_status(path)
     checkpoint = read_checkpoint(path)
     if checkpoint is None and completed > 0:
-        raise UsageError(f"--resume {str(path)!r}: its checkpoint {path!s}.ckpt is missing")
+        raise UsageError(f"{_resuming(path)}: its checkpoint {path!s}.ckpt is missing")
     wanted = resumed_config(stored, values, path)
     done_generations = int(checkpoint.scalars["generation"]) if checkpoint is not None else 0
     if wanted.generations < done_generations:
         raise UsageError(
-            f"--generations {wanted.generations} is below the {done_generations} generations "
+            f"{option('generations')} {wanted.generations} is below the {done_generations} generations "
             f"{str(path)!r} already holds"
         )
     steps_done = (

@@ -249,8 +249,8 @@ def ppo(
         Path | None,
         typer.Option(
             rich_help_panel=PANELS["track"],
-            help="Write every epoch's statistics as TensorBoard scalars into this "
-            "folder (needs the tensorboard extra).",
+            help="Write every epoch's statistics as TensorBoard scalars into this folder, stepped by env "
+            "steps (TotalEnvInteracts; run/generation: the epoch; needs the tensorboard extra).",
             show_default="off",
         ),
     ] = None,

@@ -206,30 +206,17 @@ def parse_hid(values: None) -> None: ...
 @overload
 def parse_hid(values: list[str] | tuple) -> tuple[int, ...]: ...
 def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
-    """``--hid 32 32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``."""
+    """``--hid 32 32``, ``--hid 32,32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``
+    (:func:`synapto.options.layer_sizes`, the spellings of ``evolve --hidden`` too)."""
+    from synapto.options import layer_sizes
+
     if values is None:
         return None
-    if isinstance(values, (str, int)):
-        values = [values]
-    sizes: list[int] = []
-    for value in values:
-        text = str(value).strip()
-        bracketed = text[:1] in "[(" and text[-1:] in "])"
-        body = text[1:-1] if bracketed else text
-        parts = [p for p in re.split(r"[,\s]+", body.strip()) if p]
-        if not parts and not bracketed:
-            raise UsageError(f'--hid {value!r} is not a layer size; expected e.g. --hid 32 32 or --hid "[32,32]"')
-        for part in parts:
-            try:
-                size = int(part)
-            except ValueError:
-                raise UsageError(
-                    f'--hid {value!r} does not parse; expected positive integers, e.g. --hid 32 32 or --hid "[32,32]"'
-                ) from None
-            if size <= 0:
-                raise UsageError(f"--hid {value!r}: layer sizes must be positive integers, got {size}")
-            sizes.append(size)
-    return tuple(sizes)
+    sizes = layer_sizes("--hid", values)
+    for size in sizes:
+        if size <= 0:
+            raise UsageError(f"--hid {list(values)!r}: layer sizes must be positive integers, got {size}")
+    return sizes
 
 
 def load_ppo_toml(path: str | Path) -> dict[str, Any]:

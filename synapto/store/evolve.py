@@ -81,7 +81,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import DiskFullError, RunFileError, UsageError
+from synapto.errors import DiskFullError, RunFileError, UsageError, option_set, option_value
 from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, Extras, per_generation
 from synapto.store.files import (
     close_quietly,
@@ -216,7 +216,7 @@ class EvolveRunWriter:
 
         path = Path(path)
         if path.exists() and not overwrite:
-            raise UsageError(f"--out {str(path)!r} exists; pass --force to overwrite it")
+            raise UsageError(f"{option_value('out', str(path))} exists; pass {option_set('force')} to overwrite it")
         ckpt = checkpoint_path(path)
 
         def build(tmp: Path) -> None:

@@ -29,7 +29,7 @@ import socket
 import sys
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option, option_set, option_value
 
 #: errno values of a file system that does not implement flock
 _NO_FLOCK = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL}
@@ -153,15 +153,15 @@ def check_output_path(path: str | Path, force: bool) -> Path:
     is writable."""
     p = Path(path)
     if p.exists() and p.is_dir():
-        raise UsageError(f"--out {str(p)!r} is a directory, expected a .h5 file path")
+        raise UsageError(f"{option_value('out', str(p))} is a directory, expected a .h5 file path")
     if p.exists() and not p.is_file():  # a device, a pipe, a socket: never replaced, --force or not
-        raise UsageError(f"--out {str(p)!r} is not a regular file")
+        raise UsageError(f"{option_value('out', str(p))} is not a regular file")
     if p.exists() and not force:
-        raise UsageError(f"--out {str(p)!r} exists; pass --force to overwrite it")
+        raise UsageError(f"{option_value('out', str(p))} exists; pass {option_set('force')} to overwrite it")
     from synapto.folders import check_out_dir
 
     # checked, not made: the run makes its folder when it starts (RunLock.acquire)
-    check_out_dir(p.parent if str(p.parent) else Path("."), "--out")
+    check_out_dir(p.parent if str(p.parent) else Path("."), option("out"))
     check_not_in_use(p)
     return p
 

@@ -33,6 +33,7 @@ def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
     from synapto.config import load_toml
+    from synapto.defaults import with_defaults
     from synapto.evolution.config import EVOLVE_KEYS, resolve_population
     from synapto.options import strategy_options, table
 
@@ -45,6 +46,7 @@ def load_base(path) -> dict[str, Any]:
     resolve_population(values, values.get("workers", 0))  # as EvolveConfig.from_toml resolves it
     for key in ("seed", "out", "workers", "task_timeout"):
         values.pop(key, None)
+    values = with_defaults(values, set(EVOLVE_KEYS))  # the keys it leaves out: the default experiment's
     if list(values.get("hidden", ())) == [0]:
         values["hidden"] = []
     values["strategy_options"] = strategy_options(values, None)

@@ -45,7 +45,7 @@ def write_best(path: Path, values: dict, base_raw: dict, header: list[str]) -> N
         if key in base_raw:
             top[key] = base_raw[key]
     lines = [f"# {_comment(h)}" for h in header]
-    lines += [f"{toml_key(k.replace('_', '-'))} = {toml_value(v)}" for k, v in top.items()]
+    lines += [f"{toml_key(k)} = {toml_value(v)}" for k, v in top.items()]  # the keys' canonical spelling
     for table in TABLES:
         if values.get(table):
             lines += ["", f"[{table}]", *(f"{toml_key(k)} = {toml_value(v)}" for k, v in values[table].items())]

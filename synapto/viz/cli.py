@@ -42,6 +42,14 @@ def plot(
     ] = None,
     connections: Annotated[bool, typer.Option(help="Lower panel with surviving connections (evolution runs).")] = True,
     title: Annotated[str | None, typer.Option(help="Figure title.", show_default="the env ids")] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The legend's name of a run file, once per run file in their order; runs with one label are "
+            "drawn as one group (mean and band).",
+            show_default="the run files' names (without _s<seed>), agent and seeds",
+        ),
+    ] = None,
     width: Annotated[int | None, typer.Option(help="Width in pixels.", show_default="640 per x axis")] = None,
     height: Annotated[
         int | None,
@@ -66,6 +74,7 @@ def plot(
         dpi=dpi,
         title=title,
         log=_log,
+        labels=label,
     )
 
 
@@ -170,6 +179,9 @@ def export(
             show_default="off",
         ),
     ] = None,
+    onnx_obs_dtype: Annotated[
+        str, typer.Option(help="The ONNX model's observation input: float32 or float64 (cast to float64 inside).")
+    ] = "float32",
     npz: Annotated[
         Path | None,
         typer.Option(
@@ -181,7 +193,7 @@ def export(
     from synapto.viz.export import export_policy, export_runs
 
     if onnx is not None or npz is not None:
-        export_policy(runs, onnx, npz, log=_log)
+        export_policy(runs, onnx, npz, log=_log, onnx_obs_dtype=onnx_obs_dtype)
         if csv is None:
             return
     export_runs(runs, Path("csv") if csv is None else csv, log=_log)

@@ -119,18 +119,25 @@ def _export(run: RunSeries, folder: Path) -> list[Path]:
     return written
 
 
-def export_policy(paths: list[Path], onnx: Path | None, npz: Path | None, log=print) -> list[Path]:
+def export_policy(
+    paths: list[Path], onnx: Path | None, npz: Path | None, log=print, onnx_obs_dtype: str = "float32"
+) -> list[Path]:
     """``--onnx FILE`` / ``--npz FILE``: the policy of one run file (:func:`synapto.load_policy`)
     in the formats of :mod:`synapto.policy_export`; everything is checked before a file is written."""
     from synapto.policies import load_policy
-    from synapto.policy_export import require_onnx, write_npz, write_onnx
+    from synapto.policy_export import OBS_DTYPES, require_onnx, write_npz, write_onnx
     from synapto.viz import check_image_out, write_output
 
     if len(paths) != 1:
         raise UsageError(f"--onnx/--npz export the policy of one run file, got {len(paths)}")
+    if onnx_obs_dtype not in OBS_DTYPES:
+        raise UsageError(f"--onnx-obs-dtype must be one of {', '.join(OBS_DTYPES)}, got {onnx_obs_dtype!r}")
     targets = [
         (p, flag, write)
-        for p, flag, write in ((onnx, "--onnx", write_onnx), (npz, "--npz", write_npz))
+        for p, flag, write in (
+            (onnx, "--onnx", partial(write_onnx, obs_dtype=onnx_obs_dtype)),
+            (npz, "--npz", write_npz),
+        )
         if p is not None
     ]
     for out, flag, _ in targets:

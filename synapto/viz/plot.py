@@ -18,6 +18,8 @@ efficiency and wall-clock efficiency side by side.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -81,40 +83,57 @@ class Group:
         return self.runs[0].kind
 
 
-def group_runs(runs: list[RunSeries]) -> list[Group]:
-    """Group runs by configuration minus seed (first appearance order) and label the groups:
-    agent and hidden sizes (PPO and its hidden sizes), plus every setting that varies
-    between groups of the same kind, plus the number of seeds."""
+def group_runs(runs: list[RunSeries], labels: list[str] | None = None) -> list[Group]:
+    """Group runs (first appearance order) and name the groups.
+
+    Without ``labels``, runs of one configuration minus the seed form a group, named after
+    its run files (their stem without ``_s<seed>``: a shipped config's name, as ``evolve
+    --config NAME`` writes ``runs/NAME.h5``), with the agent and hidden sizes (PPO and its
+    hidden sizes) and the seeds.  ``labels`` (``--label``, one per run) name the runs
+    instead: runs with one label form one group, drawn under that label."""
+    check_labels(labels, len(runs))
     groups: dict[str, Group] = {}
-    for r in runs:
-        groups.setdefault(r.group_key, Group(r.group_key, [])).runs.append(r)
+    for i, r in enumerate(runs):
+        key = r.group_key if labels is None else json.dumps([labels[i], r.kind, r.env])
+        groups.setdefault(key, Group(key, [], labels[i] if labels is not None else "")).runs.append(r)
     out = list(groups.values())
     for g in out:
         seeds = [r.seed for r in g.runs]
-        if len(set(seeds)) != len(seeds):
+        if labels is None and len(set(seeds)) != len(seeds):
             dup = sorted({s for s in seeds if seeds.count(s) > 1})
             sys.stderr.write(f"warning: {g.runs[0].short_label}: several files with seed(s) {dup}\n")
-    for g in out:
-        cfg = g.runs[0].config
-        same_kind = [o.runs[0].config for o in out if o.kind == g.kind]
-        shown = {"seed", "agent", "hidden", "hid", "exp_name"}
-        varying = sorted(k for k in cfg if k not in shown and any(c.get(k) != cfg.get(k) for c in same_kind))
-        extra = ", ".join(f"{k}={_short(cfg.get(k))}" for k in varying)
-        n = len(g.runs)
-        g.label = (
-            g.runs[0].short_label
-            + (f" ({extra})" if extra else "")
-            + (f", {n} seeds" if n > 1 else f", seed {g.runs[0].seed}")
-        )
+    if labels is None:
+        names = [_run_name(g.runs) for g in out]
+        for g, name in zip(out, names):
+            n = len(g.runs)
+            count = f"{n} seeds" if n > 1 else f"seed {g.runs[0].seed}"
+            g.label = f"{name} ({g.runs[0].short_label}, {count})"
+        _tell_apart(out)
     return out
 
 
-def _short(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(str(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{k}:{_short(x)}" for k, x in sorted(v.items())) + "}" if v else "{}"
-    return str(v)
+def check_labels(labels: list[str] | None, n_runs: int) -> None:
+    """``--label``: none, or one per run file."""
+    if labels is not None and len(labels) != n_runs:
+        raise UsageError(f"--label is given {len(labels)} time(s) for {n_runs} run file(s): give one per run file")
+
+
+def _run_name(runs: list[RunSeries]) -> str:
+    """What a group's run files are called: their common stem without ``_s<seed>``."""
+    stems = [re.sub(r"_s\d+$", "", r.path.stem) for r in runs]
+    common = stems[0]
+    for stem in stems[1:]:
+        while not stem.startswith(common):
+            common = common[:-1]
+    return common.rstrip("_-. ") or stems[0]
+
+
+def _tell_apart(groups: list[Group]) -> None:
+    """Number the groups whose names are alike (same file names, same agent, other settings)."""
+    labels = [g.label for g in groups]
+    for i, g in enumerate(groups):
+        if labels.count(g.label) > 1:
+            g.label = f"{g.label} #{labels[: i + 1].count(g.label)}"
 
 
 def aggregate(xs: list[np.ndarray], ys: list[np.ndarray], axis: str, band: str):
@@ -176,8 +195,10 @@ def plot_runs(
     dpi: int = 100,
     title: str | None = None,
     log=print,
+    labels: list[str] | None = None,
 ) -> Path:
-    """Draw the learning curves of ``paths`` into ``out`` (.png or .svg)."""
+    """Draw the learning curves of ``paths`` into ``out`` (.png or .svg); ``labels``: one
+    legend name per run (:func:`group_runs`)."""
     out = Path(out)
     suffix = check_image_out(out, (".png", ".svg"))
     axes = parse_axes(axes)
@@ -188,8 +209,9 @@ def plot_runs(
         raise UsageError("plot needs at least one run file")
     if dpi < 10:
         raise UsageError(f"--dpi must be >= 10, got {dpi}")
+    check_labels(labels, len(paths))  # before any file is read
     runs = [read_run(p) for p in paths]
-    fig, groups = curves_figure(runs, axes, band, curves, connections, width, height, dpi, title)
+    fig, groups = curves_figure(runs, axes, band, curves, connections, width, height, dpi, title, labels)
     write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
     log(f"plot: {len(runs)} run(s) in {len(groups)} group(s) -> {out}")
     return out
@@ -205,11 +227,12 @@ def curves_figure(
     height: int | None = None,
     dpi: int = 100,
     title: str | None = None,
+    labels: list[str] | None = None,
 ):
     """The figure of :func:`plot_runs` (a matplotlib ``Figure``, drawn) and the run groups."""
     Figure = matplotlib_figure("plot")
     axes, curves = parse_axes(axes), parse_curves(curves)
-    groups = group_runs(runs)
+    groups = group_runs(runs, labels)
     envs = list(dict.fromkeys(g.runs[0].env for g in groups))  # one row of fitness panels per env
     show_connections = connections and any(g.kind == "evolve" and _prunes(g) for g in groups)
     rows = len(envs) + (1 if show_connections else 0)

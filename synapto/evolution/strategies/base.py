@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option_value
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.options import Option, complete
 
@@ -289,6 +289,6 @@ def strategy_class(name: str) -> type[Strategy]:
     """The class of ``--strategy name``; one-line error for unknown names."""
     target = STRATEGIES.get(name)
     if target is None:
-        raise UsageError(f"--strategy {name!r} is unknown: expected one of {', '.join(STRATEGIES)}")
+        raise UsageError(f"{option_value('strategy', name)} is unknown: expected one of {', '.join(STRATEGIES)}")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)

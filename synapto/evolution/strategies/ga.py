@@ -39,7 +39,7 @@ from typing import ClassVar
 import numpy as np
 
 from synapto import lineage as lin
-from synapto.errors import UsageError
+from synapto.errors import UsageError, option
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import (
     Champion,
@@ -368,11 +368,13 @@ class GA(Strategy):
         out = super().check_options(options)
         std = out["mutation_std"]
         if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 <= std <= MAX_SCALE:
-            raise UsageError(f"--mutation-std must be a number in [0, {MAX_SCALE:g}], got {std!r}")
+            raise UsageError(f"{option('mutation_std')} must be a number in [0, {MAX_SCALE:g}], got {std!r}")
         if not isinstance(out["prune"], bool):
-            raise UsageError(f"--prune must be on or off, got {out['prune']!r}")
+            raise UsageError(f"{option('prune')} must be on or off, got {out['prune']!r}")
         if not (out["prune"] or out["mutation_std"]):
-            raise UsageError("strategy 'ga' with --prune off and --mutation-std 0 would never change a genome")
+            raise UsageError(
+                f"strategy 'ga' with {option('prune')} off and {option('mutation_std')} 0 would never change a genome"
+            )
         out["prune_every"] = need_int("prune_every", out["prune_every"])
         return check_target(out)
 
