@@ -382,6 +382,19 @@ def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=No
     return batching_farm(farm, spec, agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
 
 
+def stopped_by_callback(callbacks, run: EvolutionRun, gen, stats, steps: int, elapsed: float, log) -> bool:
+    """Report generation ``gen`` to the ``callbacks``; True when one asks the run to stop
+    (:class:`synapto.StopRun`): it then ends as at the end of its budget (checkpoint, final
+    selection, champion test)."""
+    report = GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(run.out), run.cfg)
+    reason = report_to(callbacks, report)
+    if reason is None:
+        return False
+    run.save()
+    log(f"stopped by a callback after generation {gen.index}: {reason}")
+    return True
+
+
 def run_evolution(
     cfg: EvolveConfig,
     out: Path,
@@ -427,12 +440,7 @@ def run_evolution(
             log(
                 progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
             )
-            reason = report_to(
-                callbacks, GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg)
-            )
-            if reason is not None:  # as the end of the budget: checkpoint, selection, test
-                run.save()
-                log(f"stopped by a callback after generation {gen.index}: {reason}")
+            if stopped_by_callback(callbacks, run, gen, stats, steps, elapsed, log):
                 break
         progress.stop()
         test = run.finish(evals)
