@@ -389,7 +389,7 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     from synapto import defaults
     from synapto.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS
-    from synapto.options import key_values, strategy_options, table
+    from synapto.options import hidden_layers, key_values, strategy_options, table
 
     if opts["config"] is not None:
         values = load_toml(opts["config"], EVOLVE_KEYS)
@@ -401,8 +401,8 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
         values = {}
     file_values = dict(values)
     values.update(given)
-    if list(values.get("hidden", ())) == [0]:
-        values["hidden"] = ()  # --hidden 0: no hidden layer
+    if "hidden" in values:  # --hidden 0: no hidden layer; hidden = 8: one layer
+        values["hidden"] = hidden_layers(values["hidden"])
     found = strategy_options(values, opts["strategy_option"])
     if found:
         values["strategy_options"] = found

@@ -187,13 +187,13 @@ class EvolveConfig:
         as ``evolve --config`` reads it; ``overrides`` (field values) win over the file.  The
         file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a config."""
         from synapto.config import load_toml, one_seed
-        from synapto.options import strategy_options, table
+        from synapto.options import hidden_layers, strategy_options, table
 
         values = load_toml(path, EVOLVE_KEYS)
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
-        if list(values.get("hidden", ())) == [0]:
-            values["hidden"] = ()
+        if "hidden" in values:
+            values["hidden"] = hidden_layers(values["hidden"])
         opts = strategy_options(values, None)
         if opts:
             values["strategy_options"] = opts
