@@ -49,6 +49,24 @@ CASES = [
     (["--env", "CartPole-v1", "--config", "{files}/twice.toml"], "sets max_env_steps twice"),
     (["--env", "CartPole-v1", "--task-timeout", "1e12"], "--task-timeout must be a number of seconds in"),
     (["--env", "CartPole-v1", "--strategy-option", "prune_to=1e-9"], "prune_to 1e-09 leaves no connection"),
+    (["--env", "CartPole-v1", "--agent-option", "init_prune=1.5"], "agent option init_prune must be in [0, 1)"),
+    (
+        ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--agent-option", "neuromodulate=no"],
+        "agent option neuromodulate must be true or false, got 'no'",
+    ),
+    (
+        [
+            "--env",
+            "LunarLander-v3",
+            "--agent",
+            "hebbian-dag",
+            "--env-option",
+            "train_backend=envpool",
+            "--agent-option",
+            "neuromodulate=true",
+        ],
+        "error: env option train_backend=envpool",  # no batched policy (or no envpool extra)
+    ),
     (
         [
             "--env",
