@@ -43,7 +43,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction
-from synapto.errors import UsageError
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
