@@ -7,7 +7,6 @@ with one line naming it.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.shaping import Shaping
+from synapto.shaping import Shaping, reward_option
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,7 @@ class EnvOptions:
         backend = make.pop("train_backend", "gymnasium")
         if backend not in ("gymnasium", "envpool"):
             raise UsageError(f"env option train_backend must be gymnasium or envpool, got {backend!r}")
-        shift = make.pop("reward_shift", 0.0)
-        if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
-            raise UsageError(f"env option reward_shift must be a finite number, got {shift!r}")
+        shift = reward_option("reward_shift", make.pop("reward_shift", 0.0))
         cap = make.pop("max_episode_steps", 0)
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise UsageError(f"env option max_episode_steps must be an integer >= 0, got {cap!r}")
