@@ -95,6 +95,8 @@ def import_env_module(env_id: str) -> None:
             raise UsageError(f"--env {env_id!r}: cannot import module {module!r} ({exc})") from None
         except Exception as exc:  # the module itself raised on import
             raise UsageError(f"--env {env_id!r}: importing module {module!r} raised {_one_line(exc)}") from None
+        except SystemExit as exc:  # would end the command with its code and no word
+            raise UsageError(f"--env {env_id!r}: importing module {module!r} called sys.exit({exc.code!r})") from None
 
 
 def make_env(env_id: str, render_mode: str | None = None, **kwargs):
@@ -125,9 +127,10 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
         raise UsageError(f"--env {env_id!r} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise UsageError(f"--env {env_id!r} is not a registered gymnasium environment ({exc})") from None
-    except Exception as exc:  # the env's constructor refused its arguments in its own way
+    except (Exception, SystemExit) as exc:  # the constructor refused its arguments in its own way, or exited
         given = f" with --env-option {options!r}" if options else ""
-        raise UsageError(f"--env {env_id!r}{given} cannot be made: {_one_line(exc)}") from None
+        what = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else _one_line(exc)
+        raise UsageError(f"--env {env_id!r}{given} cannot be made: {what}") from None
 
 
 def _one_line(exc: BaseException) -> str:
