@@ -34,11 +34,22 @@ from synapto.errors import UsageError
 MULTI_VALUE_OPTIONS = ("--seeds",)
 
 
-def task_of_evolve(config: str) -> str:
-    from synapto.config import load_toml
-    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
+def task_of_evolve(config: str, seed: int = 0) -> str:
+    """The env of the evolve config ``config``, checked whole as the race runs it (with
+    ``seed``): a centre strategy, whose checkpointed centres the race tests."""
+    import numpy as np
 
-    return str(load_toml(config, EVOLVE_KEYS).get("env", EvolveConfig.env))
+    from synapto.agents import build_agent
+    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.strategies import make_strategy
+
+    cfg = EvolveConfig.from_toml(config, seed=seed)
+    if "centre" not in make_strategy(cfg, build_agent(cfg), np.random.default_rng(0)).record_arrays():
+        raise UsageError(
+            f"--evolve-config {config!r} runs {cfg.strategy}: the race tests checkpointed centres, "
+            f"which a centre strategy has (openai-es, pgpe, cmaes, ars)"
+        )
+    return cfg.env
 
 
 def ppo_config(config: str):
@@ -48,8 +59,9 @@ def ppo_config(config: str):
     return build_config(values)
 
 
-def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int) -> list[dict]:
-    """The tasks: each evolve config paired with the PPO config of the same place, same env."""
+def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int, seed: int = 0) -> list[dict]:
+    """The tasks: each evolve config paired with the PPO config of the same place, same env
+    (both checked whole, with the race's first ``seed``)."""
     from synapto.bench.race.runs import ppo_processes
 
     if len(evolve_configs) != len(ppo_configs) or not evolve_configs:
@@ -59,7 +71,7 @@ def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int) -> list[
         )
     tasks = []
     for ec, pc in zip(evolve_configs, ppo_configs):
-        env, cfg = task_of_evolve(ec), ppo_config(pc)
+        env, cfg = task_of_evolve(ec, seed), ppo_config(pc)
         if env != cfg.env:
             raise UsageError(
                 f"--evolve-config {ec!r} runs {env} and --ppo-config {pc!r} runs {cfg.env}: "
@@ -194,17 +206,20 @@ def register(bench_app: typer.Typer) -> None:
             raise UsageError(f"--workers must be an integer >= 1, got {workers}")
         if len(set(seeds)) != len(seeds):
             raise UsageError(f"--seeds has repeated values {seeds}")
+        if min(seeds) < 0:
+            raise UsageError(f"--seeds must be integers >= 0, got {seeds}")
         if points < 1 or episodes < 1:
             raise UsageError(f"--points and --episodes must be integers >= 1, got {points} and {episodes}")
-        if max_busy < 0 or coordinator_us < 0:
-            raise UsageError(f"--max-busy and --coordinator-us must be >= 0, got {max_busy} and {coordinator_us}")
+        for flag, value in (("--max-busy", max_busy), ("--coordinator-us", coordinator_us)):
+            if not (math.isfinite(value) and value >= 0):  # nan would pass a "< 0" check
+                raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
         from synapto.bench.compare import parse_thresholds
 
         thresholds = parse_thresholds(threshold or [])
         check_out_dir(out_dir)
         evolve_config, ppo_config = list(evolve_config or []), list(ppo_config or [])
         cores = workers if shared_coordinator else workers + 1
-        tasks = plan(evolve_config, ppo_config, cores)
+        tasks = plan(evolve_config, ppo_config, cores, seeds[0])
         for t in tasks:
             if t["task"] not in thresholds:
                 raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
