@@ -351,7 +351,7 @@ def train(
         from synapto.evolution.callbacks import catch_up, notify
 
         if rank == 0 and resume:  # the tracking rows a kill or a failed write left out, from the run file
-            catch_up(callbacks, start, lambda k: _report_of(k, *writer.figures(k), out, cfg), Path(out), cfg)
+            catch_up(callbacks, start, lambda k: _stored_report(writer, k, out, cfg), Path(out), cfg)
         for k in range(start, cfg.epochs):
             if rank == 0:
                 faults.point("epoch", k)
@@ -408,6 +408,13 @@ def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, 
         f"{timing['epoch']:.2f} s (env {timing['env']:.2f}, update "
         f"{timing['update']:.2f})"
     )
+
+
+def _stored_report(writer, epoch: int, out, cfg):
+    """Epoch ``epoch``'s report from the run file (a resumed run's tracking rows)."""
+    assert writer is not None  # rank 0's
+    stats, timing = writer.figures(epoch)
+    return _report_of(epoch, stats, timing, out, cfg)
 
 
 def _report_of(epoch, stats, timing, out, cfg, elapsed: float | None = None):
