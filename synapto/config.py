@@ -8,6 +8,7 @@ arrows run one way, from the configs down to here."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -41,6 +42,8 @@ def find_config(path: str | Path) -> Path:
 def load_toml(path: str | Path, allowed: AbstractSet[str]) -> dict[str, Any]:
     """Read a TOML config (a file, or a shipped config's name); keys may use dashes or
     underscores; unknown keys are errors."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"a config is a TOML file's path or a shipped config's name, got {path!r}")
     p = find_config(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -66,6 +69,9 @@ def load_toml(path: str | Path, allowed: AbstractSet[str]) -> dict[str, Any]:
         raise UsageError(
             f"--config {str(p)!r} has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(allowed))}"
         )
+    out = data.get("out")
+    if out is not None and not (isinstance(out, str) and out):
+        raise UsageError(f"--config {str(p)!r} sets out = {out!r}; out is a run file's path (a string)")
     return data
 
 

@@ -7,7 +7,6 @@ with one line naming it.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.errors import UsageError, option_value
-from synapto.shaping import Shaping
+from synapto.shaping import Shaping, reward_option
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,7 @@ class EnvOptions:
         backend = make.pop("train_backend", "gymnasium")
         if backend not in ("gymnasium", "envpool"):
             raise UsageError(f"env option train_backend must be gymnasium or envpool, got {backend!r}")
-        shift = make.pop("reward_shift", 0.0)
-        if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
-            raise UsageError(f"env option reward_shift must be a finite number, got {shift!r}")
+        shift = reward_option("reward_shift", make.pop("reward_shift", 0.0))
         cap = make.pop("max_episode_steps", 0)
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise UsageError(f"env option max_episode_steps must be an integer >= 0, got {cap!r}")
@@ -100,6 +97,10 @@ def import_env_module(env_id: str) -> None:
             raise UsageError(
                 f"{option_value('env', env_id)}: importing module {module!r} raised {_one_line(exc)}"
             ) from None
+        except SystemExit as exc:  # would end the command with its code and no word
+            raise UsageError(
+                f"{option_value('env', env_id)}: importing module {module!r} called sys.exit({exc.code!r})"
+            ) from None
 
 
 def make_env(env_id: str, render_mode: str | None = None, **kwargs):
@@ -134,9 +135,10 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs):
         raise UsageError(f"{option_value('env', env_id)} needs a missing dependency{extra}: {exc}") from None
     except gym.error.Error as exc:
         raise _not_registered(env_id, exc) from None
-    except Exception as exc:  # the env's constructor refused its arguments in its own way
+    except (Exception, SystemExit) as exc:  # the constructor refused its arguments in its own way, or exited
         given = f" with {option_value('env_options', options, '--env-option')}" if options else ""
-        raise UsageError(f"{option_value('env', env_id)}{given} cannot be made: {_one_line(exc)}") from None
+        what = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else _one_line(exc)
+        raise UsageError(f"{option_value('env', env_id)}{given} cannot be made: {what}") from None
 
 
 def check_env_id(env_id: str) -> None:

@@ -9,10 +9,12 @@ The points: ``generation:G`` (before generation G's evaluations), ``training:G``
 ``validation:G`` and ``test:G`` (while that map's evaluations run: after its first
 result, see :func:`during`; ``test`` is the champion test, G the run's generation
 count), ``runfile:G`` (generation G's rows written, its counter not yet),
-``checkpoint:G`` (a checkpoint half written), ``rebuild:G`` (``--resume`` has written
-the rebuilt run file beside the old one, not yet replaced it) and ``champion:G`` (the
-champion's datasets written, its ``tested`` flag not yet).  PPO runs (rank 0): ``epoch:K``
-(before epoch K) and ``test:E`` (the E epochs done, before the final policy's test).
+``checkpoint:G`` (a checkpoint half written), ``tracking:G`` (generation G's rows and
+checkpoint written, its ``--live-log`` / ``--tensorboard`` rows not yet), ``rebuild:G``
+(``--resume`` has written the rebuilt run file beside the old one, not yet replaced it)
+and ``champion:G`` (the champion's datasets written, its ``tested`` flag not yet).  PPO
+runs (rank 0): ``epoch:K`` (before epoch K), ``tracking:K`` (epoch K written, its
+tracking rows not yet) and ``test:E`` (the E epochs done, before the final policy's test).
 """
 
 from __future__ import annotations

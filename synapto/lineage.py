@@ -153,6 +153,77 @@ class Lineage:
         )
 
 
+#: the datasets of ``/samples`` in a GA lineage file, one row per generation
+LINEAGE_ARRAYS = ("refs", "origin", "pruned", "keys", "std", "assign")
+
+
+def read_lineage(f, generation: int, where: str) -> Lineage:
+    """Generation ``generation``'s :class:`Lineage` of the open run file ``f`` (h5py), refused
+    (:class:`RunFileError` "``where`` is corrupted: ...") where the file could not have been
+    written so: a missing dataset or attribute, segment bounds that do not cut the genome
+    (``n_params``), rows of the wrong shape, an origin outside the references (or -1, a
+    fresh draw, after generation 0), a std that is not a finite number >= 0.  Content that
+    is possible (keys, pruned bits) cannot be told from the file; replay finds it out."""
+
+    def bad(why: str) -> RunFileError:
+        return RunFileError(f"{where} is corrupted: generation {generation}'s lineage {why} (a damaged lineage)")
+
+    missing = [k for k in LINEAGE_ARRAYS if k not in f["samples"]]
+    if missing:
+        raise bad(f"has no /samples/{', /samples/'.join(missing)}")
+    n = int(f.attrs.get("n_params", -1))
+    bounds = _bounds(f.attrs.get("lineage_bounds"), n)
+    if bounds is None:
+        raise bad(f"has segment bounds {f.attrs.get('lineage_bounds')!r}, not integers rising from 0 to {n}")
+    try:
+        lin = Lineage.from_arrays(bounds, {k: f["samples"][k][generation] for k in LINEAGE_ARRAYS})
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise bad(f"does not read ({exc})") from None
+    why = _impossible(lin, generation, int(f["fitness"].shape[1]), n)
+    if why:
+        raise bad(why)
+    return lin
+
+
+def _bounds(text, n: int) -> np.ndarray | None:
+    """``lineage_bounds`` (JSON) as segment bounds, or None unless integers rising strictly from 0 to ``n``."""
+    import json
+
+    try:
+        values = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    b = np.array(values, dtype=np.int64)
+    if len(b) < 2 or b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
+        return None
+    return b
+
+
+def _impossible(lin: Lineage, generation: int, population: int, n: int) -> str | None:
+    """Why ``lin`` (generation ``generation`` of a file of ``population`` and ``n`` weights)
+    cannot be a lineage the GA wrote, or None."""
+    S, R = len(lin.bounds) - 1, len(lin.refs)
+    shapes = {
+        "refs": (lin.refs.shape, (R, 2)),
+        "origin": (lin.origin.shape, (population, S)),
+        "pruned": (lin.pruned.shape, (population, -(-n // 8))),
+        "keys": (lin.keys.shape, (population, KEY_WIDTH)),
+    }
+    for name, (got, want) in shapes.items():
+        if got != want:
+            return f"has /samples/{name} of shape {got}, not {want}"
+    if generation == 0 and np.any(lin.origin != -1):
+        return "has parents in generation 0 (origin must be -1: a fresh draw)"
+    if generation > 0 and not np.all((lin.origin >= 0) & (lin.origin < R)):
+        bad = lin.origin[(lin.origin < 0) | (lin.origin >= R)]
+        return f"has origin {int(bad[0])}: not a parent of its {R} references"
+    if not (np.isfinite(lin.std) and lin.std >= 0):
+        return f"has std {lin.std!r}: not a finite number >= 0"
+    return None
+
+
 def rebuild(generation_of, wanted: list[tuple[int, int]], agent_of, where: str) -> dict:
     """Genomes ``{(generation, row): genome}`` of ``wanted`` and of every ancestor they need.
 

@@ -81,6 +81,18 @@ def layer_sizes(option: str, values) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def hidden_layers(value):
+    """A config's ``hidden``: a list of layer sizes, or one integer for one hidden layer
+    (``hidden = 8`` is ``[8]``, as ``--hidden 8`` and PPO's ``hid = 8`` are); ``0`` or ``[0]``
+    is no hidden layer.  Any other value is returned unchanged, for the config's own check
+    to refuse in one line."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, (list, tuple)) and list(value) == [0]:
+        return []
+    return value
+
+
 def _literal(text: str):
     """A TOML literal (number, true/false, quoted string), else the text itself."""
     from synapto.config import tomllib

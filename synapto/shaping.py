@@ -27,6 +27,10 @@ file's config with the rest, so replay and resume shape exactly as the run did:
                      slow walkers score 230-270 by running out of its 1,600 steps
 ===================  ==========================================================================
 
+Reward values (``fall_reward``, ``finish_bonus``, ``reward_floor``) are numbers in
+-1e6..1e6 and step counts (``stall_steps``, ``cap_steps``) integers up to 1e9; anything
+else is refused in one line.
+
 Why each one exists: a -100 fall penalty makes standing still the
 safest policy, so evolution finds statues before walkers; a stall stop and a cap cut the
 env steps that statues and shufflers cost.
@@ -48,6 +52,19 @@ from synapto.errors import UsageError
 
 #: the reward a Box2D task gives the step that ends an episode in a fall or crash
 FALL_PENALTY = -100.0
+#: the largest magnitude of a reward option (``fall_reward``, ``finish_bonus``, ``reward_floor``,
+#: and :mod:`synapto.envs`' ``reward_shift``): a million times a task's reward scale is already
+#: no shaping, and near 1e308 a population's fitness statistics overflow
+MAX_REWARD = 1e6
+#: the largest step count of ``stall_steps`` and ``cap_steps`` (no episode runs that long)
+MAX_STEPS = 1_000_000_000
+
+
+def reward_option(key: str, v: Any) -> float:
+    """A reward option's value: a finite number of magnitude <= :data:`MAX_REWARD`, else one line."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > MAX_REWARD:
+        raise UsageError(f"env option {key} must be a finite number in -1e6..1e6, got {v!r}")
+    return float(v)
 
 
 @dataclass(frozen=True)
@@ -79,15 +96,12 @@ class Shaping:
         values: dict[str, Any] = {}
         for key in ("fall_reward", "finish_bonus", "reward_floor"):
             if key in options:
-                v = options.pop(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise UsageError(f"env option {key} must be a finite number, got {v!r}")
-                values[key] = float(v)
+                values[key] = reward_option(key, options.pop(key))
         for key in ("stall_steps", "cap_steps"):
             if key in options:
                 v = options.pop(key)
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise UsageError(f"env option {key} must be an integer >= 0, got {v!r}")
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_STEPS:
+                    raise UsageError(f"env option {key} must be an integer in 0..{MAX_STEPS:,}, got {v!r}")
                 values[key] = v
         if "cap_factor" in options:
             v = options.pop("cap_factor")

@@ -205,6 +205,41 @@ def test_bad_plasticity_options_are_refused(options):
         HebbianDAG(BOX, (4,), options)
 
 
+@pytest.mark.parametrize(
+    "cls, options, says",
+    [
+        (HebbianDAG, {"neuromodulate": "no"}, "neuromodulate must be true or false, got 'no'"),
+        (HebbianDAG, {"neuromodulate": "false"}, "neuromodulate must be true or false, got 'false'"),
+        (HebbianDAG, {"neuromodulate": 1}, "neuromodulate must be true or false, got 1"),
+        (HebbianDAG, {"random_prune": 5}, r"random_prune must be in \[0, 1\), got 5"),
+        (HebbianDAG, {"init_prune": 1.0}, r"init_prune must be in \[0, 1\), got 1.0"),
+        (HebbianDAG, {"prune_rate": float("nan")}, "prune_rate must be a finite number, got nan"),
+        (HebbianDAG, {"prune_rate": 1.5}, r"prune_rate must be in \[0, 1\], got 1.5"),
+        (PrunedMLP, {"init_prune": "abc"}, "init_prune must be a finite number, got 'abc'"),
+        (PrunedMLP, {"init_prune": 1.5}, r"init_prune must be in \[0, 1\), got 1.5"),
+        (PrunedMLP, {"init_prune": True}, "init_prune must be a finite number, got True"),
+        (PrunedMLP, {"max_rate": -1}, r"max_rate must be in \[0, 1\], got -1"),
+        (PrunedMLP, {"min_rate": 0.5}, r"min_rate must not exceed max_rate \(0.0125\), got 0.5"),
+    ],
+)
+def test_agent_options_of_a_wrong_type_or_range_are_refused(cls, options, says):
+    """A word is no boolean (``neuromodulate = "no"`` would be a true value) and a
+    fraction pruned lies in [0, 1) (1.5 pruned every connection)."""
+    with pytest.raises(UsageError, match=f"^agent option {says}"):
+        cls(BOX, (4,), options)
+
+
+@pytest.mark.parametrize(
+    "cls, options",
+    [
+        (HebbianDAG, {"neuromodulate": True, "init_prune": 0, "random_prune": 0.0}),
+        (PrunedMLP, {"init_prune": 0, "min_rate": 0, "max_rate": 1}),
+    ],
+)
+def test_agent_options_at_their_bounds_are_taken(cls, options):
+    assert cls(BOX, (4,), options).options == {**cls.OPTIONS, **options}
+
+
 def test_hebbian_traces_reset_every_episode():
     agent = HebbianDAG(BOX, (4,))
     g = agent.init_genome(rng())

@@ -36,6 +36,11 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "latin1.toml").write_bytes(b'env = "CartPole-v1"\n# caf\xe9\n')
     (tmp_path / "twice.toml").write_text("max_env_steps = 10\nmax-env-steps = 20\n")
     (tmp_path / "raising_on_import.py").write_text("raise RuntimeError('this module cannot be imported')\n")
+    (tmp_path / "exiting_on_import.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "exiting_env.py").write_text(
+        "import sys\nimport gymnasium\n\n\ndef make():\n    sys.exit(4)\n\n\n"
+        "gymnasium.register('Exiting-v0', entry_point=make)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -45,10 +50,30 @@ CASES = [
     (["--env", "CartPole-v1", "--env-option", "sutton_barto_reward=3"], None),  # accepted: a control
     (["--env", "raising_on_import:Foo-v0"], "raised RuntimeError: this module cannot be imported"),
     (["--env", ":Foo-v0"], "no module before ':'"),
+    (["--env", "exiting_on_import:Foo-v0"], "importing module 'exiting_on_import' called sys.exit(3)"),
+    (["--env", "exiting_env:Exiting-v0"], "cannot be made: it called sys.exit(4)"),
     (["--env", "CartPole-v1", "--config", "{files}/latin1.toml"], "is not UTF-8 text"),
     (["--env", "CartPole-v1", "--config", "{files}/twice.toml"], "sets max_env_steps twice"),
     (["--env", "CartPole-v1", "--task-timeout", "1e12"], "--task-timeout must be a number of seconds in"),
     (["--env", "CartPole-v1", "--strategy-option", "prune_to=1e-9"], "prune_to 1e-09 leaves no connection"),
+    (["--env", "CartPole-v1", "--agent-option", "init_prune=1.5"], "agent option init_prune must be in [0, 1)"),
+    (
+        ["--env", "CartPole-v1", "--agent", "hebbian-dag", "--agent-option", "neuromodulate=no"],
+        "agent option neuromodulate must be true or false, got 'no'",
+    ),
+    (
+        [
+            "--env",
+            "LunarLander-v3",
+            "--agent",
+            "hebbian-dag",
+            "--env-option",
+            "train_backend=envpool",
+            "--agent-option",
+            "neuromodulate=true",
+        ],
+        "error: env option train_backend=envpool",  # no batched policy (or no envpool extra)
+    ),
     (
         [
             "--env",

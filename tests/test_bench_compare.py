@@ -169,6 +169,8 @@ def test_the_threshold_is_reached_at_the_first_passing_point():
     [
         (["--threshold", "CartPole-v1"], "--threshold expects ENV=NUMBER, got 'CartPole-v1'"),
         (["--threshold", "CartPole-v1=lots"], "--threshold expects ENV=NUMBER"),
+        (["--threshold", "CartPole-v1=nan"], "--threshold 'CartPole-v1=nan': the threshold must be a finite number"),
+        (["--threshold", "CartPole-v1=-inf"], "--threshold 'CartPole-v1=-inf': the threshold must be a finite number"),
         (["--episodes", "0"], "--episodes must be an integer >= 1, got 0"),
         (["--points", "-1"], "--points must be an integer >= 0, got -1"),
     ],

@@ -192,6 +192,40 @@ def test_bad_input_is_one_line(tmp_path, capsys, args, needle):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--max-busy", "nan"], "--max-busy must be a finite number >= 0, got nan"),
+        (["--coordinator-us", "nan"], "--coordinator-us must be a finite number >= 0, got nan"),
+        (["--coordinator-us", "inf"], "--coordinator-us must be a finite number >= 0, got inf"),
+        (["--threshold", "CartPole-v1=nan"], "--threshold 'CartPole-v1=nan': the threshold must be a finite number"),
+        (["--seeds", "-1"], "--seeds must be integers >= 0, got [-1]"),
+        (["--seeds", "2", "-1"], "--seeds must be integers >= 0, got [2, -1]"),
+        (["--evolve-config", "ga.toml"], "runs ga: the race tests checkpointed centres"),
+        (["--evolve-config", "bad.toml"], "--population must be an integer >= 2, got 1"),
+    ],
+)
+def test_everything_is_checked_before_the_first_run(tmp_path, capsys, monkeypatch, args, needle):
+    """NaN options, negative seeds and an evolve config the race cannot test are refused
+    before a method runs (they used to race, or fail after both methods ran)."""
+    from synapto.bench.race import runs as race_runs
+
+    idle = {"busy_cores": 0.0, "loadavg_1min": 0.1, "cores": 2, "usable_cores": 2, "interval_s": 1.0}
+    monkeypatch.setattr(race_load, "measure", lambda interval=1.0: dict(idle))
+    started = []
+    monkeypatch.setattr(race_runs, "run_method", lambda *a, **k: started.append(a) or pytest.fail("a run started"))
+    (tmp_path / "ga.toml").write_text(EVOLVE.replace('"ars"', '"ga"'))
+    (tmp_path / "bad.toml").write_text(EVOLVE.replace("population = 8", "population = 1"))
+    pair = configs(tmp_path)
+    if args[0] == "--evolve-config":  # this evolve config instead of evo.toml
+        pair[1], args = str(tmp_path / args[1]), []
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "race", *pair, "--threshold", "CartPole-v1=20", *args, "--out-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and needle in err, err
+    assert not started and not (tmp_path / "o").exists()
+
+
 def test_configs_of_different_envs_are_refused(tmp_path, capsys):
     args = configs(tmp_path, PPO.replace("CartPole-v1", "Pendulum-v1"))
     with pytest.raises(SystemExit) as exc:

@@ -6,6 +6,7 @@ code, before lineages, with the commands of :data:`RUNS` (``--out`` and :data:`T
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -249,3 +250,99 @@ def test_a_damaged_lineage_is_refused_in_one_line(tmp_path):
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "generation 2" in err[0], res.stderr
+
+
+@pytest.fixture(scope="module")
+def ga_file(tmp_path_factory):
+    """A small GA run stored as lineages: 12 individuals, 5 generations, 24 weights in 2 segments."""
+    import synapto
+
+    path = tmp_path_factory.mktemp("lineage") / "ga.h5"
+    cfg = synapto.EvolveConfig(
+        env="CartPole-v1",
+        agent="pruned-mlp",
+        hidden=(4,),
+        population=12,
+        generations=5,
+        episodes=1,
+        validate_episodes=0,
+        test_episodes=0,
+        strategy="ga",
+        seed=5,
+    )
+    synapto.evolve(cfg, path, log=lambda m: None)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["samples"] == "lineage" and json.loads(f.attrs["lineage_bounds"]) == [0, 16, 24]
+    return path
+
+
+def _set_row(f, name, generation, change):
+    row = f[name][generation]
+    change(row)
+    f[name][generation] = row
+
+
+GEN, ROW = 4, 5  # the damaged child: generation 4, individual 5
+DAMAGE = {
+    "origin -1 in a later segment": lambda f: _set_row(f, "samples/origin", GEN, lambda a: a.__setitem__((ROW, 1), -1)),
+    "origin -1 in the first segment": lambda f: _set_row(
+        f, "samples/origin", GEN, lambda a: a.__setitem__((ROW, 0), -1)
+    ),
+    "origin -7": lambda f: _set_row(f, "samples/origin", GEN, lambda a: a.__setitem__(ROW, -7)),
+    "a parent in generation 0": lambda f: _set_row(f, "samples/origin", 0, lambda a: a.__setitem__(ROW, 0)),
+    "origin deleted": lambda f: f.__delitem__("samples/origin"),
+    "refs deleted": lambda f: f.__delitem__("samples/refs"),
+    "std deleted": lambda f: f.__delitem__("samples/std"),
+    "std nan": lambda f: f["samples/std"].__setitem__(GEN, np.nan),
+    "std -1": lambda f: f["samples/std"].__setitem__(GEN, -1.0),
+    "bounds not JSON": lambda f: f.attrs.__setitem__("lineage_bounds", "[0, 16,"),
+    "bounds missing": lambda f: f.attrs.__delitem__("lineage_bounds"),
+    "bounds past the genome": lambda f: f.attrs.__setitem__("lineage_bounds", "[0, 16, 40]"),
+    "bounds short of the genome": lambda f: f.attrs.__setitem__("lineage_bounds", "[0, 16, 20]"),
+    "bounds unsorted": lambda f: f.attrs.__setitem__("lineage_bounds", "[0, 20, 16, 24]"),
+    "samples attribute renamed": lambda f: (
+        f.attrs.__setitem__("samplez", f.attrs["samples"]),
+        f.attrs.__delitem__("samples"),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_an_impossible_lineage_is_refused_as_corrupted(ga_file, tmp_path, capsys, kind):
+    """Damage that no GA could have written (a fresh draw after generation 0, a negative
+    std, bounds that do not cut the genome, a missing dataset or attribute) is refused in
+    one line by every reader, never rebuilt as another network or a traceback."""
+    import synapto
+    from synapto.cli import main
+    from synapto.errors import RunFileError
+    from synapto.store import RunData
+
+    out = tmp_path / "damaged.h5"
+    shutil.copyfile(ga_file, out)
+    with h5py.File(out, "r+") as f:
+        DAMAGE[kind](f)
+    says = rf"^'{out}' is corrupted: .*"
+    with RunData(out) as run, pytest.raises(RunFileError, match=says):
+        run.population(GEN, ROW)
+    with pytest.raises(RunFileError, match=says):
+        synapto.load_policy(out, GEN, ROW)
+    commands = [["replay", out, "--generation", GEN, "--individual", ROW]]
+    if importlib.util.find_spec("matplotlib") is not None:  # draw needs the plot extra
+        commands.append(["draw", out, "--generation", GEN, "--individual", ROW, "--out", tmp_path / "d.png"])
+    for command in commands:
+        with pytest.raises(SystemExit) as exc:
+            main([str(a) for a in command])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+        assert err.startswith(f"error: '{out}' is corrupted: "), err
+    assert not (tmp_path / "d.png").exists()
+
+
+def test_the_undamaged_lineage_reads(ga_file):
+    """The control: the same reads of the file as it was written."""
+    import synapto
+    from synapto.store import RunData
+
+    with RunData(ga_file) as run:
+        genome = run.population(GEN, ROW)
+    assert genome.shape == (24,) and synapto.load_policy(ga_file, GEN, ROW) is not None

@@ -121,9 +121,42 @@ def test_bad_shaping_options_are_one_line_and_exit_2(tmp_path, option, value):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        "fall_reward=1e308",
+        "finish_bonus=-1e308",
+        "reward_floor=1000000.5",
+        "reward_shift=-1e300",
+        "stall_steps=99999999999999999999",
+        "cap_steps=1000000001",
+    ],
+)
+def test_huge_reward_and_step_options_are_refused_by_check(tmp_path, capsys, option):
+    from synapto.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["evolve", "--env", "LunarLander-v3", "--env-option", option, "--out", str(tmp_path / "r.h5"), "--check"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: env option {option.split('=')[0]} must be "), err
+
+
 def test_shaping_parse_refuses_in_the_api_too():
     with pytest.raises(UsageError, match="cap_factor"):
         Shaping.pop({"cap_factor": 0.99})
+
+
+def test_reward_and_step_options_are_bounded():
+    """|reward| <= 1e6 (near 1e308 the fitness statistics overflow) and steps <= 1e9."""
+    edge = {"fall_reward": -1e6, "finish_bonus": 1e6, "reward_floor": -1e6, "stall_steps": 10**9, "cap_steps": 10**9}
+    assert Shaping.pop(dict(edge)) == Shaping(**edge)
+    for key, value in [("fall_reward", 1e308), ("finish_bonus", -1e6 - 1), ("reward_floor", 2e6)]:
+        with pytest.raises(UsageError, match=rf"^env option {key} must be a finite number in -1e6..1e6, got "):
+            Shaping.pop({key: value})
+    for key in ("stall_steps", "cap_steps"):
+        with pytest.raises(UsageError, match=rf"^env option {key} must be an integer in 0..1,000,000,000, got "):
+            Shaping.pop({key: 2**63})
 
 
 SHAPING = [

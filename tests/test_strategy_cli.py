@@ -70,7 +70,7 @@ TINY = [
         (["--strategy", "ars", "--strategy-option", "top=-1"], "top must be an integer >= 0, got -1"),
         (["--strategy", "ars", "--lr", "0"], "lr must be a number in (0, 1e+06], got 0"),
         (["--strategy", "ars", "--strategy-option", "momentum=0.9"], "strategy 'ars' has no option(s) momentum"),
-        (["--env-option", "reward_shift=x"], "env option reward_shift must be a finite number, got 'x'"),
+        (["--env-option", "reward_shift=x"], "env option reward_shift must be a finite number in -1e6..1e6, got 'x'"),
         (["--env-option", "max_episode_steps=-5"], "env option max_episode_steps must be an integer >= 0, got -5"),
         (["--env-option", "time_limit=5"], "--env-option {'time_limit': 5}: CartPole-v1's constructor refuses them"),
         (["--env-option", "oops"], "--env-option expects KEY=VALUE, got 'oops'"),

@@ -113,7 +113,9 @@ class Agent(ABC):
 
     #: short name written to run files
     name: ClassVar[str] = "agent"
-    #: options accepted from the config's ``agent_options`` table, with defaults
+    #: options accepted from the config's ``agent_options`` table, with defaults; a value given
+    #: for an option whose default is a bool, an int or a float must be one too (a finite number
+    #: for a float; true or false, never a word, for a bool), else it is refused in one line
     OPTIONS: ClassVar[dict[str, Any]] = {}
     #: whether the policy's :meth:`Policy.trace_stats` are Hebbian traces (pruning by trace needs them)
     traces: ClassVar[bool] = False
@@ -131,6 +133,8 @@ class Agent(ABC):
                 f"agent {self.name!r} has no option(s) {', '.join(unknown)}; "
                 f"known: {', '.join(sorted(self.OPTIONS)) or 'none'}"
             )
+        for key, value in options.items():
+            check_option_type(key, value, self.OPTIONS[key])
         self.options = {**self.OPTIONS, **options}
 
     # -- genome ---------------------------------------------------------------
@@ -267,3 +271,30 @@ class ActionMap:
 
 def layer_shapes(sizes: list[int]) -> list[tuple[int, int]]:
     return [(sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1)]
+
+
+def check_option_type(name: str, value: Any, default: Any) -> None:
+    """Refuse an agent option ``name = value`` whose type is not its ``default``'s (see
+    :attr:`Agent.OPTIONS`): ``neuromodulate = "no"`` would otherwise be a true value."""
+    import math
+
+    if isinstance(default, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok, want = number and math.isfinite(value), "a finite number"
+    else:
+        return
+    if not ok:
+        raise UsageError(f"agent option {name} must be {want}, got {value!r}")
+
+
+def check_fraction(options: Mapping[str, Any], name: str, below_one: bool = False) -> None:
+    """Refuse an agent option ``name`` (a number, see :func:`check_option_type`) outside
+    [0, 1], or [0, 1) with ``below_one`` (a fraction of connections pruned at once: 1
+    would prune them all)."""
+    value = options[name]
+    if not (0 <= value < 1 if below_one else 0 <= value <= 1):
+        raise UsageError(f"agent option {name} must be in [0, {'1)' if below_one else '1]'}, got {value!r}")

@@ -49,8 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.agents.base import Agent, Block, GenomeLayout, Policy
-from synapto.errors import UsageError
+from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -209,13 +208,11 @@ class HebbianDAG(Agent):
     }
 
     def __init__(self, space, hidden, options=None):
-        super().__init__(space, hidden, options)
-        d = self.options["trace_decay"]
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
-            raise UsageError(f"agent option trace_decay must be a number in [0, 1), got {d!r}")
-        for key in ("plastic_pruned", "trace_norm"):
-            if not isinstance(self.options[key], bool):
-                raise UsageError(f"agent option {key} must be true or false, got {self.options[key]!r}")
+        super().__init__(space, hidden, options)  # types checked there
+        check_fraction(self.options, "init_prune", below_one=True)
+        check_fraction(self.options, "random_prune", below_one=True)
+        check_fraction(self.options, "prune_rate")
+        check_fraction(self.options, "trace_decay", below_one=True)
         self.sizes = [space.obs_dim, *self.hidden, space.act_dim + 1]
         self._cum = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
         self._shapes, self._slices, self._blocks = [], [], []

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.agents.base import Agent, Block, GenomeLayout, Policy, layer_shapes
+from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction, layer_shapes
+from synapto.errors import UsageError
 
 
 class MLPPolicy(Policy):
@@ -67,6 +68,14 @@ class PrunedMLP(Agent):
 
     def __init__(self, space, hidden, options=None):
         super().__init__(space, hidden, options)
+        check_fraction(self.options, "init_prune", below_one=True)
+        check_fraction(self.options, "min_rate")
+        check_fraction(self.options, "max_rate")
+        if self.options["min_rate"] > self.options["max_rate"]:
+            raise UsageError(
+                f"agent option min_rate must not exceed max_rate ({self.options['max_rate']!r}), "
+                f"got {self.options['min_rate']!r}"
+            )
         sizes = [space.obs_dim, *self.hidden, space.act_dim]
         self._shapes = layer_shapes(sizes)
         self._slices = []

@@ -383,6 +383,8 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
             sep = ""
         if not sep or not env.strip():
             raise UsageError(f"--threshold expects ENV=NUMBER, got {item!r}")
+        if not math.isfinite(thresholds[env.strip()]):  # nan is never reached, inf always or never
+            raise UsageError(f"--threshold {item!r}: the threshold must be a finite number")
     return thresholds
 
 

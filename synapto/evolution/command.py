@@ -37,7 +37,8 @@ def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: in
 def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     """Everything checked before runs start, for the command line and the Python API alike
     (one line, exit 2, nothing written): the strategy's options with this agent (pruning
-    by trace needs traces; the strategy is built, not started), the population's memory,
+    by trace needs traces; the strategy is built, not started), an envpool backend's
+    agent (it needs a batched policy), the population's memory,
     and -- on rank 0, for new runs -- the output paths and the run files' size against
     HDF5's limits and the free disk.  Returns the agent of ``configs[0]``."""
     import numpy as np
@@ -48,6 +49,10 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     from synapto.store import check_output_path
 
     agent = build_agent(configs[0])
+    if configs[0].envs.train_backend == "envpool":  # the extra, and a batched policy of this agent
+        from synapto.evolution.worker import fast_box2d
+
+        fast_box2d.require(configs[0], agent)
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
     if env_rank() == 0 and not resuming:
@@ -354,7 +359,7 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     from synapto import defaults
     from synapto.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS
-    from synapto.options import key_values, strategy_options, table
+    from synapto.options import hidden_layers, key_values, strategy_options, table
 
     values = {} if opts["config"] is None else load_toml(opts["config"], EVOLVE_KEYS)
     file_values = dict(values)
@@ -367,8 +372,8 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
         if not population and ("population_per_worker" in values or "population_per_worker" in given):
             values.pop("population")  # resolved from the share per worker (workers_of), not the default's
     values.update(given)
-    if list(values.get("hidden", ())) == [0]:
-        values["hidden"] = ()  # --hidden 0: no hidden layer
+    if "hidden" in values:  # --hidden 0: no hidden layer; hidden = 8: one layer
+        values["hidden"] = hidden_layers(values["hidden"])
     found = strategy_options(values, opts["strategy_option"])
     if found:
         values["strategy_options"] = found

@@ -268,15 +268,15 @@ class EvolveConfig:
         config; a ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
         from synapto.config import load_toml, one_seed
         from synapto.defaults import with_defaults
-        from synapto.options import strategy_options, table
+        from synapto.options import hidden_layers, strategy_options, table
 
         values = load_toml(path, EVOLVE_KEYS)
         resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
         values = with_defaults(values, EVOLVE_KEYS, overrides.get("strategy"))
-        if list(values.get("hidden", ())) == [0]:
-            values["hidden"] = ()
+        if "hidden" in values:
+            values["hidden"] = hidden_layers(values["hidden"])
         opts = strategy_options(values, None)
         if opts:
             values["strategy_options"] = opts

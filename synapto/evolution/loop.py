@@ -30,7 +30,7 @@ import numpy as np
 from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution import champion as final
-from synapto.evolution.callbacks import GenerationReport, close_all, report_to
+from synapto.evolution.callbacks import GenerationReport, catch_up, close_all, report_to
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.generation import (
     EvaluationFailed,
@@ -190,6 +190,12 @@ class EvolutionRun:
                 self.out, arrays, {**scalars, **loop}, self.strategy.rng, self.cfg_json, run_id=self.writer.run_id
             )
             self.saved = self.generation
+
+    def report_of(self, generation: int) -> GenerationReport:
+        """Generation ``generation``'s report, from the run file (a resumed run's tracking)."""
+        stats, timing, wall = self.writer.figures(generation)
+        steps = int(stats["env_steps"] + stats["validation_env_steps"])
+        return GenerationReport(generation, stats, timing, steps, wall, Path(self.out), self.cfg)
 
     def norm(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The observation normalisation of the next generation (frozen from the totals so far)."""
@@ -429,6 +435,8 @@ def run_evolution(
     start_fraction = budget.fraction(run.generation, run.env_steps + run.validation_steps)
     progress.start(run.generation, run.env_steps + run.validation_steps)
     try:
+        if resume:  # the tracking rows a kill or a failed write left out, from the run file
+            catch_up(callbacks, run.generation, run.report_of, Path(out), cfg)
         while cfg.goes_on(run.generation, run.env_steps + run.validation_steps):
             norm = run.norm()
             gen = run_generation(cfg, run.generation, run.strategy, evals, run.agent, norm, run.train_cap())

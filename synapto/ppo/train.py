@@ -348,6 +348,10 @@ def train(
                 f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
                 f"epochs {start}..{cfg.epochs - 1} -> {out}"
             )
+        from synapto.evolution.callbacks import catch_up, notify
+
+        if rank == 0 and resume:  # the tracking rows a kill or a failed write left out, from the run file
+            catch_up(callbacks, start, lambda k: _stored_report(writer, k, out, cfg), Path(out), cfg)
         for k in range(start, cfg.epochs):
             if rank == 0:
                 faults.point("epoch", k)
@@ -356,7 +360,7 @@ def train(
                 timing["setup"] = setup if k == start else 0.0
                 timing["Time"] = time_offset + time.time() - t_start
                 _record_epoch(k, stats, timing, trainer, writer, progress, out, log)
-                _report(callbacks, k, stats, timing, time.time() - t_start, out, cfg)
+                notify(callbacks, _report_of(k, stats, timing, out, cfg, elapsed=time.time() - t_start))
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
     except DiskFullError as exc:
@@ -406,21 +410,27 @@ def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, 
     )
 
 
-def _report(callbacks, epoch, stats, timing, elapsed, out, cfg) -> None:
+def _stored_report(writer, epoch: int, out, cfg):
+    """Epoch ``epoch``'s report from the run file (a resumed run's tracking rows)."""
+    assert writer is not None  # rank 0's
+    stats, timing = writer.figures(epoch)
+    return _report_of(epoch, stats, timing, out, cfg)
+
+
+def _report_of(epoch, stats, timing, out, cfg, elapsed: float | None = None):
+    """Epoch ``epoch``'s report to the callbacks; ``elapsed`` defaults to the run's ``Time``
+    (a report from the run file, on resume)."""
     from synapto.evolution.callbacks import GenerationReport
 
-    if callbacks:
-        report = GenerationReport(
-            epoch,
-            {k: float(v) for k, v in stats.items()},
-            {k: float(v) for k, v in timing.items()},
-            int(stats["TotalEnvInteracts"]),
-            elapsed,
-            Path(out),
-            cfg,
-        )
-        for callback in callbacks:
-            callback(report)
+    return GenerationReport(
+        epoch,
+        {k: float(v) for k, v in stats.items()},
+        {k: float(v) for k, v in timing.items()},
+        int(stats["TotalEnvInteracts"]),
+        float(timing["Time"]) if elapsed is None else elapsed,
+        Path(out),
+        cfg,
+    )
 
 
 def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:

@@ -82,7 +82,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import DiskFullError, RunFileError, UsageError, option_set, option_value
-from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, Extras, per_generation
+from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, STATS, Extras, per_generation
 from synapto.store.files import (
     close_quietly,
     estimate_size,
@@ -255,6 +255,21 @@ class EvolveRunWriter:
         """The observation normalisation of the first ``generations`` generations."""
         mean, std = self.f["obs_norm/mean"][:generations], self.f["obs_norm/std"][:generations]
         return [(m, s) for m, s in zip(mean, std)]
+
+    def figures(self, generation: int) -> tuple[dict[str, float], dict[str, float], float]:
+        """Generation ``generation``'s ``/stats`` and ``/timing`` rows by name, and the run's
+        wall time up to it: what its tracking rows hold, written again on resume."""
+        stats, timing = self.f["stats"], self.f["timing"]
+        order = [*(k for k in STATS if k in stats), *sorted(set(stats) - set(STATS))]
+        own = self.f.get("strategy", {})  # the strategy's figures (not its arrays)
+        return (
+            {
+                **{k: float(stats[k][generation]) for k in order},
+                **{k: float(own[k][generation]) for k in own if own[k].ndim == 1},
+            },
+            {k: float(timing[k][generation]) for k in timing},
+            float(np.sum(timing["wall"][: generation + 1])),
+        )
 
     def steps_of(self, generation: int) -> np.ndarray:
         """``/steps`` of one written generation (each individual's training env steps)."""

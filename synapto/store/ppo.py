@@ -258,6 +258,12 @@ class PPORunWriter:
         f["completed"][0] = epoch + 1
         f.flush()
 
+    def figures(self, epoch: int) -> tuple[dict[str, float], dict[str, float]]:
+        """Epoch ``epoch``'s ``/stats`` and ``/timing`` rows by name: what its tracking rows
+        hold, written again on resume."""
+        f = self.f
+        return {k: float(f[f"stats/{k}"][epoch]) for k in STATS}, {k: float(f[f"timing/{k}"][epoch]) for k in TIMING}
+
     def write_test(self, seeds, returns, steps, outcomes=None, action_cost=None) -> None:
         """The final policy's test episodes (``test_episodes``; ``outcomes``, ``action_cost``:
         see :mod:`synapto.outcomes`), then ``/test/tested``."""

@@ -238,21 +238,27 @@ class RunData:
         if not 0 <= generation < self.completed:
             raise RunFileError(f"{str(self.path)!r} has no completed generation {generation}")
         g = self._f["samples"]
-        kind = self._f.attrs["samples"]
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
-        row = {k: g[k][generation] for k in g}
+        kind = self._samples_kind()
         if kind == "lineage":
-            from synapto.lineage import Lineage
+            from synapto.lineage import read_lineage
 
-            return Lineage.from_arrays(json.loads(self._f.attrs["lineage_bounds"]), row)
+            return read_lineage(self._f, generation, repr(str(self.path)))
+        row = {k: g[k][generation] for k in g}
         return Samples.from_arrays(kind, self._f["strategy/centre"][generation], row)
+
+    def _samples_kind(self) -> str:
+        """The root attribute ``samples``: how ``/samples`` stores the generations."""
+        kind = self._f.attrs.get("samples")
+        if kind is None:
+            raise RunFileError(f"{str(self.path)!r} is corrupted: it has /samples but no 'samples' attribute")
+        return kind.decode() if isinstance(kind, bytes) else str(kind)
 
     def population(self, generation: int | None = None, individual: int | None = None):
         """``(G, P, n)`` genomes: the population of a generation, or one genome (rebuilt
         from the noise keys or the GA's lineages in a compact file, bit for bit)."""
         if not self.compact:
             return self._rows("population", generation, individual)
-        if self._f.attrs["samples"] in ("lineage", b"lineage"):
+        if self._samples_kind() == "lineage":
             return self._lineage_population(generation, individual)
         if generation is None:
             return np.stack([self.samples(g).genomes() for g in range(self.completed)])

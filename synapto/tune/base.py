@@ -35,7 +35,7 @@ def load_base(path) -> dict[str, Any]:
     from synapto.config import load_toml
     from synapto.defaults import with_defaults
     from synapto.evolution.config import EVOLVE_KEYS, resolve_population
-    from synapto.options import strategy_options, table
+    from synapto.options import hidden_layers, strategy_options, table
 
     try:
         values = load_toml(path, set(EVOLVE_KEYS))
@@ -47,8 +47,8 @@ def load_base(path) -> dict[str, Any]:
     for key in ("seed", "out", "workers", "task_timeout"):
         values.pop(key, None)
     values = with_defaults(values, set(EVOLVE_KEYS))  # the keys it leaves out: the default experiment's
-    if list(values.get("hidden", ())) == [0]:
-        values["hidden"] = []
+    if "hidden" in values:
+        values["hidden"] = hidden_layers(values["hidden"])
     values["strategy_options"] = strategy_options(values, None)
     for key in ("agent_options", "env_options"):
         values[key] = table(values, key)
@@ -88,10 +88,11 @@ def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str,
 def trial_config(values: Mapping[str, Any], seed: int):
     """The :class:`EvolveConfig` a trial runs on tuning seed ``seed`` (no test episodes)."""
     from synapto.evolution.config import EvolveConfig
+    from synapto.options import hidden_layers
 
     try:
         return EvolveConfig(
-            **{**values, "hidden": tuple(values.get("hidden", (8, 8))), "seed": seed, "test_episodes": 0}
+            **{**values, "hidden": hidden_layers(values.get("hidden", (8, 8))), "seed": seed, "test_episodes": 0}
         )
     except TypeError as exc:
         raise UsageError(f"bad option value: {exc}") from None

@@ -78,20 +78,42 @@ def make_parent(out: Path, what: str = "--out") -> None:
 
 
 def write_output(out: Path, write, what: str = "--out") -> None:
-    """``write(out)``, with the folder made first; a file system that refuses (read-only, no
-    permission, full) is one line, and a half-written ``out`` is removed."""
+    """``write(tmp)`` into a file beside ``out`` (of the same suffix: writers choose their
+    format by it), then renamed over ``out``: a failure (a full disk) leaves a previous
+    ``out`` whole and no partial file.  The folder is made first; a file system that
+    refuses (read-only, no permission, full) is one line."""
+    import os
+
     from synapto.store import writing
+    from synapto.store.replace import fsync, fsync_dir
 
     out = Path(out)
     make_parent(out, what)
-    existed = out.exists()
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
     try:
         with writing(out, "writing it"):
-            write(out)
+            write(tmp)
+            fsync(tmp)
+            os.replace(tmp, out)
     except BaseException:
-        if not existed:
-            out.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    fsync_dir(out.parent)
+
+
+def check_not_input(out: Path, inputs, what: str) -> None:
+    """Refuse an output ``out`` that is one of the ``inputs`` (the same file under any name:
+    a link, ``../``): writing it would destroy the run file being read."""
+    import os
+
+    resolved = Path(out).resolve()  # sub/../run.h5 is run.h5 even before sub exists
+    for p in inputs:
+        try:
+            same = os.path.samefile(resolved, p)
+        except OSError:  # out does not exist yet (or cannot be read): not an input
+            same = False
+        if same:
+            raise UsageError(f"{what} {str(out)!r} is the run file {str(p)!r} itself: choose another path")
 
 
 # ----------------------------------------------------------------------------- reading

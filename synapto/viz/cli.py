@@ -190,13 +190,15 @@ def export(
     ] = None,
 ):
     """Statistics as CSV (per generation or epoch), or a run's policy as ONNX / .npz."""
-    from synapto.viz.export import export_policy, export_runs
+    from synapto.viz.export import csv_export, policy_export
 
+    writes = []  # every output is checked before any is written
     if onnx is not None or npz is not None:
-        export_policy(runs, onnx, npz, log=_log, onnx_obs_dtype=onnx_obs_dtype)
-        if csv is None:
-            return
-    export_runs(runs, Path("csv") if csv is None else csv, log=_log)
+        writes.append(policy_export(runs, onnx, npz, log=_log, onnx_obs_dtype=onnx_obs_dtype))
+    if csv is not None or not writes:
+        writes.append(csv_export(runs, Path("csv") if csv is None else csv, log=_log))
+    for write in writes:
+        write()
 
 
 def register(app: typer.Typer) -> None:

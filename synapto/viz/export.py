@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -54,21 +55,35 @@ def _cell(name: str, value) -> str:
 
 
 def write_csv(path: Path, columns: dict[str, np.ndarray], rows: int) -> None:
-    names = list(columns)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(names)
-        for i in range(rows):
-            w.writerow([_cell(n, columns[n][i]) for n in names])
+    """The CSV file ``path``, written beside it and renamed over it (a failure leaves a
+    previous file whole)."""
+    from synapto.viz import write_output
+
+    def write(tmp: Path) -> None:
+        names = list(columns)
+        with open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(names)
+            for i in range(rows):
+                w.writerow([_cell(n, columns[n][i]) for n in names])
+
+    write_output(path, write, "--csv")
 
 
 def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
     """Write the CSV files of every run in ``paths`` into ``folder``; return their paths."""
+    return csv_export(paths, folder, log)()
+
+
+def csv_export(paths: list[Path], folder: Path, log=print) -> Callable[[], list[Path]]:
+    """Every check of :func:`export_runs` (the files read, the outputs), and then the
+    function that writes the CSV files: ``export`` checks all its outputs before it writes any."""
+    from synapto.folders import check_out_dir
+    from synapto.viz import check_not_input
+
     if not paths:
         raise UsageError("export needs at least one run file")
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--csv {str(folder)!r} exists and is not a folder")
+    folder = check_out_dir(folder, "--csv")  # a file, under a file, or not writable: refused now
     runs = [read_run(p) for p in paths]  # every file is checked before anything is written
     stems = [r.path.stem for r in runs]
     if len(set(stems)) != len(stems):
@@ -76,16 +91,20 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
             f"run files with the same name would overwrite each other's CSV: "
             f"{sorted({s for s in stems if stems.count(s) > 1})}"
         )
+    for stem in stems:
+        for name in (f"{stem}.csv", f"{stem}_champion.csv"):
+            check_not_input(folder / name, paths, "--csv")
+    return partial(_write_csv_files, runs, folder, log)
+
+
+def _write_csv_files(runs: list[RunSeries], folder: Path, log) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--csv {str(folder)!r}: cannot create it ({exc.strerror})") from None
-    from synapto.store import writing
-
     written = []
     for run in runs:
-        with writing(folder, f"writing the CSV of {run.path}"):
-            files = _export(run, folder)
+        files = _export(run, folder)
         written += files
         unit = "generation" if run.kind == "evolve" else "epoch"
         log(
@@ -124,9 +143,17 @@ def export_policy(
 ) -> list[Path]:
     """``--onnx FILE`` / ``--npz FILE``: the policy of one run file (:func:`synapto.load_policy`)
     in the formats of :mod:`synapto.policy_export`; everything is checked before a file is written."""
+    return policy_export(paths, onnx, npz, log, onnx_obs_dtype)()
+
+
+def policy_export(
+    paths: list[Path], onnx: Path | None, npz: Path | None, log=print, onnx_obs_dtype: str = "float32"
+) -> Callable[[], list[Path]]:
+    """Every check of :func:`export_policy` (the outputs, the policy), and then the function
+    that writes its files."""
     from synapto.policies import load_policy
     from synapto.policy_export import OBS_DTYPES, require_onnx, write_npz, write_onnx
-    from synapto.viz import check_image_out, write_output
+    from synapto.viz import check_image_out, check_not_input
 
     if len(paths) != 1:
         raise UsageError(f"--onnx/--npz export the policy of one run file, got {len(paths)}")
@@ -142,13 +169,19 @@ def export_policy(
     ]
     for out, flag, _ in targets:
         check_image_out(out, (f".{flag[2:]}",), flag)
+        check_not_input(out, paths, flag)
     if onnx is not None:
         require_onnx()
     policy = load_policy(paths[0])
     net = policy.network()  # a policy that cannot be exported is refused here
-    written = []
-    for out, flag, write in targets:
-        write_output(out, partial(write, net), flag)
-        written.append(Path(out))
-    log(f"export: {paths[0]} ({policy.description}) -> " + ", ".join(map(str, written)))
-    return written
+
+    def write_all() -> list[Path]:
+        from synapto.viz import write_output
+
+        for out, flag, write in targets:
+            write_output(out, partial(write, net), flag)
+        written = [Path(out) for out, _, _ in targets]
+        log(f"export: {paths[0]} ({policy.description}) -> " + ", ".join(map(str, written)))
+        return written
+
+    return write_all

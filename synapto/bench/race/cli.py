@@ -4,6 +4,7 @@ then :func:`synapto.bench.race.racing.race` or, with ``--project-only``,
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -21,8 +22,11 @@ def check(workers, seeds, points, episodes, max_busy, coordinator_us, max_minute
         raise UsageError(f"--seeds has repeated values {seeds}")
     if points < 1 or episodes < 1:
         raise UsageError(f"--points and --episodes must be integers >= 1, got {points} and {episodes}")
-    if max_busy < 0 or coordinator_us < 0:
-        raise UsageError(f"--max-busy and --coordinator-us must be >= 0, got {max_busy} and {coordinator_us}")
+    if min(seeds) < 0:
+        raise UsageError(f"--seeds must be integers >= 0, got {seeds}")
+    for flag, value in (("--max-busy", max_busy), ("--coordinator-us", coordinator_us)):
+        if not (math.isfinite(value) and value >= 0):  # nan would pass a "< 0" check
+            raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
     if max_minutes is not None and not max_minutes > 0:
         raise UsageError(f"--max-minutes must be > 0, got {max_minutes}")
     if per_worker is not None and per_worker < 1:
@@ -190,7 +194,7 @@ def register(bench_app: typer.Typer) -> None:
         cores = workers if shared_coordinator else workers + 1
         from synapto.bench.race.racing import plan
 
-        tasks = plan(evolve_config, ppo_config, cores, sb3)
+        tasks = plan(evolve_config, ppo_config, cores, sb3, seeds[0])
         setup = {
             "workers": workers,
             "cores": cores,

@@ -13,11 +13,22 @@ from typing import Any
 from synapto.errors import UsageError
 
 
-def task_of_evolve(config: str) -> str:
-    from synapto.config import load_toml
-    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
+def task_of_evolve(config: str, seed: int = 0) -> str:
+    """The env of the evolve config ``config``, checked whole as the race runs it (with
+    ``seed``): a centre strategy, whose checkpointed centres the race tests."""
+    import numpy as np
 
-    return str(load_toml(config, EVOLVE_KEYS).get("env", EvolveConfig.env))
+    from synapto.agents import build_agent
+    from synapto.evolution.config import EvolveConfig
+    from synapto.evolution.strategies import make_strategy
+
+    cfg = EvolveConfig.from_toml(config, seed=seed)
+    if "centre" not in make_strategy(cfg, build_agent(cfg), np.random.default_rng(0)).record_arrays():
+        raise UsageError(
+            f"--evolve-config {config!r} runs {cfg.strategy}: the race tests checkpointed centres, "
+            f"which a centre strategy has (openai-es, pgpe, cmaes, ars)"
+        )
+    return cfg.env
 
 
 def ppo_config(config: str):
@@ -27,10 +38,10 @@ def ppo_config(config: str):
     return build_config(values)
 
 
-def _pair(evolve_config: str, ppo_config_path: str | None, cores: int) -> dict:
+def _pair(evolve_config: str, ppo_config_path: str | None, cores: int, seed: int = 0) -> dict:
     from synapto.bench.race.runs import ppo_processes
 
-    env = task_of_evolve(evolve_config)
+    env = task_of_evolve(evolve_config, seed)
     task: dict[str, Any] = {"task": env, "evolve_config": evolve_config, "ppo_config": ppo_config_path}
     task["ppo_processes"] = None
     if ppo_config_path is not None:
@@ -44,9 +55,12 @@ def _pair(evolve_config: str, ppo_config_path: str | None, cores: int) -> dict:
     return task
 
 
-def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int, sb3: str | None = None) -> list[dict]:
+def plan(
+    evolve_configs: list[str], ppo_configs: list[str], cores: int, sb3: str | None = None, seed: int = 0
+) -> list[dict]:
     """The tasks: each evolve config paired with the PPO config of the same place, same env
-    (with ``sb3``, the PPO configs may be left out)."""
+    (with ``sb3``, the PPO configs may be left out; the evolve configs checked whole with the
+    race's first ``seed``)."""
     from synapto.bench.race import sb3 as sb3_race
 
     if not evolve_configs or (len(evolve_configs) != len(ppo_configs) and (ppo_configs or sb3 is None)):
@@ -55,7 +69,7 @@ def plan(evolve_configs: list[str], ppo_configs: list[str], cores: int, sb3: str
             f"--ppo-config): got {len(evolve_configs)} and {len(ppo_configs)}"
         )
     pcs: list[str | None] = list(ppo_configs) if ppo_configs else [None] * len(evolve_configs)
-    tasks = [_pair(ec, pc, cores) for ec, pc in zip(evolve_configs, pcs)]
+    tasks = [_pair(ec, pc, cores, seed) for ec, pc in zip(evolve_configs, pcs)]
     if len({t["task"] for t in tasks}) != len(tasks):
         raise UsageError("each task (env) may appear once among the config pairs")
     if sb3 is not None:

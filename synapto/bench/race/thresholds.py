@@ -4,6 +4,8 @@ the one its runs table and ratios use."""
 
 from __future__ import annotations
 
+import math
+
 from synapto.errors import UsageError
 
 
@@ -18,6 +20,8 @@ def given_thresholds(items: list[str]) -> dict[str, list[float]]:
             sep = ""
         if not sep or not env.strip():
             raise UsageError(f"--threshold expects ENV=NUMBER[,NUMBER...], got {item!r}")
+        if not all(math.isfinite(x) for x in xs):  # nan is never reached, inf always or never
+            raise UsageError(f"--threshold {item!r}: the threshold must be a finite number")
         mine = given.setdefault(env.strip(), [])
         mine += [x for x in xs if x not in mine]
     return given
