@@ -58,14 +58,15 @@ def live_rows(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def tensorboard_steps(folder) -> list[int]:
-    """Every step of ``stats/best_fitness`` in the folder's event files, as TensorBoard reads them."""
+def tensorboard_generations(folder) -> list[int]:
+    """Every generation the folder's event files hold (the ``run/generation`` scalar; the
+    steps are env steps), as TensorBoard reads them."""
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(folder))
     acc.Reload()
-    return sorted(e.step for e in acc.Scalars("stats/best_fitness"))
+    return sorted(int(e.value) for e in acc.Scalars("run/generation"))
 
 
 def best_fitness(out) -> list[float]:
@@ -91,7 +92,7 @@ def test_a_kill_before_the_tracking_rows_loses_no_row(tmp_path, suffix):
     rows = live_rows(log)
     assert [int(r["generation"]) for r in rows] == [0, 1, 2, 3, 4, 5]
     assert [float(r["best_fitness"]) for r in rows] == best_fitness(out)
-    assert tensorboard_steps(tb) == [0, 1, 2, 3, 4, 5]
+    assert tensorboard_generations(tb) == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_ppo_kill_before_the_tracking_rows_loses_no_row(tmp_path):
