@@ -207,6 +207,21 @@ def test_the_wire_and_the_file_rebuild_every_genome_the_ga_asked_for():
         assert all(built[w].tobytes() == asked[w].tobytes() for w in asked), options
 
 
+def test_alive_indices_are_flatnonzeros_short_and_long():
+    """perturb's surviving weights, counted as np.flatnonzero counts them on genomes below and
+    above the length where a comparison comes first: NaN and infinities survive, -0.0 does not."""
+    from synapto.lineage import alive_indices
+
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 1024, 1025, 70_000):
+        genome = rng.normal(size=n)
+        genome[rng.random(n) < 0.3] = 0.0
+        genome[rng.random(n) < 0.1] = -0.0
+        genome[rng.random(n) < 0.01] = np.nan
+        genome[rng.random(n) < 0.01] = -np.inf
+        assert np.array_equal(alive_indices(genome), np.flatnonzero(genome)), n
+
+
 def _tell(ga, agent, g):
     from synapto.evolution.strategies.base import Candidates, Feedback
 
