@@ -447,12 +447,28 @@ def fixed_dataset(f, name: str, data, checksum: bool = True):
     return f.create_dataset(name, data=data, chunks=_fixed_chunks(data.shape, data.dtype.itemsize), fletcher32=True)
 
 
-def put_row(f, name: str, i: int, value) -> None:
-    """Write row ``i`` of the preallocated dataset ``name`` (in place)."""
-    ds = f[name]
-    if not 0 <= i < ds.shape[0]:
-        raise RuntimeError(f"row {i} is outside /{name}, which has {ds.shape[0]} rows")
-    ds[i] = value
+def put_row(f, name: str, i: int, value, datasets: dict | None = None) -> None:
+    """Write row ``i`` of the preallocated dataset ``name`` (in place).  ``datasets``: the
+    file's datasets opened so far, by name (opening one costs as much as writing its row).
+
+    A row of the dataset's own dtype is one hyperslab write: h5py's general indexing costs
+    about four times as much, and a generation writes some 50 rows.  Another dtype is left
+    to h5py (HDF5 converts it, as it always did)."""
+    ds = None if datasets is None else datasets.get(name)
+    if ds is None:
+        ds = f[name]
+        if datasets is not None:
+            datasets[name] = ds
+    shape = ds.shape
+    if not 0 <= i < shape[0]:
+        raise RuntimeError(f"row {i} is outside /{name}, which has {shape[0]} rows")
+    row = np.asarray(value)
+    if row.dtype != ds.dtype or row.shape not in (shape[1:], (1, *shape[1:])) or not row.size:
+        ds[i] = value
+        return
+    space = ds.id.get_space()
+    space.select_hyperslab((i,) + (0,) * (len(shape) - 1), (1, *shape[1:]))
+    ds.id.write(h5py().h5s.create_simple((1, *shape[1:])), space, np.ascontiguousarray(row))
 
 
 def open_append(path: Path):
