@@ -12,10 +12,10 @@
 #
 # Commands count the CPU seconds (user + sys) of the whole process (importing envpool takes
 # about 4 of bipedal's); the evaluations and the GA's update are the sums of the run file's
-# /timing/eval_wall and /timing/update (wall seconds).  A path REF cannot run (an option it
-# lacks) prints n/a.  REF's tree is exported with git archive into a temporary folder; this
-# tree is the working tree, changes included.  About 3 minutes on 2 cores.  PY defaults to
-# .venv/bin/python.
+# /timing/eval_wall and /timing/update (wall seconds), PPO's epochs the sum of its /timing/cpu.
+# A path REF cannot run (an option it lacks) prints n/a.  REF's tree is exported with git
+# archive into a temporary folder; this tree is the working tree, changes included.  About 3
+# minutes on 2 cores.  PY defaults to .venv/bin/python.
 set -euo pipefail
 REF=${1:?usage: scripts/speed_ab.sh REF [ROUNDS]}
 ROUNDS=${2:-3}
@@ -91,7 +91,10 @@ for r in $(seq "$ROUNDS"); do
     run "$side" bipedal "${BIPEDAL[@]}"
     timing "$side" bipedal eval_wall bipedal-eval
   done
-  for side in ref new; do run "$side" ppo "${PPO[@]}"; done
+  for side in ref new; do
+    run "$side" ppo "${PPO[@]}"
+    timing "$side" ppo cpu ppo-epochs
+  done
   echo "round $r of $ROUNDS done"
 done
 "$PY" - "$TMP/results.txt" "$REF" <<'PYTHON'
@@ -105,7 +108,7 @@ for line in open(sys.argv[1]):
     side, path, value = line.split()
     seen[side, path].append(value)
 units = {"cartpole": "CPU s", "cartpole-eval": "wall s", "ga-update": "wall s", "bipedal": "CPU s",
-         "bipedal-eval": "wall s", "ppo": "CPU s"}
+         "bipedal-eval": "wall s", "ppo": "CPU s", "ppo-epochs": "CPU s"}
 print(f"{'path':24s} {sys.argv[2][:12]:>12s} {'this tree':>12s} {'ratio':>8s}")
 for path, unit in units.items():
     name = f"{path} ({unit})"
