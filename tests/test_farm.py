@@ -114,7 +114,8 @@ LUNAR = [
 )
 def test_noise_keys_over_the_wire_equal_genomes_for_any_rank_count(tmp_path, strategy, extra):
     """The run file of a run whose tasks carry noise keys equals, bit for bit, the one of
-    the same command sending whole genomes, in one process and under 3 and 5 ranks."""
+    the same command sending whole genomes, under 3 and 5 ranks (and in one process, which
+    evaluates the genomes it holds whatever --wire says)."""
     args = [*LUNAR, "--strategy", strategy, *extra]
     ref = tmp_path / "genomes.h5"
     assert run_cli("evolve", *args, "--wire", "genomes", "--out", ref).returncode == 0

@@ -112,3 +112,32 @@ def test_a_generations_row_is_built_from_the_row_table():
         record(values, stats, {})
     with pytest.raises(RuntimeError, match="no dataset"):
         record({**values, "fitnes": np.zeros(1)}, stats, {}, samples={})
+
+
+def test_a_row_is_written_as_h5py_writes_it(tmp_path):
+    """put_row's one hyperslab write (a row of the dataset's own dtype) and its fallback to
+    h5py (another dtype, which HDF5 converts; an empty row) store exactly what writing the
+    row through h5py's indexing stores; a row past the end is refused."""
+    from synapto.store.files import LIBVER, put_row, rows_dataset
+
+    cases = {
+        "scalar": ((), "f8", np.float64(-0.0)),
+        "ints": ((5,), "i8", np.arange(5)),
+        "bools": ((2, 3), "?", np.eye(2, 3, dtype=bool)),
+        "broadcast": ((4,), "f8", np.float64(np.nan)),
+        "empty": ((0,), "f8", np.zeros(0)),
+        "converted": ((3,), "i8", np.array([1.7, 2.2, -3.9])),
+        "python int": ((), "i8", 7),
+        "keys": ((2, 6), "u8", np.full((2, 6), 2**64 - 1, np.uint64)),
+    }
+    opened: dict = {}
+    with h5py.File(tmp_path / "rows.h5", "w", libver=LIBVER) as f:
+        for name, (tail, dtype, value) in cases.items():
+            rows_dataset(f, name, 3, tail, dtype)
+            rows_dataset(f, f"{name}_h5py", 3, tail, dtype)
+            put_row(f, name, 1, value, opened)
+            f[f"{name}_h5py"][1] = value
+        assert all(f[name][()].tobytes() == f[f"{name}_h5py"][()].tobytes() for name in cases)
+        assert sorted(opened) == sorted(cases)
+        with pytest.raises(RuntimeError, match="row 3 is outside /ints, which has 3 rows"):
+            put_row(f, "ints", 3, np.arange(5), opened)

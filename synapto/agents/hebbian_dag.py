@@ -52,11 +52,6 @@ import numpy as np
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = np.exp(x - np.max(x))
-    return z / z.sum()
-
-
 class DAGPolicy(Policy):
     """Per step, without neuromodulation: the observation is copied into a work
     vector holding every unit's activity, then one ``dot`` and one in-place ``tanh``
@@ -268,13 +263,19 @@ class HebbianDAG(Agent):
         )
 
     def prune_probabilities(self, genome: np.ndarray, stats: np.ndarray, rate: float) -> np.ndarray:
-        """Per-connection probability of Hebbian pruning (0 for pruned connections)."""
+        """Per-connection probability of Hebbian pruning (0 for pruned connections): within
+        each block, a softmax of the negated statistics of its surviving connections, times
+        ``rate`` times their count, at most 1.  Spelled out rather than through helpers, since
+        the GA calls it for every child (the same operations in the same order)."""
         p = np.zeros(self._n)
         for group in self._blocks:
             for s in group:
-                alive = np.flatnonzero(genome[s]) + s.start
+                alive = np.asarray(genome[s]).nonzero()[0]
                 if alive.size:
-                    p[alive] = np.minimum(_softmax(-stats[alive]) * rate * alive.size, 1.0)
+                    alive += s.start
+                    x = -stats[alive]
+                    z = np.exp(x - x.max())
+                    p[alive] = np.minimum(z / z.sum() * rate * alive.size, 1.0)
         return p
 
     def mutate(self, genome, stats, rate, rng):

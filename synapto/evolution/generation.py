@@ -306,7 +306,7 @@ def run_generation(
     bad = ~failed & (~np.isfinite(fitness) | ~np.isfinite(genomes).all(axis=1))
     fitness[bad] = -np.inf
     nonfinite = np.array([r.nonfinite for r in results]) | bad
-    stats = np.stack([r.stats if r.stats is not None else np.zeros(agent.n_params) for r in results])
+    stats = trace_stats(results, agent.n_params)
     connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
     bad = np.flatnonzero(nonfinite)
     if bad.size:  # one line per generation, however many
@@ -346,6 +346,14 @@ def run_generation(
         arrays,
         samples,
     )
+
+
+def trace_stats(results, n_params: int) -> np.ndarray:
+    """The evaluations' trace statistics, (P, n): zeros where a result has none (an agent
+    without traces has none at all, and gets one array of zeros rather than P stacked)."""
+    if all(r.stats is None for r in results):
+        return np.zeros((len(results), n_params))
+    return np.stack([r.stats if r.stats is not None else np.zeros(n_params) for r in results])
 
 
 def learning_fitness(fitness: np.ndarray, steps: np.ndarray, episodes: int, reward_shift: float) -> np.ndarray:

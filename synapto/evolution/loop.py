@@ -430,7 +430,8 @@ def run_evolution(
     farm = evaluation_farm(farm, cfg, run.agent, options, fast)
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget)
-    evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=options.wire == "keys")
+    keys = options.wire == "keys" and not getattr(farm, "in_process", False)  # a farm in this process takes genomes
+    evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=keys)
     announce(cfg, run.agent, budget, farm.n_workers, out, log)
     start_fraction = budget.fraction(run.generation, run.env_steps + run.validation_steps)
     progress.start(run.generation, run.env_steps + run.validation_steps)

@@ -44,6 +44,9 @@ class SerialFarm:
     """Runs every task in this process (one-process runs and unit tests)."""
 
     n_workers = 1
+    #: tasks run in the caller's process: a caller that holds the genomes passes them as they
+    #: are rather than what rebuilds them (noise keys, lineages), which would only cost time
+    in_process = True
 
     def __init__(self, task_timeout: float | None = None):
         self._handler: Callable | None = None

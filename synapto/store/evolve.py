@@ -103,6 +103,7 @@ class EvolveRunWriter:
 
     def __init__(self, f):
         self.f = f
+        self._datasets: tuple = (None, {})  #: (the file, its per-generation datasets opened by name)
 
     @property
     def run_id(self) -> str:
@@ -242,8 +243,10 @@ class EvolveRunWriter:
             raise RuntimeError(f"appending generation {g} to a file with {done} completed")
         from synapto import faults
 
+        if self._datasets[0] is not f:  # a reopened file (the final selection) opens its own
+            self._datasets = (f, {})
         for k, (name, value) in enumerate(row.items()):
-            put_row(f, name, g, value)
+            put_row(f, name, g, value, self._datasets[1])
             if k == len(row) // 2:
                 faults.point("rows", g)  # half the rows written (some still in HDF5's cache)
         f.flush()

@@ -326,14 +326,16 @@ def estimate_size(
     then about one per 48) and object header, the file's own metadata.  Measured files come
     out 0-20 % smaller; it is only used to reserve space (:func:`create_file`)."""
     total = 16 << 10
-    for n, tail, dtype in [*rows, *((s[0] if s else 1, tuple(s[1:]), d) for s, d in fixed)]:
+    shapes = [(n, tail, dtype, _chunks) for n, tail, dtype in rows]
+    shapes += [(s[0] if s else 1, tuple(s[1:]), d, _fixed_chunks) for s, d in fixed]
+    for n, tail, dtype, chunking in shapes:
         itemsize = np.dtype(dtype).itemsize
         shape = (n, *tail)
         size = int(np.prod(shape)) * itemsize
         if not size:
             total += 512
             continue
-        chunk = _chunks(shape, itemsize)
+        chunk = chunking(shape, itemsize)
         n_chunks = int(np.prod([-(-a // b) for a, b in zip(shape, chunk)]))
         nodes = 1 if n_chunks <= 64 else -(-n_chunks // 48) + -(-n_chunks // 48**2)
         total += size + n_chunks * (4 + ALIGN) + nodes * _btree_node(len(shape)) + 768
@@ -425,28 +427,48 @@ def rows_dataset(f, name: str, rows: int, tail: tuple[int, ...], dtype):
     )
 
 
+def _fixed_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """As many whole rows per chunk as MAX_CHUNK holds (one chunk for most arrays); a row
+    bigger than that is cut as :func:`_chunks` cuts it."""
+    row = int(np.prod(shape[1:])) * itemsize
+    if row > MAX_CHUNK:
+        return _chunks(shape, itemsize)
+    return (max(1, min(shape[0], MAX_CHUNK // max(row, 1))), *shape[1:])
+
+
 def fixed_dataset(f, name: str, data, checksum: bool = True):
-    """A dataset holding ``data``; checksummed (one chunk) unless empty, 0-d or ``checksum=False``
-    (the counters, written in place by a single aligned 8-byte write)."""
+    """A dataset holding ``data``, written once and read whole; checksummed unless empty, 0-d
+    or ``checksum=False`` (the counters, written in place by a single aligned 8-byte write).
+    Its chunks hold many rows (:func:`_fixed_chunks`): a chunk per row of a (4096, 6)
+    array made a checkpoint slow to build (HDF5's allocations grow with the chunk count)."""
     data = np.asarray(data)
     if not checksum or data.size == 0 or data.ndim == 0:
         return f.create_dataset(name, data=data)
-    return f.create_dataset(
-        name,
-        data=data,
-        chunks=_chunks(data.shape, data.dtype.itemsize)
-        if data.ndim > 1
-        else (min(data.shape[0], max(MAX_CHUNK // data.dtype.itemsize, 1)),),
-        fletcher32=True,
-    )
+    return f.create_dataset(name, data=data, chunks=_fixed_chunks(data.shape, data.dtype.itemsize), fletcher32=True)
 
 
-def put_row(f, name: str, i: int, value) -> None:
-    """Write row ``i`` of the preallocated dataset ``name`` (in place)."""
-    ds = f[name]
-    if not 0 <= i < ds.shape[0]:
-        raise RuntimeError(f"row {i} is outside /{name}, which has {ds.shape[0]} rows")
-    ds[i] = value
+def put_row(f, name: str, i: int, value, datasets: dict | None = None) -> None:
+    """Write row ``i`` of the preallocated dataset ``name`` (in place).  ``datasets``: the
+    file's datasets opened so far, by name (opening one costs as much as writing its row).
+
+    A row of the dataset's own dtype is one hyperslab write: h5py's general indexing costs
+    about four times as much, and a generation writes some 50 rows.  Another dtype is left
+    to h5py (HDF5 converts it, as it always did)."""
+    ds = None if datasets is None else datasets.get(name)
+    if ds is None:
+        ds = f[name]
+        if datasets is not None:
+            datasets[name] = ds
+    shape = ds.shape
+    if not 0 <= i < shape[0]:
+        raise RuntimeError(f"row {i} is outside /{name}, which has {shape[0]} rows")
+    row = np.asarray(value)
+    if row.dtype != ds.dtype or row.shape not in (shape[1:], (1, *shape[1:])) or not row.size:
+        ds[i] = value
+        return
+    space = ds.id.get_space()
+    space.select_hyperslab((i,) + (0,) * (len(shape) - 1), (1, *shape[1:]))
+    ds.id.write(h5py().h5s.create_simple((1, *shape[1:])), space, np.ascontiguousarray(row))
 
 
 def open_append(path: Path):

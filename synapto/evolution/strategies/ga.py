@@ -205,7 +205,7 @@ def breed(
     order = _rank(state, fitness, stats, fitness if select_fitness is None else select_fitness, k)
     pool_g, pool_s, draws, slots = _draw_parents(state, fitness, stats, order, P - k)
     bounds = state.lineage.bounds if state.lineage is not None else None
-    brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.zeros_like(stats))
+    brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.empty_like(stats))  # rows all set below
     if bounds is not None:
         brood.origin = np.empty((P, len(bounds) - 1), np.int64)
         brood.origin[:k] = np.arange(k, 2 * k)[:, None]
@@ -214,8 +214,9 @@ def breed(
         brood.keys = np.zeros((P, KEY_WIDTH), np.uint64)
     children, child_stats = brood.children, brood.stats
     children[0], child_stats[0] = state.best_genome, state.best_stats
-    children[1:k], child_stats[1:k] = genomes[order[: k - 1]], stats[order[: k - 1]]
-    children[k:], child_stats[k:] = pool_g[draws], pool_s[draws]
+    for rows, pool, pick in ((slice(1, k), (genomes, stats), order[: k - 1]), (slice(k, P), (pool_g, pool_s), draws)):
+        for out, source in zip((children, child_stats), pool):  # gathered in place (mode clip: no buffer)
+            np.take(source, pick, axis=0, out=out[rows], mode="clip")
     elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
     recombine(children, child_stats, agent.groups(), k, k, state.rng, brood.origin, bounds)

@@ -72,17 +72,18 @@ def recombine(
     P = children.shape[0]
     if P - lo < 2 or not groups:
         return
+    columns: dict[tuple, slice] = {}  # origin's columns of each slice: (start, stop) -> its segments
+    if origin is not None:
+        assert bounds is not None  # origin comes with its bounds
+        columns = {(s.start, s.stop): lin.segment_range(bounds, s) for group in groups for s in group}
     for _ in range(n_swaps):
         a, b = rng.integers(lo, P, size=2)
         group = groups[rng.integers(len(groups))]
         parts = group if rng.integers(2) else [group[rng.integers(len(group))]]
         for s in parts:
-            for arr, at in ((children, s), (child_stats, s), (origin, None)):
+            for arr, at in ((children, s), (child_stats, s), (origin, columns.get((s.start, s.stop)))):
                 if arr is None:
                     continue
-                if at is None:  # origin: the columns of segment s
-                    assert bounds is not None  # origin comes with its bounds
-                    at = lin.segment_range(bounds, s)
                 tmp = arr[a, at].copy()
                 arr[a, at] = arr[b, at]
                 arr[b, at] = tmp
