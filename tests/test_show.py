@@ -37,6 +37,8 @@ def _evolve(env: str, out, test_episodes: int, seed: int):
         seed=seed,
         test_episodes=test_episodes,
         validate_episodes=0,
+        strategy="ga",
+        select_episodes=0,
     )
     run_evolution(cfg, out, SerialFarm(), log=lambda m: None)
     return out
