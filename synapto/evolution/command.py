@@ -16,7 +16,7 @@ import typer
 from synapto.errors import DiskFullError, TrackingError, UsageError
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run, start_ranks
-from synapto.shell import synapto_command
+from synapto.shell import next_lines, synapto_command
 
 
 def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: int = 1) -> list:
@@ -42,10 +42,12 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     import numpy as np
 
     from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
     from synapto.evolution.strategies import make_strategy
     from synapto.resources import check_run_file
     from synapto.store import check_output_path
 
+    plain_every()  # a bad $SYNAPTO_PROGRESS_EVERY stops here, before anything starts
     agent = build_agent(configs[0])
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
@@ -87,9 +89,9 @@ def check_evolve_memory(configs, n_params: int) -> None:
 def next_steps(out) -> str:
     """The commands that look at a finished run, as they run from a fresh shell."""
     stem = Path(out).with_suffix("")
-    return (
-        f"learning curves:  {synapto_command('plot', out, '--out', f'{stem}_curves.png')}\n"
-        f"the champion:     {synapto_command('render', out, '--out', f'{stem}_champion.gif')}"
+    return next_lines(
+        ("learning curves", synapto_command("plot", out, "--out", f"{stem}_curves.png")),
+        ("the champion", synapto_command("render", out, "--out", f"{stem}_champion.gif")),
     )
 
 
@@ -258,6 +260,17 @@ def nothing_to_do(path, generations: int, steps: int) -> str:
     )
 
 
+def resume_check(path, cfg, generations: int, steps: int) -> str:
+    """``--resume --check``'s line: where the run resumes, against the budget that ends it."""
+    from synapto.evolution.progress import Budget
+
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    line = f"ok: {path} resumes from generation {generations} ({budget.status(generations, steps)} done)"
+    if not cfg.goes_on(generations, steps):
+        line += "; its budget is met: it goes straight to its final selection and test"
+    return line
+
+
 def resume_evolution(
     path: Path,
     values: dict,
@@ -279,13 +292,15 @@ def resume_evolution(
             _log(nothing_to_do(path, done_generations, steps_done))
         return
     from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
     from synapto.store import check_writable
 
+    plain_every()
     check_evolve_memory([wanted], build_agent(wanted).n_params)
     if env_rank() == 0:
         check_writable(path)
     if check:
-        _log(f"ok: {path} resumes from generation {done_generations}")
+        _log(resume_check(path, wanted, done_generations, steps_done))
         return
     start_ranks(n_workers + 1)
     run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
