@@ -139,7 +139,7 @@ def _plan(
         folder = Path(study).resolve().parent
         if not folder.is_dir():
             raise UsageError(f"--study {study!r}: folder {str(folder)!r} does not exist")
-    name = study_name or (Path(study).stem if "://" not in study else "synapto")
+    name = study_name or _default_name(study)
     return dict(
         base=base,
         raw=raw,
@@ -181,7 +181,28 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     run_trials(study, objective, plan["trials"], sampler_seed, log)
     path = best_path(plan["study"], plan["name"])
     if _write_best(study, plan, path):
-        log(f"best config -> {path}; the table and plots: python -m synapto tune --report {plan['study']}")
+        log(next_steps(plan, path))
+
+
+def next_steps(plan: dict, best: Path) -> str:
+    """What a study wrote and the commands that follow it, as they run from a fresh shell: its
+    report, and the best config on seeds never used in tuning (the space's benchmark seeds,
+    else the first seeds above the tuning seeds)."""
+    from synapto.shell import next_lines, synapto_command
+    from synapto.tune.best import trials_dir
+
+    named = [] if plan["name"] == _default_name(plan["study"]) else ["--study-name", plan["name"]]
+    seeds = list(plan["space"].benchmark_seeds) or [max(plan["seeds"]) + 1 + i for i in range(3)]
+    return next_lines(
+        ("best config", best),
+        ("trials' runs", f"{trials_dir(plan['study'], plan['name'])}/"),
+        ("table and plots", synapto_command("tune", "--report", plan["study"], *named)),
+        ("score it", synapto_command("evolve", "--config", best, "--seed", *seeds)),
+    )
+
+
+def _default_name(study: str) -> str:
+    return Path(study).stem if "://" not in study else "synapto"
 
 
 def _write_best(study, plan: dict, path: Path) -> bool:

@@ -126,6 +126,14 @@ def report(storage, name: str | None, stem: Path, log) -> None:
     for line in (savings(study), overhead(study)):
         if line:
             log(line)
-    for path in plots(study, stem):
-        log(f"wrote {path}")
+    written = [(_plot_label(path), path) for path in plots(study, stem)]
     log(REMINDER)
+    if written:
+        from synapto.shell import next_lines
+
+        log(next_lines(*written))
+
+
+def _plot_label(path: Path) -> str:
+    """``history plot`` of ``NAME.history.png``."""
+    return f"{Path(path).suffixes[-2].lstrip('.')} plot" if len(Path(path).suffixes) >= 2 else "plot"
