@@ -460,7 +460,7 @@ def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]
 
 def would_run(configs, outs, agent, n_workers: int) -> str:
     """``--check``'s report: what would run, its budget, where, and how long it may take."""
-    from synapto import defaults
+    from synapto.estimate import estimate
     from synapto.evolution.progress import Budget
 
     first = configs[0]
@@ -469,5 +469,5 @@ def would_run(configs, outs, agent, n_workers: int) -> str:
         f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
         f"({agent.n_params:,} parameters), population {first.population} -> {', '.join(map(str, outs))}\n"
         f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
-        f"{defaults.estimate(first, n_workers)}"
+        f"{estimate(first, n_workers)}"
     )
