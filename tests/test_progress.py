@@ -104,6 +104,25 @@ def test_the_eta_waits_for_a_few_generations_and_leaves_start_up_out():
     assert [gens(g, 10**6, 10.0 * g) for g in (1, 2, 3)] == [None, None, pytest.approx(970.0)]
 
 
+def test_the_terminal_bar_shows_the_same_eta_as_the_lines():
+    import io
+
+    from synapto.evolution.progress import Budget, RunProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    bar = RunProgress(Budget(generations=5000, max_env_steps=1000), Terminal()).start(0, 0)
+    try:
+        bar.advance(1, 10, None)
+        assert bar.progress.tasks[0].fields["eta"] == ""  # not before a few generations
+        bar.advance(3, 30, 97.0)
+        assert bar.progress.tasks[0].fields["eta"] == "eta 0:01:37"
+    finally:
+        bar.stop()
+
+
 # ---------------------------------------------------------------------------- the binding budget
 def test_resume_reports_the_env_step_budget_that_ends_the_run_and_a_lower_one_ends_it(tmp_path, capsys):
     out = tmp_path / "r.h5"

@@ -443,8 +443,9 @@ def run_evolution(
             stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
-            progress.advance(run.generation, steps)
-            log(progress_line(cfg, run, gen, stats, elapsed, eta(run.generation, steps, elapsed)))
+            left = eta(run.generation, steps, elapsed)
+            progress.advance(run.generation, steps, left)
+            log(progress_line(cfg, run, gen, stats, elapsed, left))
             for callback in callbacks:
                 callback(GenerationReport(gen.index, stats, run.timing, steps, elapsed, Path(out), cfg))
         test = run.finish(evals)

@@ -163,7 +163,7 @@ class PlainProgress:
 
 
 class RunProgress:
-    """rich progress bars on a terminal: the run's budget with an ETA, and the current
+    """rich progress bars on a terminal: the run's budget with its :class:`Eta`, and the current
     phase's evaluations; elsewhere (:func:`plain_output`) a :class:`PlainProgress` through
     ``log``.  Calling it with ``(done, total)`` updates the phase (the farm's progress
     callback), :meth:`phase` names it; :meth:`advance` updates the run's budget."""
@@ -182,7 +182,6 @@ class RunProgress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
 
             self.progress = Progress(
@@ -191,13 +190,12 @@ class RunProgress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[unit]}"),
                 TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
+                TextColumn("{task.fields[eta]}"),
                 console=Console(file=stream),
                 transient=True,
             )
-            self.run_task = self.progress.add_task("run", total=budget.total, unit=budget.unit)
-            self.gen_task = self.progress.add_task("generation", total=1, unit="evaluations", visible=False)
+            self.run_task = self.progress.add_task("run", total=budget.total, unit=budget.unit, eta="")
+            self.gen_task = self.progress.add_task("generation", total=1, unit="evaluations", visible=False, eta="")
 
     def start(self, generations: int, env_steps: int) -> RunProgress:
         if self.progress is not None:
@@ -205,9 +203,11 @@ class RunProgress:
             self.progress.update(self.run_task, completed=self.budget.done(generations, env_steps))
         return self
 
-    def advance(self, generations: int, env_steps: int) -> None:
+    def advance(self, generations: int, env_steps: int, eta: float | None = None) -> None:
+        """The run's progress after a generation, and its time left (:class:`Eta`; None: not yet)."""
         if self.progress is not None:
-            self.progress.update(self.run_task, completed=self.budget.done(generations, env_steps))
+            left = "" if eta is None else f"eta {fmt_time(eta)}"
+            self.progress.update(self.run_task, completed=self.budget.done(generations, env_steps), eta=left)
 
     def phase(self, phase: str, generation: int) -> None:
         """The evaluations that follow are ``phase``'s (training, validation, selection, test)."""
