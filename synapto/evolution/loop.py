@@ -42,7 +42,7 @@ from synapto.evolution.generation import (
     statistics,
 )
 from synapto.evolution.obs_norm import ObsStats
-from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time
+from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time, progress_line, shaping_words
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.evolution.worker.evaluate import EvolveSpec
@@ -311,27 +311,6 @@ class EvolutionRun:
         self.lock.release()
 
 
-def progress_line(
-    cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float, eta: float | None = None
-) -> str:
-    """One generation's log line; ``gen`` counts from 0, as the run file, the CSV export and
-    ``replay --generation`` do, and the percentage is of the run's budget.  When training is
-    shaped, its figures are labelled ``train(shaped)`` and put before the validation's
-    (``val``: the unmodified task)."""
-    val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
-    t_eval = gen.timing["eval_wall"]
-    budget = Budget(cfg.generations, cfg.max_env_steps)
-    pct = 100 * budget.fraction(run.generation, run.env_steps + run.validation_steps)
-    best, mean = f"best {num(stats['best_fitness'])}  ", f"mean {num(stats['pop_mean'])}  "
-    figures = f"train(shaped) {best}{mean}{val}" if shaping_words(cfg) else f"{best}{val}{mean}"
-    return (
-        f"gen {gen.index:>4} {pct:5.1f}%  {figures}conn {stats['connections_mean']:8.1f}  "
-        f"steps {run.env_steps + run.validation_steps:>10,}  "
-        f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-        f"elapsed {_fmt_time(elapsed)}" + (f"  eta {_fmt_time(eta)}" if eta is not None else "")
-    )
-
-
 def action_range(agent) -> str:
     """What the agent's actions span, in words (the run file's ``action_range`` attribute)."""
     space = agent.space
@@ -359,21 +338,6 @@ def announce(cfg: EvolveConfig, agent, budget: Budget, workers: int, out, log) -
             f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
             f"(the run file's attribute action_range says so)"
         )
-
-
-def shaping_words(cfg: EvolveConfig) -> str:
-    """``fall_reward=0, stall_steps=50``: the env options by which a run's training episodes
-    differ from its task (``reward_shift`` and :mod:`synapto.shaping`'s); "" when none."""
-    import dataclasses
-
-    envs = cfg.envs
-    words = [f"reward_shift={envs.reward_shift:g}"] if envs.reward_shift else []
-    words += [
-        f"{f.name}={getattr(envs.shaping, f.name):g}"
-        for f in dataclasses.fields(envs.shaping)
-        if getattr(envs.shaping, f.name) != f.default
-    ]
-    return ", ".join(words)
 
 
 def plural(n: int, word: str) -> str:

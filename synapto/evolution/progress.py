@@ -10,7 +10,7 @@ current phase), and elsewhere -- a pipe, a log file, any run under ``--workers N
 whose output reaches the terminal through ``mpiexec`` -- a plain line every
 ``$SYNAPTO_PROGRESS_EVERY`` seconds (:data:`PLAIN_EVERY` by default) while one phase
 (a generation's training or validation, the final selection, the champion test) runs
-longer than that.
+longer than that.  :func:`progress_line` is each generation's log line.
 """
 
 from __future__ import annotations
@@ -230,3 +230,39 @@ class RunProgress:
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+
+def progress_line(cfg, run, gen, stats: dict, elapsed: float, eta: float | None = None) -> str:
+    """One generation's log line; ``gen`` counts from 0, as the run file, the CSV export and
+    ``replay --generation`` do, and the percentage is of the run's budget.  When training is
+    shaped, its figures are labelled ``train(shaped)`` and put before the validation's
+    (``val``: the unmodified task)."""
+    from synapto.evolution.generation import num
+
+    val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
+    t_eval = gen.timing["eval_wall"]
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    pct = 100 * budget.fraction(run.generation, run.env_steps + run.validation_steps)
+    best, mean = f"best {num(stats['best_fitness'])}  ", f"mean {num(stats['pop_mean'])}  "
+    figures = f"train(shaped) {best}{mean}{val}" if shaping_words(cfg) else f"{best}{val}{mean}"
+    return (
+        f"gen {gen.index:>4} {pct:5.1f}%  {figures}conn {stats['connections_mean']:8.1f}  "
+        f"steps {run.env_steps + run.validation_steps:>10,}  "
+        f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
+        f"elapsed {fmt_time(elapsed)}" + (f"  eta {fmt_time(eta)}" if eta is not None else "")
+    )
+
+
+def shaping_words(cfg) -> str:
+    """``fall_reward=0, stall_steps=50``: the env options by which a run's training episodes
+    differ from its task (``reward_shift`` and :mod:`synapto.shaping`'s); "" when none."""
+    import dataclasses
+
+    envs = cfg.envs
+    words = [f"reward_shift={envs.reward_shift:g}"] if envs.reward_shift else []
+    words += [
+        f"{f.name}={getattr(envs.shaping, f.name):g}"
+        for f in dataclasses.fields(envs.shaping)
+        if getattr(envs.shaping, f.name) != f.default
+    ]
+    return ", ".join(words)
