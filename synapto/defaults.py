@@ -11,27 +11,22 @@ as options do (:func:`with_defaults`: the keys it leaves out take its values), a
 equal).  The reference algorithm is ``--config experiments/lunarlander_reference.toml``
 (LunarLander-v3) or ``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
 
-Before it starts, the command says what it runs and how long it expects to take:
-:func:`expected_seconds`, from the env steps the experiment may take and the CPU time
-one env step of it costs (:data:`CPU_SECONDS_PER_STEP`, measured).
+Before it starts, the command says what it runs and how long it expects to take
+(:func:`synapto.estimate.expected_seconds`, from the env steps the experiment may take and
+the CPU time one env step of it costs, measured).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from synapto.estimate import estimate, expect, expected_seconds
+
+__all__ = ["PATH", "describe", "estimate", "expected_seconds", "values"]
+
 #: the default experiment's config (a TOML file like those in ``experiments/``)
 PATH = Path(__file__).with_name("defaults.toml")
-
-#: CPU seconds per env step of the default experiment, everything included (policy,
-#: environment, CMA-ES): one process (``--workers 0``) took 146.7 s of CPU for the
-#: 2.79 M env steps of a whole run (tuning seed 1000) with the network cut to 25 %; cut
-#: to 50 % (as now), it took 4 % more CPU than that over 400 k steps, run one after the other
-CPU_SECONDS_PER_STEP = 53e-6
-#: env steps of a final-selection or test episode (LunarLander-v3 champions land in about 300)
-EPISODE_STEPS = 300
 
 
 def values(allowed: AbstractSet[str]) -> dict:
@@ -61,35 +56,13 @@ def with_defaults(given: dict, allowed: AbstractSet[str], strategy=None) -> dict
     return out
 
 
-def estimate(cfg, workers: int) -> str:
-    """The time a run of ``cfg`` should take, with the cores it assumes (``--check``)."""
-    minutes = math.ceil(expected_seconds(cfg, workers) / 60)
-    return (
-        f"expect about {minutes} min with {max(workers, 1)} core(s) to itself (at the default experiment's "
-        f"{CPU_SECONDS_PER_STEP * 1e6:.0f} us of CPU per env step)"
-    )
-
-
-def expected_seconds(cfg, workers: int) -> float:
-    """Wall-clock seconds the run of ``cfg`` should take on ``workers`` idle cores (0: one
-    process): its env-step budget -- or, when fewer, its generations' episodes of
-    :data:`EPISODE_STEPS` steps each -- plus the final selection (at most 5 candidates) and test."""
-    per_generation = (cfg.population * cfg.episodes + cfg.validation_count * cfg.validate_episodes) * EPISODE_STEPS
-    steps = cfg.generations * per_generation
-    if cfg.max_env_steps:
-        steps = min(steps, cfg.max_env_steps)
-    steps += (cfg.select_episodes * 5 + cfg.test_episodes) * EPISODE_STEPS
-    return steps * CPU_SECONDS_PER_STEP / max(workers, 1)
-
-
 def describe(cfg, workers: int) -> str:
     """One line: the default experiment and the time it expects to take."""
-    minutes = expected_seconds(cfg, workers) / 60
     prune = cfg.options.get("prune_to", 0)
     what = f"pruned to {prune:.0%} of its connections" if prune else "dense"
     return (
         f"no run options: the default experiment ({PATH.name}): {cfg.strategy} on {cfg.env}, {cfg.agent} "
-        f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; expect about "
-        f"{math.ceil(minutes)} min with {max(workers, 1)} core(s) to itself "
+        f"{list(cfg.hidden)} {what}, at most {cfg.max_env_steps / 1e6:g} M env steps; "
+        f"{expect(expected_seconds(cfg, workers))} with {max(workers, 1)} core(s) to itself "
         f"(--workers N for more; run options change it, --config FILE runs another experiment)"
     )

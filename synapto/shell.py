@@ -1,4 +1,5 @@
-"""Commands synapto prints for the user to run next (plot, render, resume, replay).
+"""Commands synapto prints for the user to run next (plot, render, resume, replay), and
+the lines that end a command: what it wrote and what to run next (:func:`next_lines`).
 
 They must run as printed from a fresh shell, where no virtual environment is
 activated and ``python`` may be another interpreter, or none: so they name this
@@ -36,3 +37,10 @@ def synapto_prefix() -> list[str]:
 def synapto_command(*args) -> str:
     """``synapto ARGS`` as a shell command line that runs from a fresh shell."""
     return shlex.join([*synapto_prefix(), *map(str, args)])
+
+
+def next_lines(*lines: tuple[str, object]) -> str:
+    """The lines that end a command: ``label:  path or command``, the labels padded to one
+    column (``learning curves:  synapto plot ...``)."""
+    width = max(18, *(len(label) + 3 for label, _ in lines))
+    return "\n".join(f"{label + ':':<{width}}{value}" for label, value in lines)

@@ -359,7 +359,7 @@ def test_check_says_what_would_run_and_writes_nothing(tmp_path, capsys):
     assert said[0] == (f"ok: 1 run(s): openai-es on CartPole-v1, pruned-mlp [2] (12 parameters), population 4 -> {out}")
     # the budget (the default experiment's env steps, the generations given), the workers, the estimate
     assert len(said) == 2 and said[1].startswith(
-        "budget: up to 2,750,000 env steps (at most 1 generations); no workers (this process); expect about "
+        "budget: up to 2,750,000 env steps (at most 1 generations); no workers (this process); expect "
     ), said
     assert not list(tmp_path.iterdir())  # no run file, no lock, no checkpoint
 

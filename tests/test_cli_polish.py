@@ -144,7 +144,7 @@ def test_evolution_curves_of_one_group_have_distinct_hues():
     from synapto.viz.plot import _line_styles
 
     curves = ["best", "elite-mean", "pop-mean", "validation"]
-    run = SimpleNamespace(curves=dict.fromkeys(curves))
+    run = SimpleNamespace(curves=dict.fromkeys(curves), config={})
     groups = [SimpleNamespace(key=k, kind="evolve", runs=[run], label=k) for k in ("a", "b", "c")]
     styles = _line_styles(groups, curves)
     for g in groups:

@@ -105,7 +105,7 @@ def test_checkpoint_every_resumes_from_the_last_checkpoint(tmp_path, finished_ru
     assert checkpoint_generation() == 3
     proc = run_cli("evolve", "--resume", out, "--checkpoint-every", "3")
     assert proc.returncode == 0, proc.stderr
-    assert "at generation 3 of 6" in proc.stdout  # generations 4 and 5 were dropped and redone
+    assert "at generation 3 (3 of 6 generations)" in proc.stdout  # generations 4 and 5 were dropped and redone
     assert checkpoint_generation() == 6
     assert_same_run(finished_run, out)
 

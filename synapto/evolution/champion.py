@@ -103,14 +103,23 @@ def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: 
     return Test(seeds, joined("returns"), joined("steps"), joined("outcomes"), joined("action_cost"))
 
 
-def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test) -> str:
+def named(generation: int, generations: int) -> str:
+    """The genome a champion of ``generation`` is, in a run of ``generations`` completed
+    generations (numbered from 0): a strategy's final centre carries the number of the
+    generation it would have started (``generations``), which no generation line names."""
+    if generation >= generations:
+        return f"the final centre, after generation {generations - 1}"
+    return f"generation {generation}"
+
+
+def summary_line(champion: Champion, validated: bool, selection: Selection | None, t: Test, generations: int) -> str:
     """Validation (or training), selection and test figures side by side."""
     chosen_on = (
-        "the final centre, not validated"
+        "not validated"
         if np.isnan(champion.fitness)
         else f"{'validation' if validated else 'training'} {num(champion.fitness, 0)}"
     )
-    parts = [f"champion (generation {champion.generation}): {chosen_on}"]
+    parts = [f"champion ({named(champion.generation, generations)}): {chosen_on}"]
     if selection is not None:
         parts.append(
             f"selection {num(selection.fitness[selection.chosen], 0)} "

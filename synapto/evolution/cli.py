@@ -136,7 +136,9 @@ def evolve(
         Path | None,
         typer.Option(
             help="Continue RUN.h5 from its last checkpoint (any number of ranks). Options that would change "
-            "the run are refused; --generations and --max-env-steps may be raised to extend a finished run.",
+            "the run are refused; --generations and --max-env-steps set a new budget: raise them to extend a "
+            "run (a finished one too), or give a lower --max-env-steps to end it sooner (at or below the env "
+            "steps it holds, it goes straight to its final selection and test).",
             rich_help_panel=HELP_SECTIONS["run"],
             show_default=False,
         ),

@@ -14,10 +14,10 @@ from pathlib import Path
 import typer
 
 from synapto.errors import DiskFullError, TrackingError, UsageError
-from synapto.evolution.resuming import nothing_to_do, resume_state
+from synapto.evolution.resuming import nothing_to_do, resume_check, resume_state
 from synapto.logs import say as _log
 from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
-from synapto.shell import synapto_command
+from synapto.shell import next_lines, synapto_command
 
 
 def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: int = 1) -> list:
@@ -44,10 +44,12 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     import numpy as np
 
     from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
     from synapto.evolution.strategies import make_strategy
     from synapto.resources import check_run_file
     from synapto.store import check_output_path
 
+    plain_every()  # a bad $SYNAPTO_PROGRESS_EVERY stops here, before anything starts
     agent = build_agent(configs[0])
     if configs[0].envs.train_backend == "envpool":  # the extra, and a batched policy of this agent
         from synapto.evolution.worker import fast_box2d
@@ -102,9 +104,9 @@ def check_evolve_memory(configs, n_params: int) -> None:
 def next_steps(out) -> str:
     """The commands that look at a finished run, as they run from a fresh shell."""
     stem = Path(out).with_suffix("")
-    return (
-        f"learning curves:  {synapto_command('plot', out, '--out', f'{stem}_curves.png')}\n"
-        f"the champion:     {synapto_command('render', out, '--out', f'{stem}_champion.gif')}"
+    return next_lines(
+        ("learning curves", synapto_command("plot", out, "--out", f"{stem}_curves.png")),
+        ("the champion", synapto_command("render", out, "--out", f"{stem}_champion.gif")),
     )
 
 
@@ -231,13 +233,15 @@ def resume_evolution(
             _log(nothing_to_do(path, done_generations, steps_done))
         return
     from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
     from synapto.store import check_writable
 
+    plain_every()
     check_evolve_memory([wanted], build_agent(wanted).n_params)
     if env_rank() == 0:
         check_writable(path)
     if check:
-        _log(f"ok: {path} resumes from generation {done_generations}")
+        _log(resume_check(path, wanted, done_generations, steps_done))
         return
     start_ranks(n_workers + 1, restarts)
     run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
@@ -416,7 +420,7 @@ def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]
 
 def would_run(configs, outs, agent, n_workers: int) -> str:
     """``--check``'s report: what would run, its budget, where, and how long it may take."""
-    from synapto import defaults
+    from synapto.estimate import estimate
     from synapto.evolution.progress import Budget
 
     first = configs[0]
@@ -426,5 +430,5 @@ def would_run(configs, outs, agent, n_workers: int) -> str:
         f"ok: {len(configs)} run(s): {first.strategy} on {first.env}, {first.agent} {list(first.hidden)} "
         f"({agent.n_params:,} parameters), population {first.population}{share} -> {', '.join(map(str, outs))}\n"
         f"budget: {Budget(first.generations, first.max_env_steps).describe()}; {ranks}; "
-        f"{defaults.estimate(first, n_workers)}"
+        f"{estimate(first, n_workers)}"
     )

@@ -70,6 +70,8 @@ class Evaluations:
         """Results of ``tasks`` (:class:`EvalTask` s, or payloads of ``context``); ``who[i]``
         names task ``i`` in an :class:`EvaluationFailure`."""
         skip = self.on_error == "skip" if skip is None else skip
+        if self.progress is not None and hasattr(self.progress, "phase"):
+            self.progress.phase(phase, generation)
         try:
             return self.farm.map(
                 tasks,

@@ -42,7 +42,7 @@ from synapto.evolution.generation import (
     statistics,
 )
 from synapto.evolution.obs_norm import ObsStats
-from synapto.evolution.progress import Budget, RunProgress, fmt_time as _fmt_time
+from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time, progress_line, shaping_words
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.evolution.worker.evaluate import EvolveSpec
@@ -147,7 +147,9 @@ class EvolutionRun:
                 self.norms = self.writer.obs_norms(self.generation)
             if self.generation > 0:
                 self.prev_steps = self.writer.steps_of(self.generation - 1)
-            log(f"resuming {out} at generation {self.generation} of {cfg.generations}")
+            steps = self.env_steps + self.validation_steps
+            done = Budget(cfg.generations, cfg.max_env_steps).status(self.generation, steps)
+            log(f"resuming {out} at generation {self.generation} ({done})")
             self.saved = self.generation
         else:
             self.strategy = make_strategy(cfg, self.agent, seeding.generator(cfg.seed, seeding.Stream.EVOLVE))
@@ -271,16 +273,16 @@ class EvolutionRun:
             self.selection_steps = int(selection.steps.sum())
             self.writer.write_selection(selection)
         if cfg.test_episodes:
-            fitness = "the final centre" if np.isnan(champion.fitness) else f"fitness {num(champion.fitness, 0)}"
+            fitness = "not evaluated" if np.isnan(champion.fitness) else f"fitness {num(champion.fitness, 0)}"
             self.log(
-                f"testing the champion (generation {champion.generation}, {fitness}) "
+                f"testing the champion ({final.named(champion.generation, self.generation)}, {fitness}) "
                 f"on {cfg.test_episodes} test episodes"
             )
         test = final.test(cfg, champion, evals, self.generation, self.norm_of(champion.generation))
         if test.mean is not None and test.std is not None:  # test episodes ran
             self.log(f"champion test: {num(test.mean, 0)} +/- {num(test.std, 0)} over {cfg.test_episodes} episodes")
         if selection is not None:
-            self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test))
+            self.log(final.summary_line(champion, cfg.validation_count > 0, selection, test, self.generation))
         self.champion_fitness = float(champion.fitness)
         self.writer.write_champion(
             champion.genome,
@@ -320,24 +322,6 @@ class EvolutionRun:
         self.lock.release()
 
 
-def progress_line(
-    cfg: EvolveConfig, run: EvolutionRun, gen: Generation, stats: dict, elapsed: float, eta: float | None = None
-) -> str:
-    """One generation's log line; ``gen`` counts from 0, as the run file, the CSV export and
-    ``replay --generation`` do, and the percentage is of the run's budget."""
-    val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
-    t_eval = gen.timing["eval_wall"]
-    budget = Budget(cfg.generations, cfg.max_env_steps)
-    pct = 100 * budget.fraction(run.generation, run.env_steps + run.validation_steps)
-    return (
-        f"gen {gen.index:>4} {pct:5.1f}%  best {num(stats['best_fitness'])}  {val}"
-        f"mean {num(stats['pop_mean'])}  conn {stats['connections_mean']:8.1f}  "
-        f"steps {run.env_steps + run.validation_steps:>10,}  "
-        f"{int(gen.steps.sum()) / max(t_eval, 1e-9):9,.0f} steps/s  "
-        f"elapsed {_fmt_time(elapsed)}" + (f"  eta {_fmt_time(eta)}" if eta is not None else "")
-    )
-
-
 def action_range(agent) -> str:
     """What the agent's actions span, in words (the run file's ``action_range`` attribute)."""
     space = agent.space
@@ -355,6 +339,11 @@ def announce(cfg: EvolveConfig, agent, budget: Budget, workers: int, out, log) -
         f"{budget.describe()}, {plural(cfg.episodes, 'episode')} per fitness, seed {cfg.seed}, "
         f"{plural(workers, 'worker')} -> {out}"
     )
+    if shaping_words(cfg):
+        log(
+            f"training episodes are shaped ({shaping_words(cfg)}): the train(shaped) figures are "
+            f"not {cfg.env}'s returns; val, the final selection and the test run the unmodified task"
+        )
     if action_range(agent).startswith("tanh in [-1, 1]: "):
         log(
             f"warning: {cfg.env}'s action space is unbounded: the agent's actions are tanh outputs in [-1, 1] "
@@ -426,14 +415,14 @@ def run_evolution(
     """
     t_start, cpu_start = time.perf_counter(), time.process_time()
     fast = fast_backend(cfg)  # its one-line checks come before the run file is touched
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    progress = RunProgress(budget, log=log)
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     farm = evaluation_farm(farm, cfg, run.agent, options, fast)
-    budget = Budget(cfg.generations, cfg.max_env_steps)
-    progress = RunProgress(budget)
     keys = options.wire == "keys" and not getattr(farm, "in_process", False)  # a farm in this process takes genomes
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=keys)
     announce(cfg, run.agent, budget, farm.n_workers, out, log)
-    start_fraction = budget.fraction(run.generation, run.env_steps + run.validation_steps)
+    eta = Eta(budget)
     progress.start(run.generation, run.env_steps + run.validation_steps)
     try:
         if resume:  # the tracking rows a kill or a failed write left out, from the run file
@@ -445,13 +434,11 @@ def run_evolution(
             stats = run.record(gen, options.checkpoint_every, norm)
             elapsed = time.perf_counter() - t_start
             steps = run.env_steps + run.validation_steps
-            progress.advance(run.generation, steps)
-            log(
-                progress_line(cfg, run, gen, stats, elapsed, budget.eta(run.generation, steps, elapsed, start_fraction))
-            )
+            left = eta(run.generation, steps, elapsed)
+            progress.advance(run.generation, steps, left)
+            log(progress_line(cfg, run, gen, stats, elapsed, left))
             if stopped_by_callback(callbacks, run, gen, stats, steps, elapsed, log):
                 break
-        progress.stop()
         test = run.finish(evals)
     except (FarmInterrupted, EvaluationFailed) as exc:
         raise run.stopped(exc) from None

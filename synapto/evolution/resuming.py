@@ -83,3 +83,14 @@ def nothing_to_do(path, generations: int, steps: int) -> str:
         f"{path} is finished ({generations} generations, {steps:,} env steps); nothing to do "
         f"(raise --generations or --max-env-steps to extend it)"
     )
+
+
+def resume_check(path, cfg, generations: int, steps: int) -> str:
+    """``--resume --check``'s line: where the run resumes, against the budget that ends it."""
+    from synapto.evolution.progress import Budget
+
+    budget = Budget(cfg.generations, cfg.max_env_steps)
+    line = f"ok: {path} resumes from generation {generations} ({budget.status(generations, steps)} done)"
+    if not cfg.goes_on(generations, steps):
+        line += "; its budget is met: it goes straight to its final selection and test"
+    return line

@@ -105,7 +105,22 @@ def ppo_command(ctx, opts: dict) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         start_ranks(size)
     for cfg, o in zip(configs, outs):
-        train(cfg, o, comm, resume=resume is not None, force=force, log=_log, callbacks=callbacks)
+        if train(cfg, o, comm, resume=resume is not None, force=force, log=_log, callbacks=callbacks) is not None:
+            _log(next_steps(o))
+
+
+def next_steps(out: Path) -> str:
+    """What a PPO run wrote and the commands that look at it, as they run from a fresh shell."""
+    from synapto.ppo.progress import log_dir
+    from synapto.shell import next_lines, synapto_command
+
+    stem = Path(out).with_suffix("")
+    return next_lines(
+        ("run file", out),
+        ("progress.txt", f"{log_dir(out) / 'progress.txt'} (Spinning Up's columns; config.json beside it)"),
+        ("learning curves", synapto_command("plot", out, "--out", f"{stem}_curves.png")),
+        ("the policy", synapto_command("render", out, "--out", f"{stem}_policy.gif")),
+    )
 
 
 def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[list, list[Path], int]:

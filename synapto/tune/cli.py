@@ -215,10 +215,26 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
         raise typer.Exit(1) from None
     path = best_path(plan["study"], plan["name"])
     if _write_best(study, plan, path):
-        named = "" if plan["name"] == _default_name(plan["study"]) else f" --study-name {plan['name']}"
-        log(f"best config -> {path}; the table and plots: python -m synapto tune --report {plan['study']}{named}")
+        log(next_steps(plan, path))
     else:
         log(f"no trial of study {plan['name']!r} completed: no best config")
+
+
+def next_steps(plan: dict, best: Path) -> str:
+    """What a study wrote and the commands that follow it, as they run from a fresh shell: its
+    report, and the best config on seeds never used in tuning (the space's benchmark seeds,
+    else the first seeds above the tuning seeds)."""
+    from synapto.shell import next_lines, synapto_command
+    from synapto.tune.best import trials_dir
+
+    named = [] if plan["name"] == _default_name(plan["study"]) else ["--study-name", plan["name"]]
+    seeds = list(plan["space"].benchmark_seeds) or [max(plan["seeds"]) + 1 + i for i in range(3)]
+    return next_lines(
+        ("best config", best),
+        ("trials' runs", f"{trials_dir(plan['study'], plan['name'])}/"),
+        ("table and plots", synapto_command("tune", "--report", plan["study"], *named)),
+        ("score it", synapto_command("evolve", "--config", best, "--seed", *seeds)),
+    )
 
 
 def _write_best(study, plan: dict, path: Path) -> bool:

@@ -151,9 +151,18 @@ def report(storage, name: str | None, study_arg: str, log) -> None:
     for line in (savings(study), overhead(study)):
         if line:
             log(line)
+    written = []
     if complete:
-        for path in plots(study, study_stem(study_arg, study.study_name)):
-            log(f"wrote {path}")
+        written = [(_plot_label(path), path) for path in plots(study, study_stem(study_arg, study.study_name))]
     else:
         log(f"no trial of study {study.study_name!r} completed: no best trial and nothing to plot")
     log(REMINDER)
+    if written:
+        from synapto.shell import next_lines
+
+        log(next_lines(*written))
+
+
+def _plot_label(path: Path) -> str:
+    """``history plot`` of ``NAME.history.png``."""
+    return f"{Path(path).suffixes[-2].lstrip('.')} plot" if len(Path(path).suffixes) >= 2 else "plot"

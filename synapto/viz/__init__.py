@@ -304,8 +304,12 @@ def pick_genome(path: str | Path, generation: int | None = None, individual: int
             tested_on = (
                 f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
             )
-            what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
-            label = f"champion of gen {generation}"
+            if generation >= done:  # a strategy's final centre: the run's last generation made it
+                what = f"champion: the final centre after generation {done - 1} ({fitness_words(fitness)}{tested_on})"
+                label = f"final centre after gen {done - 1}"
+            else:
+                what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
+                label = f"champion of gen {generation}"
         else:
             label = "best so far"
             if done < 1:

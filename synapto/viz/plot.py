@@ -331,10 +331,13 @@ def _label_column(tops: dict, bottom, groups, axis: str, unit: str, col: int, nc
     for env, top in tops.items():
         env_kinds = {g.kind for g in groups if g.runs[0].env == env}
         if col == 0:
+            fitness = "fitness"
+            if any(g.kind == "evolve" and shaped(g.runs[0].config) for g in groups if g.runs[0].env == env):
+                fitness = "fitness (training: shaped)"
             top.set_ylabel(
-                "fitness (evolution) / episode return (PPO)"
+                f"{fitness} (evolution) / episode return (PPO)"
                 if len(env_kinds) > 1
-                else ("fitness" if env_kinds == {"evolve"} else "average episode return")
+                else (fitness if env_kinds == {"evolve"} else "average episode return")
             )
         if len(tops) > 1:
             top.set_title(env, fontsize="small")  # each env has a y axis of its own
@@ -394,7 +397,20 @@ def _line_styles(groups, curves) -> dict:
 
 
 def _curve_label(group, name: str) -> str:
-    return "average episode return" if name == "return" else CURVE_LABELS[name]
+    if name == "return":
+        return "average episode return"
+    if not shaped(group.runs[0].config):
+        return CURVE_LABELS[name]
+    return CURVE_LABELS[name] + (" (unmodified task)" if name == "validation" else " (shaped training)")
+
+
+def shaped(config: dict) -> bool:
+    """Whether an evolution run's training episodes differ from its task (``reward_shift``
+    or :mod:`synapto.shaping`'s options): its training fitness is not the task's return."""
+    from synapto.envs import EnvOptions
+
+    envs = EnvOptions.parse(config.get("env_options") or {})
+    return bool(envs.reward_shift) or envs.shaping.active
 
 
 def _legend(fig, lines) -> None:
