@@ -214,8 +214,11 @@ def test_a_final_centre_champion_is_named_after_the_last_generation(tmp_path):
         generations=2,
         episodes=1,
         validate_episodes=2,
+        validate_top=0,
+        max_env_steps=0,
         test_episodes=2,
         strategy="openai-es",
+        strategy_options={},
         seed=0,
     )
     synapto.evolve(dataclasses.replace(cfg, select_episodes=2, obs_norm=True), out, log=lines.append)
