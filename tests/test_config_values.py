@@ -39,7 +39,7 @@ def test_a_hidden_that_is_no_layer_sizes_is_one_line(tmp_path, capsys, value):
     code, out = call(capsys, "evolve", "--config", path, "--out", tmp_path / "r.h5", "--check")
     assert code == 2 and out.err.startswith("error: --hidden must be positive integers"), out.err
     assert len(out.err.splitlines()) == 1, out.err
-    with pytest.raises(UsageError, match="^hidden must be positive integers"):  # Python names the field
+    with pytest.raises(UsageError, match=r"^hidden must be positive integers"):  # Python names the field
         synapto.EvolveConfig.from_toml(path)
     with pytest.raises(UsageError, match="hidden must be positive integers"):
         trial_config(load_base(path), seed=1)
