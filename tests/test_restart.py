@@ -112,7 +112,9 @@ def test_a_worker_killed_mid_generation_and_the_run_ends_on_its_own(tmp_path, re
     assert len(again) == 1 and "continues from its checkpoint at generation" in again[0], stdout
     generation = int(again[0].split("at generation ")[1].split(";")[0])
     assert 3 <= generation < GENERATIONS, again  # what was redone: from there on
-    assert f"resuming {tmp_path / 'r.h5'} at generation {generation} of {GENERATIONS}" in stdout
+    assert (
+        f"resuming {tmp_path / 'r.h5'} at generation {generation} ({generation} of {GENERATIONS} generations)" in stdout
+    )
     assert completed(tmp_path / "r.h5") == GENERATIONS
     assert_same_run(reference, tmp_path / "r.h5")
 
@@ -266,7 +268,7 @@ def test_a_restart_continues_its_own_runs_and_starts_again_those_without_a_check
         f"restart 1 of 3: {fresh} cannot be continued (no checkpoint yet): it starts again from generation 0",
     ]
     check_runs([tiny()], [fresh])  # its own file: replaced without --force
-    with pytest.raises(UsageError, match="exists; pass --force"):
+    with pytest.raises(UsageError, match=r"exists; pass force=True"):
         check_runs([tiny()], [other])  # not the job's: refused as ever
 
 

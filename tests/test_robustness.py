@@ -134,7 +134,7 @@ def test_a_run_file_larger_than_the_free_disk_is_refused(tmp_path, capsys, monke
     "line,needle",
     [
         ("seed = 1.5", "--seed must be one or more integers >= 0, got 1.5"),
-        ("out = 5", "--out must be a file path, got 5"),
+        ("out = 5", "sets out = 5; out is a run file's path (a string)"),
         ("generations = true", "--generations must be an integer >= 1, got True"),
         ("hidden = [true, 3]", "--hidden must be positive integers (none: no hidden layer), got [True, 3]"),
         ("validate_top = true", "--validate-top must be an integer"),
