@@ -83,6 +83,7 @@ def test_each_bipedal_config_names_a_smoke_test_of_about_two_minutes(name, capsy
 
 @pytest.mark.mpi
 @pytest.mark.slow
+@pytest.mark.long  # BipedalWalker end to end: make test-long
 @pytest.mark.parametrize("name", ["bipedal_fast", "bipedal_hebbian_dag"])
 def test_a_smoke_test_runs_end_to_end(name, tmp_path):
     """The smoke command as printed, on a smaller budget still (one generation) and one worker."""

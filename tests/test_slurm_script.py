@@ -90,6 +90,7 @@ def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, c
 
 @pytest.mark.mpi
 @pytest.mark.slow
+@pytest.mark.long  # an MPI job killed and restarted: make test-long
 def test_a_job_that_loses_a_rank_continues_on_its_own(tmp_path, capsys):
     """The job script under a real mpiexec with 3 ranks: a worker killed in the middle of a
     generation, and the job ends on its own with the uninterrupted run's file."""

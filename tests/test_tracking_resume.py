@@ -74,6 +74,7 @@ def best_fitness(out) -> list[float]:
         return [float(x) for x in f["stats/best_fitness"][: int(f["completed"][0])]]
 
 
+@pytest.mark.long  # kill -9 and resume, twice: make test-long
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_a_kill_before_the_tracking_rows_loses_no_row(tmp_path, suffix):
     """kill -9 after generation 3's checkpoint, before its tracking rows: the resumed run

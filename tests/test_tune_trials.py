@@ -165,6 +165,7 @@ print(study.study_name)
 
 
 @pytest.mark.slow
+@pytest.mark.long  # four processes at once: make test-long
 def test_processes_opening_a_new_study_together_all_join_it(tmp_path):
     """The database's tables are made once; a process that finds them half made waits its turn."""
     db = tmp_path / "race.db"

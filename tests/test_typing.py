@@ -19,6 +19,7 @@ reveal_type(synapto.evolve(synapto.EvolveConfig(), "a.h5").test_mean)
 
 
 @pytest.mark.slow
+@pytest.mark.long  # mypy over the package: make test-long (CI runs both)
 def test_mypy_sees_the_api_and_refuses_a_misspelt_field(tmp_path):
     """synapto as an installed package (on the path, not a source): without ``py.typed``
     mypy skips it, and without the names it serves lazily every one of them is ``Any``."""
