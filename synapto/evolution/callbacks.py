@@ -101,9 +101,13 @@ def report_to(callbacks, report: GenerationReport) -> str | None:
 
 
 def notify(callbacks, report: GenerationReport) -> None:
-    """Call every callback with ``report`` where a run has no early stop (PPO's epochs): as
-    :func:`report_to`, a :class:`StopRun` ignored."""
-    report_to(callbacks, report)
+    """Call every callback with ``report`` where a run has no early stop (PPO's epochs): a
+    :class:`StopRun` raised there is not caught, so it cannot pass unnoticed."""
+    from synapto import faults
+
+    faults.point("tracking", report.generation)  # after the epoch's rows, before the tracking rows
+    for callback in callbacks:
+        callback(report)
 
 
 def catch_up(callbacks, completed: int, report_of: Callable[[int], GenerationReport], out: Path, config) -> None:
