@@ -4,6 +4,7 @@ bit-identical run files across rank counts."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,9 +12,9 @@ from conftest import assert_same_run, datasets, run_cli
 
 from synapto import seeding
 from synapto.evolution.worker import batched, vector_env
-from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, BatchTask, batch_unsupported, chunks_of
+from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, Chunk, batch_unsupported, chunks_of
 from synapto.evolution.worker.evaluate import EvolveSpec
-from synapto.evolution.worker.tasks import EvalTask
+from synapto.evolution.worker.tasks import Episodes, EvalTask
 from synapto.parallel.farm import SerialFarm
 
 
@@ -37,7 +38,7 @@ def test_batched_matches_serial(agent, crn, slots, monkeypatch):
     K, E = 64, 3
     genomes = _population(ev.agent, K)
     seeds = seeding.train_seeds(7, 0, K, E, common=crn)
-    serial = [ev(EvalTask(genomes[i], seeds[i])) for i in range(K)]
+    serial = [ev(EvalTask(genomes[i], Episodes(seeds[i]))) for i in range(K)]
     # slots=16: 192 rows through 16 sub-envs, refilled as episodes end
     batch = batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True, slots=slots)
     lengths = np.array([r.steps for r in serial])
@@ -94,17 +95,17 @@ def test_uncertified_rows_take_the_one_row_action(agent, monkeypatch):
         last = genomes[:4, -8:].reshape(4, 4, 2)  # the (4, 2) output layer
         last[..., 1] = last[..., 0]  # identical output columns: an exact tie every step
     seeds = seeding.train_seeds(9, 0, K, E, common=False)
-    serial = [ev(EvalTask(genomes[i], seeds[i])) for i in range(K)]
+    serial = [ev(EvalTask(genomes[i], Episodes(seeds[i]))) for i in range(K)]
     calls = []
     act = base.ExactRows.act
     monkeypatch.setattr(base.ExactRows, "act", lambda self, row, obs: calls.append(row) or act(self, row, obs))
-    batch = ev(BatchTask(genomes, seeds))
+    batch = ev(Chunk(tuple(EvalTask(g, Episodes(s)) for g, s in zip(genomes, seeds))))
     assert [b.fitness for b in batch] == [s.fitness for s in serial]
     if agent == "pruned-mlp":
         assert set(range(8)) <= set(calls)  # the tied rows (2 episodes each) went one row at a time
     monkeypatch.setattr(base, "BOUND_SAFETY", 1e12)
     calls.clear()
-    batch = ev(BatchTask(genomes, seeds))
+    batch = ev(Chunk(tuple(EvalTask(g, Episodes(s)) for g, s in zip(genomes, seeds))))
     assert [b.fitness for b in batch] == [s.fitness for s in serial]
     for s, b in zip(serial, batch):
         assert np.array_equal(b.returns, s.returns)
@@ -215,19 +216,19 @@ def test_batching_farm_chunks_and_failures_bookkeeping():
 
     spec = EvolveSpec("CartPole-v1", "pruned-mlp", (4,), {})
     farm = SerialFarm()
-    farm.setup(batched.BatchedSpec(spec))
+    farm.setup(replace(spec, evaluator="batched"))
     bfarm = BatchingFarm(farm, chunk_rows=6)
     agent = BatchedEvaluator(spec).agent
     genomes = _population(agent, 7)
     seeds = seeding.train_seeds(1, 0, 7, 2, common=False)
-    out = bfarm.map([EvalTask(genomes[i], seeds[i]) for i in range(7)])
+    out = bfarm.map([EvalTask(genomes[i], Episodes(seeds[i])) for i in range(7)])
     ref = SerialFarm()
     ref.setup(spec)
-    want = ref.map([EvalTask(genomes[i], seeds[i]) for i in range(7)])
+    want = ref.map([EvalTask(genomes[i], Episodes(seeds[i])) for i in range(7)])
     assert [r.fitness for r in out] == [r.fitness for r in want]
     assert farm.last_stats.tasks == 3  # 7 individuals x 2 episodes in chunks of <= 6 rows
     merged = BatchingFarm(farm, chunk_rows=6, local=True)  # one process: one lockstep evaluation
-    out = merged.map([EvalTask(genomes[i], seeds[i]) for i in range(7)])
+    out = merged.map([EvalTask(genomes[i], Episodes(seeds[i])) for i in range(7)])
     assert [r.fitness for r in out] == [r.fitness for r in want]
     assert farm.last_stats.tasks == 1
 
@@ -264,10 +265,11 @@ class _Flaky:
         return self
 
     def __call__(self, task):
-        if isinstance(task, BatchTask):
-            if (task.genomes[:, 0] == 13).any():
+        if isinstance(task, Chunk):
+            genomes = [t.genome for t in task.tasks(None)]
+            if any(g[0] == 13 for g in genomes):
                 raise ValueError("a row of this chunk raises")
-            return [float(g[0]) for g in task.genomes]
+            return [float(g[0]) for g in genomes]
         if task.genome[0] == 13:
             raise ValueError("this individual raises")
         return float(task.genome[0])
@@ -279,7 +281,7 @@ def test_a_failing_chunk_fails_exactly_its_failing_tasks():
     farm = SerialFarm()
     farm.setup(_Flaky())
     genomes = [7.0, 13.0, 2.0, 13.0, 5.0, 1.0, 4.0]
-    tasks = [EvalTask(np.array([g]), np.arange(2)) for g in genomes]
+    tasks = [EvalTask(np.array([g]), Episodes(np.arange(2))) for g in genomes]
     for bfarm in (BatchingFarm(farm, chunk_rows=4), BatchingFarm(farm, local=True)):
         out = bfarm.map(tasks, on_error="skip")
         assert sorted(out.failures) == [1, 3] and all(out.failures[i].index == i for i in (1, 3))
@@ -304,8 +306,8 @@ def _spread_over_workers(out: str) -> None:
     ev = BatchedEvaluator(spec)
     genomes = _population(ev.agent, 64, seed=2)
     seeds = seeding.train_seeds(1, 0, 64, 4, common=True)
-    tasks = [EvalTask(genomes[i], seeds[i]) for i in range(64)]
-    farm.setup(batched.BatchedSpec(spec))
+    tasks = [EvalTask(genomes[i], Episodes(seeds[i])) for i in range(64)]
+    farm.setup(replace(spec, evaluator="batched"))
     got = BatchingFarm(farm).map(tasks)
     want = [ev(t) for t in tasks]
     farm.close()
@@ -481,7 +483,7 @@ def test_generic_vector_env_step_matches_serial(monkeypatch):
     K, E = 32, 2
     genomes = _population(ev.agent, K, seed=6)
     seeds = seeding.train_seeds(2, 0, K, E, common=False)
-    serial = [ev(EvalTask(genomes[i], seeds[i])) for i in range(K)]
+    serial = [ev(EvalTask(genomes[i], Episodes(seeds[i]))) for i in range(K)]
     batch = batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, True, slots=24)
     assert ev.venv.fast is None and not ev.venv.unit_reward
     for s, b in zip(serial, batch):

@@ -339,11 +339,11 @@ def test_env_without_render_mode_argument(user_package, tmp_path):
     from synapto.envs import make_env, space_info
     from synapto.errors import UsageError
     from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
-    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     assert space_info("norender:NoRender-v0").act_dim == 2
     ev = Evaluator(EvolveSpec("norender:NoRender-v0", "pruned-mlp", (2,), {}))
-    result = ev(EvalTask(ev.agent.init_genome(__import__("numpy").random.default_rng(0)), [1, 2]))
+    result = ev(EvalTask(ev.agent.init_genome(__import__("numpy").random.default_rng(0)), Episodes([1, 2])))
     assert result.steps.tolist() == [10, 10]
     with pytest.raises(UsageError, match="render_mode"):
         make_env("norender:NoRender-v0", render_mode="rgb_array")

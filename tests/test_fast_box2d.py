@@ -26,7 +26,7 @@ from synapto.agents import build_agent
 from synapto.agents.batched.rows import rows_product
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.fast_box2d import _Rows, _shape, evaluate_tasks, require
-from synapto.evolution.worker.tasks import EvalTask
+from synapto.evolution.worker.tasks import Episodes, EvalTask
 from synapto.shaping import ShapedEnv, Shaping
 
 
@@ -50,7 +50,8 @@ def tasks_for(agent, n, episodes, rng, norm=True, count=True, cap=150):
     for _ in range(n):
         g = agent.init_genome(rng) * 0.5 * rng.standard_normal(agent.n_params)
         mean, std = rng.standard_normal(agent.space.obs_dim) * 0.1, 0.5 + rng.random(agent.space.obs_dim)
-        out.append(EvalTask(g, rng.integers(0, 2**62, episodes), True, (mean, std) if norm else None, count, True, cap))
+        seeds = rng.integers(0, 2**62, episodes)
+        out.append(EvalTask(g, Episodes(seeds, True, (mean, std) if norm else None, count, True, cap)))
     return out
 
 
@@ -107,7 +108,7 @@ def test_shaping_is_that_of_shaped_env():
         [(0.25, False)] * 8,
     ]
     for s in [Shaping(fall_reward=0.0, finish_bonus=10.0, reward_floor=-1.0, stall_steps=3), Shaping(stall_steps=2)]:
-        st = _Rows(4, 1, [EvalTask(np.zeros(1), np.zeros(1), max_steps=6)] * 4, 1, False)
+        st = _Rows(4, 1, [Episodes(np.zeros(1), max_steps=6)] * 4, 1, False)
         envs = [ShapedEnv(Scripted(sc), s, 6) for sc in scripts]
         totals, lengths = np.zeros(4), [0] * 4
         live = list(range(4))
@@ -132,7 +133,7 @@ def test_missing_envpool_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "envpool", None)
     cfg = EvolveConfig(env="BipedalWalker-v3", env_options={"train_backend": "envpool"})
     with pytest.raises(UsageError, match=r"envpool extra: pip install -e \.\[envpool\]"):
-        require(cfg, build_agent(cfg))
+        require(cfg)
 
 
 @pytest.mark.parametrize(

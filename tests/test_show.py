@@ -287,7 +287,7 @@ def test_batched_outcomes_are_one_env_at_a_times(path, monkeypatch):
     from synapto.evolution.worker import batched, vector_env
     from synapto.evolution.worker.batched import BatchedEvaluator
     from synapto.evolution.worker.evaluate import EvolveSpec
-    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     if path == "vector-env":
         monkeypatch.setattr(vector_env.CartPoleStep, "applies", staticmethod(lambda u: False))
@@ -298,7 +298,7 @@ def test_batched_outcomes_are_one_env_at_a_times(path, monkeypatch):
     genomes = np.stack([ev.agent.init_genome(rng) for _ in range(K)])
     genomes[:4] *= 0.05  # near-still policies: some episodes reach the time limit
     seeds = seeding.train_seeds(7, 0, K, E, common=False)
-    serial = [ev(EvalTask(genomes[i], seeds[i], want_stats=False, diagnose=True)) for i in range(K)]
+    serial = [ev(EvalTask(genomes[i], Episodes(seeds[i], False, diagnose=True))) for i in range(K)]
     batch = batched.evaluate_batch(ev.agent, ev.venv, genomes, seeds, False, slots=16, diagnose=True)
     outcomes = np.concatenate([b.outcomes for b in batch])
     steps = np.concatenate([b.steps for b in batch])

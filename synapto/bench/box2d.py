@@ -44,17 +44,17 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
     from synapto import seeding
     from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
     from synapto.evolution.worker.fast_box2d import evaluate_tasks
-    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     agent, gen = genomes(rows)
     serial = Evaluator(EvolveSpec(ENV, "pruned-mlp", HIDDEN, {}))
     cpu = {"gymnasium": 0.0, "envpool": 0.0}
     steps = {"gymnasium": 0, "envpool": 0}
-    evaluate_tasks(agent, ENV, [EvalTask(gen[0], np.array([0]), False, shaped=True)])  # imports envpool
+    evaluate_tasks(agent, ENV, [EvalTask(gen[0], Episodes(np.array([0]), False, shaped=True))])  # imports envpool
     r = 0
     while cpu["gymnasium"] + cpu["envpool"] < 2 * seconds or r < 2:
         seeds = seeding.train_seeds(0, r, rows, 1, common=False)
-        tasks = [EvalTask(gen[i], seeds[i], want_stats=False, shaped=True) for i in range(rows)]
+        tasks = [EvalTask(gen[i], Episodes(seeds[i], False, shaped=True)) for i in range(rows)]
         t0 = time.process_time()
         res = [serial(t) for t in tasks]
         cpu["gymnasium"] += time.process_time() - t0

@@ -117,7 +117,7 @@ def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     from synapto import seeding
     from synapto.evolution.worker.batched import batching_farm
     from synapto.evolution.worker.evaluate import EvolveSpec
-    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
     from synapto.parallel.farm import make_farm
 
     farm, coordinator = make_farm()
@@ -135,7 +135,7 @@ def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
         done, t0, r = 0, time.perf_counter(), 0
         while (done < steps and time.perf_counter() - t0 < SECONDS) or r == 0:
             seeds = seeding.train_seeds(0, r, n, 1, common=False)
-            res = farm.map([EvalTask(genomes[i], seeds[i], want_stats=False) for i in range(n)])
+            res = farm.map([EvalTask(genomes[i], Episodes(seeds[i], False)) for i in range(n)])
             done += int(sum(x.steps.sum() for x in res))
             r += 1
         print(done / (time.perf_counter() - t0), flush=True)

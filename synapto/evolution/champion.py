@@ -20,7 +20,7 @@ from synapto import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order
-from synapto.evolution.worker.tasks import EvalTask
+from synapto.evolution.worker.tasks import Episodes, EvalTask
 
 
 @dataclass
@@ -92,7 +92,7 @@ def test(cfg: EvolveConfig, champion: Champion, evals: Evaluations, generation: 
     if not cfg.test_episodes:
         return Test(seeds, np.zeros(0), np.zeros(0, dtype=np.int64))
     tasks = [
-        EvalTask(champion.genome, seeds[e : e + 1], want_stats=False, obs_norm=norm, diagnose=True)
+        EvalTask(champion.genome, Episodes(seeds[e : e + 1], False, norm, diagnose=True))
         for e in range(cfg.test_episodes)
     ]
     results = evals.map(tasks, generation, np.arange(len(tasks)), "test", skip=False)

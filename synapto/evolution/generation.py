@@ -18,8 +18,8 @@ import numpy as np
 from synapto import faults, seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
-from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext, merge_episodes
-from synapto.parallel.results import Failure, MapStats, Results, TaskFailed
+from synapto.evolution.worker.tasks import Episodes, EvalResult, EvalTask, SampleContext, merge_episodes
+from synapto.parallel.results import Failure, Farm, MapStats, Results, TaskFailed
 
 if TYPE_CHECKING:
     from synapto.lineage import Lineage
@@ -50,7 +50,7 @@ class EvaluationFailed(Exception):
 class Evaluations:
     """How this run maps evaluations on its farm (schedule, stop callback, errors, wire)."""
 
-    farm: Any  #: a SerialFarm, or the coordinator's farm over MPI: what map() runs on
+    farm: Farm  #: what map() runs on
     schedule: str = "dynamic"
     on_error: str = "abort"  #: "abort" or "skip"
     stop: Callable[[], bool] | None = None
@@ -84,9 +84,8 @@ class Evaluations:
         except TaskFailed as exc:
             i = exc.failure.index
             task = tasks[i] if context is None else context.task(tasks[i])
-            raise EvaluationFailed(
-                EvaluationFailure(generation, int(who[i]), np.asarray(task.seeds), exc.failure, phase)
-            ) from None
+            seeds = np.asarray(task.episodes.seeds)
+            raise EvaluationFailed(EvaluationFailure(generation, int(who[i]), seeds, exc.failure, phase)) from None
         finally:
             if self.progress is not None and hasattr(self.progress, "clear"):
                 self.progress.clear()
@@ -114,16 +113,11 @@ class Evaluations:
         pairs = [(k, e) for k in range(K) for e in range(V)]
         who_task = np.array([who[k] for k, _ in pairs], dtype=np.int64)
         if samples is not None and self.keys:
-            context = SampleContext(samples, np.asarray(seeds), False, norms[0] if K else None)
+            context = SampleContext(samples, Episodes(np.asarray(seeds), False, norms[0] if K else None))
             results = self.map([(int(who[k]), e) for k, e in pairs], generation, who_task, phase, skip, context)
         else:
-            results = self.map(
-                [EvalTask(genomes[k], seeds[e : e + 1], want_stats=False, obs_norm=norms[k]) for k, e in pairs],
-                generation,
-                who_task,
-                phase,
-                skip,
-            )
+            tasks = [EvalTask(genomes[k], Episodes(seeds[e : e + 1], False, norms[k])) for k, e in pairs]
+            results = self.map(tasks, generation, who_task, phase, skip)
         failures: dict[int, Failure] = {}
         for t in sorted(results.failures):
             failures.setdefault(t // V, results.failures[t])
@@ -258,23 +252,10 @@ def _train(
     over the wire (``samples`` and ``evals.keys``) each task is only its sample's index."""
     count = norm is not None
     if samples is not None and evals.keys:  # noise keys over the wire: each task is the sample's index
-        return evals.map(
-            list(range(P)),
-            g,
-            np.arange(P),
-            "training",
-            context=SampleContext(samples, seeds, True, norm, count, True, max_steps),
-        )
-    else:
-        return evals.map(
-            [
-                EvalTask(genomes[i], seeds[i], obs_norm=norm, count_obs=count, shaped=True, max_steps=max_steps)
-                for i in range(P)
-            ],
-            g,
-            np.arange(P),
-            "training",
-        )
+        context = SampleContext(samples, Episodes(seeds, True, norm, count, True, max_steps))
+        return evals.map(list(range(P)), g, np.arange(P), "training", context=context)
+    tasks = [EvalTask(genomes[i], Episodes(seeds[i], True, norm, count, True, max_steps)) for i in range(P)]
+    return evals.map(tasks, g, np.arange(P), "training")
 
 
 def run_generation(
@@ -302,22 +283,9 @@ def run_generation(
             f"warning: generation {g} individual {i} failed on rank {fail.rank} ({fail.host}): "
             f"{fail.message}; fitness set to -inf"
         )
-    fitness = np.array([r.fitness for r in results])
-    # non-finite is counted whatever found it: the rollout, a batched evaluation's -inf or NaN,
-    # or a genome that is not finite (a Discrete policy's argmax would act on it silently)
-    bad = ~failed & (~np.isfinite(fitness) | ~np.isfinite(genomes).all(axis=1))
-    fitness[bad] = -np.inf
-    nonfinite = np.array([r.nonfinite for r in results]) | bad
+    fitness, nonfinite = screen(results, genomes, failed, g, warnings)
     stats = trace_stats(results, agent.n_params)
     connections = np.array([agent.connections(x) for x in genomes], dtype=np.int64)
-    bad = np.flatnonzero(nonfinite)
-    if bad.size:  # one line per generation, however many
-        some = ", ".join(str(i) for i in bad[:8]) + (", ..." if bad.size > 8 else "")
-        warnings.append(
-            f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
-            f"or fitness ({some}); fitness set to -inf"
-        )
-
     steps = np.array([int(r.steps.sum()) for r in results], dtype=np.int64)
     learn = learning_fitness(fitness, steps, E, cfg.envs.reward_shift)
 
@@ -348,6 +316,25 @@ def run_generation(
         arrays,
         samples,
     )
+
+
+def screen(results: Results, genomes: np.ndarray, failed: np.ndarray, g: int, warnings: list[str]):
+    """The training ``fitness`` and ``nonfinite`` flags of generation ``g``'s ``results``: -inf
+    for every non-finite one, whatever found it -- the rollout, a batched evaluation's -inf or
+    NaN, or a genome that is not finite (a Discrete policy's argmax would act on it silently);
+    one warning line for them all."""
+    fitness = np.array([r.fitness for r in results])
+    bad = ~failed & (~np.isfinite(fitness) | ~np.isfinite(genomes).all(axis=1))
+    fitness[bad] = -np.inf
+    nonfinite = np.array([r.nonfinite for r in results]) | bad
+    bad = np.flatnonzero(nonfinite)
+    if bad.size:
+        some = ", ".join(str(i) for i in bad[:8]) + (", ..." if bad.size > 8 else "")
+        warnings.append(
+            f"warning: generation {g}: {bad.size} individual(s) with a non-finite action, return "
+            f"or fitness ({some}); fitness set to -inf"
+        )
+    return fitness, nonfinite
 
 
 def trace_stats(results, n_params: int) -> np.ndarray:

@@ -46,7 +46,8 @@ from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fm
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
 from synapto.evolution.worker.evaluate import EvolveSpec
-from synapto.parallel.results import FarmInterrupted
+from synapto.evolution.worker.fast_box2d import require
+from synapto.parallel.results import Farm, FarmInterrupted
 from synapto.shell import synapto_command
 from synapto.store import (
     Checkpoint,
@@ -83,6 +84,8 @@ class RunStopped(Exception):
 
 
 def spec_of(cfg: EvolveConfig) -> EvolveSpec:
+    """The recipe of ``cfg``'s farm: one env at a time, or envpool for a run whose training
+    episodes run there (:func:`evaluation_farm` may batch the first)."""
     shaping = cfg.envs.shaping
     return EvolveSpec(
         cfg.env,
@@ -91,7 +94,7 @@ def spec_of(cfg: EvolveConfig) -> EvolveSpec:
         dict(cfg.agent_options),
         cfg.make_kwargs,
         shaping if shaping.active else None,
-        cfg.envs.train_backend,
+        "envpool" if cfg.envs.train_backend == "envpool" else "serial",
     )
 
 
@@ -355,25 +358,12 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def fast_backend(cfg: EvolveConfig):
-    """:mod:`synapto.evolution.worker.fast_box2d` if the run's training episodes run on envpool
-    (after its one-line checks: the extra, the agent), else None."""
-    if cfg.envs.train_backend != "envpool":
-        return None
-    from synapto.evolution.worker import fast_box2d
-
-    fast_box2d.require(cfg, build_agent(cfg))
-    return fast_box2d
-
-
-def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=None):
-    """``farm`` set up for the run: training on envpool (``fast``, whatever ``--batch``
-    says: it changes results), else batched where supported and asked for."""
+def evaluation_farm(farm: Farm, cfg: EvolveConfig, agent, options: RunOptions) -> Farm:
+    """``farm`` set up for the run: training on envpool (whatever ``--batch`` says: it
+    changes results), else batched where supported and asked for."""
     from synapto.evolution.worker.batched import batching_farm
 
     spec = spec_of(cfg)
-    if fast is not None:
-        return fast.training_farm(farm, spec)
     return batching_farm(farm, spec, agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
 
 
@@ -393,7 +383,7 @@ def stopped_by_callback(callbacks, run: EvolutionRun, gen, stats, steps: int, el
 def run_evolution(
     cfg: EvolveConfig,
     out: Path,
-    farm,
+    farm: Farm,
     log: Callable[[str], None] = print,
     options: RunOptions = RunOptions(),
     resume: bool = False,
@@ -414,12 +404,12 @@ def run_evolution(
     are written (:mod:`synapto.evolution.callbacks`).
     """
     t_start, cpu_start = time.perf_counter(), time.process_time()
-    fast = fast_backend(cfg)  # its one-line checks come before the run file is touched
+    require(cfg)  # envpool's one-line checks come before the run file is touched
     budget = Budget(cfg.generations, cfg.max_env_steps)
     progress = RunProgress(budget, log=log)
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
-    farm = evaluation_farm(farm, cfg, run.agent, options, fast)
-    keys = options.wire == "keys" and not getattr(farm, "in_process", False)  # a farm in this process takes genomes
+    farm = evaluation_farm(farm, cfg, run.agent, options)
+    keys = options.wire == "keys" and not farm.in_process  # a farm in this process takes genomes
     evals = Evaluations(farm, options.schedule, options.on_error, stop, progress, keys=keys)
     announce(cfg, run.agent, budget, farm.n_workers, out, log)
     eta = Eta(budget)

@@ -10,7 +10,7 @@ import numpy as np
 from synapto import seeding
 from synapto.errors import RunFileError, UsageError
 from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.tasks import EvalTask
+from synapto.evolution.worker.tasks import Episodes, EvalTask
 from synapto.store import RunData
 
 
@@ -209,25 +209,17 @@ def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
     from synapto.evolution.loop import spec_of
 
     log(plan.note)
-    spec = spec_of(plan.config)
-    if plan.config.envs.train_backend == "envpool":  # its training episodes replay on envpool too
-        from synapto.evolution.worker.fast_box2d import FastSpec, require
+    if any(it.shaped for it in plan.items):  # training episodes replay where the run played them
+        from synapto.evolution.worker.fast_box2d import require
 
-        if any(it.shaped for it in plan.items):
-            from synapto.agents import build_agent
-
-            require(plan.config, build_agent(plan.config))
-        farm.setup(FastSpec(spec))
-    else:
-        farm.setup(spec)
+        require(plan.config)
+    farm.setup(spec_of(plan.config))
     from synapto.parallel.results import TaskFailed
 
     try:
         results = farm.map(
             [
-                EvalTask(
-                    it.genome, it.seeds, want_stats=False, obs_norm=it.norm, shaped=it.shaped, max_steps=it.max_steps
-                )
+                EvalTask(it.genome, Episodes(it.seeds, False, it.norm, shaped=it.shaped, max_steps=it.max_steps))
                 for it in plan.items
             ]
         )

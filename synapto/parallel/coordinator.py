@@ -55,7 +55,7 @@ from enum import Enum
 from typing import Any
 
 from synapto.parallel.deadline import grace
-from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed
+from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Recipe, Results, TaskFailed
 from synapto.parallel.wire import Backoff, Frame, Outbox, Tag
 
 
@@ -156,6 +156,7 @@ class MPIFarm:
         self.hosts = comm.gather(socket.gethostname(), root=0)  #: by rank (serve() sends its host)
         self.pool = [Worker(r, self.hosts[r]) for r in range(1, comm.Get_size())]
         self.n_workers = len(self.pool)
+        self.in_process = False  #: see :attr:`~synapto.parallel.results.Farm.in_process`
         self.outbox = Outbox(comm)
         self._MPI = MPI
         self._status = MPI.Status()
@@ -176,7 +177,7 @@ class MPIFarm:
         """Retired rank -> why it gets no more tasks."""
         return {w.rank: w.retired for w in self.pool if w.retired}
 
-    def setup(self, spec) -> None:
+    def setup(self, spec: Recipe) -> None:
         for w in self.pool:
             if w.state is not State.RETIRED:
                 self.outbox.send_frame(Frame(spec), w.rank, Tag.SETUP)
@@ -328,9 +329,9 @@ class MPIFarm:
         stop: Callable[[], bool] | None = None,
         progress: Callable[[int, int], None] | None = None,
         on_error: str = "raise",
-        context=None,
+        context: Any = None,
     ) -> Results:
-        """Results in the order of ``payloads`` (see :class:`~synapto.parallel.farm.SerialFarm`
+        """Results in the order of ``payloads`` (see :class:`~synapto.parallel.results.Farm`
         for the interface and the module docstring for the design)."""
         if schedule not in ("dynamic", "waves"):
             raise ValueError(f"schedule must be 'dynamic' or 'waves', got {schedule!r}")

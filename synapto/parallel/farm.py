@@ -1,24 +1,6 @@
-"""Task farms: map a list of tasks to results, in one process or over MPI.
-
-Both farms have the same interface, so the evolution loop, replay and the tests do
-not care which one runs:
-
-``farm.setup(spec)``
-    ``spec`` is a picklable object with a ``build()`` method returning the handler,
-    a callable ``handler(payload) -> result``.  Workers build it once (an env and an
-    agent, say) and reuse it for every task.
-``farm.map(payloads, schedule="dynamic", stop=None, progress=None, on_error="raise", context=None)``
-    A :class:`~synapto.parallel.results.Results` list: the results in the order of
-    ``payloads``, whatever order they arrive in, carrying each task's
-    :class:`~synapto.parallel.results.Failure` (if it raised, under ``on_error="skip"``)
-    and the map's :class:`~synapto.parallel.results.MapStats` -- a failure travels with its
-    result, like ``mpi4py.futures``' (result, exception) pairs.  With a ``context``
-    the handler is called as ``handler(payload, context)``: data the tasks share
-    (an ES generation's centre and noise keys), which an MPI farm sends to each
-    worker once per map instead of with every task.  ``stop()`` returning True ends
-    the map after the tasks in flight (:class:`~synapto.parallel.results.FarmInterrupted`).
-``farm.close()``
-    Explicit shutdown; idempotent, called from the coordinator's ``finally:``.
+"""Task farms: map a list of tasks to results, in one process or over MPI; their
+interface (:class:`~synapto.parallel.results.Farm`) and result types:
+:mod:`synapto.parallel.results`.
 
 :class:`SerialFarm` runs every task in this process.  Over MPI, rank 0 runs
 :class:`synapto.parallel.coordinator.MPIFarm` (an event loop that never blocks on a
@@ -27,7 +9,6 @@ wire and why no send may wait for its receiver: :mod:`synapto.parallel.wire`.
 :func:`make_farm` gives each process its part; it hands the coordinator
 :func:`mark_abandoned` (called when a rank is retired) rather than the coordinator
 importing this module, so that the arrow between the two points one way.
-The result types both farms share: :mod:`synapto.parallel.results`.
 """
 
 from __future__ import annotations
@@ -35,18 +16,17 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from synapto.parallel.deadline import Deadline, run_task
-from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Results, TaskFailed
+from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Recipe, Results, TaskFailed
 
 
 class SerialFarm:
     """Runs every task in this process (one-process runs and unit tests)."""
 
     n_workers = 1
-    #: tasks run in the caller's process: a caller that holds the genomes passes them as they
-    #: are rather than what rebuilds them (noise keys, lineages), which would only cost time
-    in_process = True
+    in_process = True  #: see :attr:`~synapto.parallel.results.Farm.in_process`
 
     def __init__(self, task_timeout: float | None = None):
         self._handler: Callable | None = None
@@ -54,7 +34,7 @@ class SerialFarm:
         self.task_timeout = task_timeout
         self._deadline = Deadline(task_timeout)
 
-    def setup(self, spec) -> None:
+    def setup(self, spec: Recipe) -> None:
         self._handler = spec.build()
 
     def map(
@@ -64,7 +44,7 @@ class SerialFarm:
         stop: Callable[[], bool] | None = None,
         progress: Callable[[int, int], None] | None = None,
         on_error: str = "raise",
-        context=None,
+        context: Any = None,
     ) -> Results:
         if self._handler is None:
             raise RuntimeError("SerialFarm.map called before setup")

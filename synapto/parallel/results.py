@@ -1,16 +1,18 @@
-"""What a task farm's ``map`` gives back: :class:`Results` (in task order) with each
-failed task's :class:`Failure` and the map's :class:`MapStats`, and the two ways a map
-ends early, :class:`TaskFailed` and :class:`FarmInterrupted`.
+"""A task farm's interface (:class:`Farm`) and what its ``map`` gives back: :class:`Results`
+(in task order) with each failed task's :class:`Failure` and the map's :class:`MapStats`,
+and the two ways a map ends early, :class:`TaskFailed` and :class:`FarmInterrupted`.
 
 Both farms (:class:`~synapto.parallel.farm.SerialFarm`, the coordinator's
-:class:`~synapto.parallel.coordinator.MPIFarm`) and their callers share these types,
-so they live below both: this module imports nothing else of :mod:`synapto.parallel`.
+:class:`~synapto.parallel.coordinator.MPIFarm`), the wrappers around them and their
+callers share these types, so they live below all: this module imports nothing else of
+:mod:`synapto.parallel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,56 @@ class Results(list):
     def outcomes(self) -> list[tuple[Any, Failure | None]]:
         """``(result, failure)`` per task."""
         return [(v, self.failures.get(i)) for i, v in enumerate(self)]
+
+
+class Recipe(Protocol):
+    """What a farm is set up with: picklable, and each worker builds its handler from it once
+    (an env and an agent, say) and reuses it for every task."""
+
+    def build(self) -> Callable[..., Any]:
+        """The handler: ``handler(payload)``, or ``handler(payload, context)`` in a map with a context."""
+        ...
+
+
+class Farm(Protocol):
+    """Maps a list of tasks to results, in this process or over MPI; the farms and every
+    wrapper of one (batching, the run's evaluations) have this interface, so that the
+    evolution loop, replay and the tests do not care which one runs."""
+
+    @property
+    def n_workers(self) -> int:
+        """Processes that evaluate tasks."""
+        ...
+
+    @property
+    def in_process(self) -> bool:
+        """Tasks run in the caller's process: a caller that holds the genomes passes them as
+        they are rather than what rebuilds them (noise keys, lineages), which would only cost time."""
+        ...
+
+    def setup(self, spec: Recipe) -> None:
+        """Every worker builds its handler from ``spec``."""
+        ...
+
+    def map(
+        self,
+        payloads: Sequence,
+        schedule: str = "dynamic",
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        on_error: str = "raise",
+        context: Any = None,
+    ) -> Results:
+        """The results in the order of ``payloads``, whatever order they arrive in, each
+        failed task's :class:`Failure` (``on_error="skip"``; ``"raise"``: :class:`TaskFailed`)
+        and the map's :class:`MapStats`.  With a ``context`` the handler is called as
+        ``handler(payload, context)``: data the tasks share (an ES generation's centre and
+        noise keys), which an MPI farm sends to each worker once per map.  ``stop()``
+        returning True ends the map after the tasks in flight (:class:`FarmInterrupted`);
+        ``progress(done, total)`` is called as results arrive; ``schedule``: ``"dynamic"``
+        or ``"waves"``."""
+        ...
+
+    def close(self) -> None:
+        """Explicit shutdown; idempotent."""
+        ...

@@ -88,7 +88,7 @@ def raw_process(sample_path: str, out_path: str) -> None:
     fresh env per episode, one reused env, and synapto's ``evaluate``."""
     from synapto.envs import make_env
     from synapto.evolution.worker.evaluate import EvolveSpec
-    from synapto.evolution.worker.tasks import EvalTask
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     with open(sample_path, "rb") as fh:
         sample = pickle.load(fh)
@@ -102,7 +102,7 @@ def raw_process(sample_path: str, out_path: str) -> None:
     reuse_env = make_env(env_id)
 
     def syn(ev, a):
-        r = evaluator(EvalTask(ev["genome"], ev["seeds"]))
+        r = evaluator(EvalTask(ev["genome"], Episodes(ev["seeds"])))
         a["steps"] += int(r.steps.sum())
         a["episodes"] += len(r.steps)
 

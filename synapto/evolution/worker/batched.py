@@ -45,15 +45,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
-from synapto.evolution.worker.tasks import EvalResult, EvalTask
+from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext
 from synapto.evolution.worker.vector_env import SeededVectorEnv
 from synapto.outcomes import LockstepEnds
+from synapto.parallel.results import Failure, Farm, Recipe, Results, TaskFailed
 
 #: most sub-envs (individual x episode rows) per chunk; a map has at least one chunk per worker
 CHUNK_ROWS = 4096
@@ -71,20 +72,14 @@ MIN_COMPACT = 64
 
 @dataclass(frozen=True)
 class Chunk:
-    """A chunk of payloads of the map's :class:`~synapto.evolution.worker.tasks.SampleContext`
-    (noise keys over the wire): the worker builds the genomes and evaluates them batched."""
+    """Tasks a worker evaluates together: :class:`~synapto.evolution.worker.tasks.EvalTask` s,
+    or payloads of the map's :class:`~synapto.evolution.worker.tasks.SampleContext` (noise
+    keys over the wire), whose genomes the worker builds."""
 
     payloads: tuple
 
-
-@dataclass(frozen=True)
-class BatchTask:
-    """Evaluate ``genomes`` (K, n) on ``seeds`` (K, E), one episode per seed."""
-
-    genomes: np.ndarray
-    seeds: np.ndarray
-    want_stats: bool = True
-    diagnose: bool = False  #: each episode's outcome and action magnitude too (:mod:`synapto.outcomes`)
+    def tasks(self, context: SampleContext | None) -> list[EvalTask]:
+        return list(self.payloads) if context is None else [context.task(p) for p in self.payloads]
 
 
 def evaluate_batch(
@@ -308,33 +303,23 @@ def batch_results(
     return results
 
 
-@dataclass(frozen=True)
-class BatchedSpec:
-    """A worker's recipe: the one-at-a-time :class:`Evaluator` plus a batched one."""
-
-    spec: EvolveSpec
-
-    def build(self) -> BatchedEvaluator:
-        return BatchedEvaluator(self.spec)
-
-
 class BatchedEvaluator:
+    """A worker's handler (evaluator ``"batched"``): a :class:`Chunk` in lockstep on one
+    vector env, a single task on the one-at-a-time :class:`Evaluator`."""
+
     def __init__(self, spec: EvolveSpec):
         self.serial = Evaluator(spec)
         self.agent = self.serial.agent
         self.venv = SeededVectorEnv(spec.env)
 
-    def __call__(self, task, context=None):
-        if isinstance(task, Chunk):
-            tasks = [context.task(p) for p in task.payloads]
-            task = BatchTask(
-                np.stack([t.genome for t in tasks]), np.stack([np.asarray(t.seeds) for t in tasks]), tasks[0].want_stats
-            )
-        if isinstance(task, BatchTask):
-            return evaluate_batch(
-                self.agent, self.venv, task.genomes, task.seeds, task.want_stats, diagnose=task.diagnose
-            )
-        return self.serial(task, context)
+    def __call__(self, task, context: SampleContext | None = None):
+        if not isinstance(task, Chunk):
+            return self.serial(task, context)
+        tasks = task.tasks(context)
+        ep = tasks[0].episodes
+        genomes = np.stack([t.genome for t in tasks])
+        seeds = np.stack([np.asarray(t.episodes.seeds) for t in tasks])
+        return evaluate_batch(self.agent, self.venv, genomes, seeds, ep.want_stats, diagnose=ep.diagnose)
 
 
 def chunks_of(shapes: Sequence[tuple[int, bool]], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
@@ -359,7 +344,10 @@ def chunks_of(shapes: Sequence[tuple[int, bool]], chunk_rows: int = CHUNK_ROWS, 
 
 
 class BatchingFarm:
-    """Wraps a farm: ``map`` of :class:`EvalTask` runs as chunks of :class:`BatchTask`.
+    """Wraps a farm set up with a batching evaluator: ``map`` of
+    :class:`~synapto.evolution.worker.tasks.EvalTask` s (or of a context's payloads) runs
+    as :class:`Chunk` s -- every map, or with ``training_only`` (evaluator ``"envpool"``)
+    only the training maps; the others go task by task.
 
     Results are per task, as from the wrapped farm.  A chunk that raised is evaluated
     again one task at a time (in the wrapped farm, ``on_error`` as asked), so exactly
@@ -375,58 +363,56 @@ class BatchingFarm:
     worker ranks evaluate (tested).
     """
 
-    def __init__(self, farm, chunk_rows: int = CHUNK_ROWS, local: bool = False):
-        self.farm = farm
-        self.chunk_rows = chunk_rows
-        self.local = local
+    def __init__(self, farm: Farm, chunk_rows: int = CHUNK_ROWS, local: bool = False, training_only: bool = False):
+        self.farm, self.chunk_rows, self.local, self.training_only = farm, chunk_rows, local, training_only
 
-    def __getattr__(self, name):
-        return getattr(self.farm, name)
+    @property
+    def n_workers(self) -> int:
+        return self.farm.n_workers
 
-    def batches(self, payloads: list, chunks: list[list[int]], context) -> list:
-        """The chunks' tasks for the workers' evaluator."""
-        if context is not None:
-            return [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
-        return [
-            BatchTask(
-                np.stack([payloads[i].genome for i in c]),
-                np.stack([np.asarray(payloads[i].seeds) for i in c]),
-                payloads[c[0]].want_stats,
-                payloads[c[0]].diagnose,
-            )
-            for c in chunks
-        ]
+    @property
+    def in_process(self) -> bool:
+        return self.farm.in_process
 
-    def batched(self, payloads: list, context) -> bool:
-        """Whether a map of ``payloads`` is evaluated in chunks (else task by task)."""
-        return True
+    def setup(self, spec: Recipe) -> None:
+        self.farm.setup(spec)
 
-    def map(self, payloads, **kw):
-        from synapto.parallel.results import Results, TaskFailed
+    def close(self) -> None:
+        self.farm.close()
 
-        payloads = list(payloads)
-        context = kw.get("context")
-        if not self.batched(payloads, context):
-            return self.farm.map(payloads, **kw)
-        if context is not None:  # payloads of a SampleContext: chunks of payloads, genomes built by workers
-            shapes = [context.shape(p) for p in payloads]
-        elif payloads and all(isinstance(p, EvalTask) for p in payloads):
-            shapes = [(len(p.seeds), p.want_stats, p.diagnose) for p in payloads]
-        else:
-            return self.farm.map(payloads, **kw)
+    def shapes(self, payloads: list, context: SampleContext | None) -> list[tuple] | None:
+        """Each task's ``(episodes, want_stats, diagnose)`` if a map of ``payloads`` runs in
+        chunks, else None."""
         if not payloads:
-            return self.farm.map(payloads, **kw)
+            return None
+        if context is not None:
+            go = context.episodes.shaped or not self.training_only
+            return [context.shape(p) for p in payloads] if go else None
+        if not all(isinstance(p, EvalTask) and (p.episodes.shaped or not self.training_only) for p in payloads):
+            return None
+        return [(len(p.episodes.seeds), p.episodes.want_stats, p.episodes.diagnose) for p in payloads]
+
+    def map(
+        self,
+        payloads: Sequence,
+        schedule: str = "dynamic",
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        on_error: str = "raise",
+        context=None,
+    ) -> Results:
+        payloads = list(payloads)
+        shapes = self.shapes(payloads, context)
+        if shapes is None:
+            return self.farm.map(payloads, schedule, stop, progress, on_error, context)
         workers = len(getattr(self.farm, "workers", ())) or self.farm.n_workers  # retired ranks excepted
         chunks = chunks_of(shapes, 1 << 62, 1) if self.local else chunks_of(shapes, self.chunk_rows, workers)
-        batch = self.batches(payloads, chunks, context)
-        on_error = kw.pop("on_error", "raise")
-        progress = kw.pop("progress", None)
         n = len(payloads)
-        if progress is not None:
-            kw["progress"] = lambda done, total: progress(n * done // max(total, 1), n)
-        out = self.farm.map(batch, on_error="skip", **kw)
+        scaled = None if progress is None else (lambda done, total: progress(n * done // max(total, 1), n))
+        batch = [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
+        out = self.farm.map(batch, schedule, stop, scaled, "skip", context)
         values: list = [None] * n
-        failures = {}
+        failures: dict[int, Failure] = {}
         for c, (tasks, r) in enumerate(zip(chunks, out)):
             f = out.failures.get(c)
             if f is None:
@@ -435,11 +421,7 @@ class BatchingFarm:
             elif f.timeout:
                 failures.update({i: replace(f, index=i) for i in tasks})
             else:  # which of the chunk's tasks raise: evaluated again one at a time
-                kw.pop("progress", None)
-                try:
-                    again = self.farm.map([payloads[i] for i in tasks], on_error=on_error, **kw)
-                except TaskFailed as exc:
-                    raise TaskFailed(replace(exc.failure, index=tasks[exc.failure.index])) from None
+                again = self._again(payloads, tasks, schedule, stop, on_error, context)
                 for j, i in enumerate(tasks):
                     values[i] = again[j]
                 failures.update({tasks[j]: replace(g, index=tasks[j]) for j, g in again.failures.items()})
@@ -447,22 +429,29 @@ class BatchingFarm:
             raise TaskFailed(failures[min(failures)])
         return Results(values, dict(sorted(failures.items())), out.stats)
 
+    def _again(self, payloads: list, tasks: list[int], schedule: str, stop, on_error: str, context) -> Results:
+        """The ``tasks`` of a chunk that raised, one at a time; a failure raised names its
+        index in ``payloads``."""
+        try:
+            return self.farm.map([payloads[i] for i in tasks], schedule, stop, None, on_error, context)
+        except TaskFailed as exc:
+            raise TaskFailed(replace(exc.failure, index=tasks[exc.failure.index])) from None
 
-def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
-    """Set ``farm`` up for ``spec``; batched (returns a :class:`BatchingFarm`) when
-    ``mode`` is ``"auto"`` and both the env and the agent support it."""
-    if mode == "auto" and batch_unsupported(spec, agent) is None:
-        import os
 
-        from synapto.parallel.farm import SerialFarm
-
-        farm.setup(BatchedSpec(spec))
-        # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
-        return BatchingFarm(
-            farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm)
-        )
+def batching_farm(farm: Farm, spec: EvolveSpec, agent, mode: str = "auto") -> Farm:
+    """``farm`` set up for ``spec``, wrapped in a :class:`BatchingFarm` where its evaluator
+    batches: evaluator ``"envpool"`` (its training maps), or -- ``mode`` ``"auto"`` and both
+    the env and the agent support it -- a ``"serial"`` spec turned ``"batched"``."""
+    if spec.evaluator == "serial" and mode == "auto" and batch_unsupported(spec, agent) is None:
+        spec = replace(spec, evaluator="batched")
     farm.setup(spec)
-    return farm
+    if spec.evaluator == "serial":
+        return farm
+    import os
+
+    # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
+    rows = int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS))
+    return BatchingFarm(farm, rows, local=farm.in_process, training_only=spec.evaluator == "envpool")
 
 
 def batch_unsupported(spec: EvolveSpec, agent) -> str | None:

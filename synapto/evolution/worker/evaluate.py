@@ -1,6 +1,6 @@
 """Rollouts of one individual, one env at a time: fitness, env steps and trace statistics
-(:func:`evaluate`), and the worker's handler that runs them (:class:`Evaluator`, built
-from an :class:`EvolveSpec`).
+(:func:`evaluate`), the worker's handler that runs them (:class:`Evaluator`), and the
+recipe every farm of a run is set up with (:class:`EvolveSpec`, whose evaluator is named).
 
 This is the per-step hot path: one ``policy.act`` and one ``env.step`` per step,
 nothing else but a finiteness check of the action and two clock reads for the
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.evolution.worker.tasks import EvalResult, SampleContext
+from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext
 from synapto.outcomes import NOT_RUN, STOPPED, ActionMeter, outcome
 from synapto.shaping import Shaping
 
@@ -69,14 +69,36 @@ def evaluate(
     meter = None
     if diagnose and not agent.space.discrete:
         act = meter = ActionMeter(act, agent.space.low, agent.space.high)
-    checks = _checks(agent.space)
+    t_agent = clock() - t0
+    returns, steps, ends, cost, nonfinite, t_env, t_play = _episodes(
+        env_factory, seeds, policy, act, record, _checks(agent.space), meter
+    )
+    result = _result(
+        agent,
+        genome,
+        policy,
+        returns,
+        steps,
+        nonfinite,
+        want_stats,
+        t_env,
+        t_agent + t_play,
+        record if count_obs else None,
+    )
+    if diagnose:
+        result.outcomes, result.action_cost = ends, cost
+    return result
+
+
+def _episodes(env_factory, seeds, policy, act, record, checks: tuple, meter):
+    """One episode per seed, until the first non-finite one: ``(returns, steps, outcomes,
+    action magnitudes, nonfinite, env seconds, agent seconds)``."""
     n = len(seeds)
     returns = np.zeros(n)
     steps = np.zeros(n, dtype=np.int64)
     ends, cost = np.full(n, NOT_RUN, dtype=np.int8), np.full(n, np.nan)
     nonfinite = False
-    t_env = 0.0
-    t_agent = clock() - t0
+    t_env = t_agent = 0.0
     # overflow in a policy (a Hebbian trace that grows without bound) or an env either
     # saturates (tanh of inf is 1) or ends in a NaN that the checks below turn into fitness
     # -inf, counted and warned about once per generation: numpy's own warnings would
@@ -96,12 +118,7 @@ def evaluate(
             if nonfinite or not math.isfinite(total):
                 nonfinite = True
                 break
-    result = _result(
-        agent, genome, policy, returns, steps, nonfinite, want_stats, t_env, t_agent, record if count_obs else None
-    )
-    if diagnose:
-        result.outcomes, result.action_cost = ends, cost
-    return result
+    return returns, steps, ends, cost, nonfinite, t_env, t_agent
 
 
 def _checks(space) -> tuple:
@@ -223,9 +240,17 @@ def _finite_choice(action) -> bool:
         return False
 
 
+#: the evaluators a run's farm can be set up with (:attr:`EvolveSpec.evaluator`)
+EVALUATORS = ("serial", "batched", "envpool")
+
+
 @dataclass(frozen=True)
 class EvolveSpec:
-    """Picklable recipe a worker uses to build its :class:`Evaluator` (farm setup)."""
+    """Picklable recipe a worker builds its handler from (farm setup): the env, the agent,
+    and the evaluator by name -- ``"serial"`` (:class:`Evaluator`, one env at a time),
+    ``"batched"`` (:class:`~synapto.evolution.worker.batched.BatchedEvaluator`, numpy-batched
+    envs) or ``"envpool"`` (:class:`~synapto.evolution.worker.fast_box2d.FastEvaluator`,
+    training episodes on envpool).  The batched ones hand single tasks to an :class:`Evaluator`."""
 
     env: str
     agent: str
@@ -233,12 +258,19 @@ class EvolveSpec:
     agent_options: dict
     make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
     shaping: Shaping | None = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
-    #: the simulator of training episodes ("gymnasium" or "envpool"); an envpool run's farm is
-    #: set up with :class:`synapto.evolution.worker.fast_box2d.FastSpec`, whose evaluator runs
-    #: its training tasks (this one refuses them)
-    train_backend: str = "gymnasium"
+    evaluator: str = "serial"  #: one of :data:`EVALUATORS`
 
-    def build(self) -> Evaluator:
+    def build(self) -> Callable[..., Any]:
+        if self.evaluator == "batched":
+            from synapto.evolution.worker.batched import BatchedEvaluator
+
+            return BatchedEvaluator(self)
+        if self.evaluator == "envpool":
+            from synapto.evolution.worker.fast_box2d import FastEvaluator
+
+            return FastEvaluator(self)
+        if self.evaluator != "serial":
+            raise ValueError(f"evaluator must be one of {', '.join(EVALUATORS)}, got {self.evaluator!r}")
         return Evaluator(self)
 
 
@@ -252,27 +284,21 @@ class Evaluator:
         from synapto.envs import SpaceInfo, make_env
 
         self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
-        self.shaping, self.env_id, self.fast = spec.shaping, spec.env, spec.train_backend == "envpool"
+        self.shaping = spec.shaping
         env = self.make_env()
         self.agent = build_agent(spec, SpaceInfo.of(env))
         env.close()
 
-    def __call__(self, task, context: SampleContext | None = None) -> EvalResult:
+    def __call__(self, task: EvalTask | Any, context: SampleContext | None = None) -> EvalResult:
         if context is not None:
             task = context.task(task)
-        if task.shaped and self.fast:  # pragma: no cover - a farm set up with the wrong recipe
-            raise RuntimeError(
-                "a training task of a train_backend=envpool run: the farm must be set up "
-                "with synapto.evolution.worker.fast_box2d.FastSpec"
-            )
+        ep = task.episodes
         make: Callable[[], Any] = self.make_env
-        if task.shaped and self.shaping is not None:
-            shaping, cap = self.shaping, task.max_steps
+        if ep.shaped and self.shaping is not None:
+            shaping, cap = self.shaping, ep.max_steps
 
             def shaped_env():
                 return shaping.wrap(self.make_env(), cap)
 
             make = shaped_env
-        return evaluate(
-            self.agent, make, task.genome, task.seeds, task.want_stats, task.obs_norm, task.count_obs, task.diagnose
-        )
+        return evaluate(self.agent, make, task.genome, ep.seeds, ep.want_stats, ep.obs_norm, ep.count_obs, ep.diagnose)

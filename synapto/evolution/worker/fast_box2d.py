@@ -36,24 +36,22 @@ to the one-row policy's).  So results do not depend on chunking: a run file is
 bit-identical for any number of ranks, and ``replay`` (which evaluates each training
 item alone, here too) reproduces it bit for bit.  ``tests/test_fast_box2d.py`` checks these.
 
-A run's farm (:func:`training_farm`) and its replay's are set up with :class:`FastSpec`:
-its evaluator runs training tasks here, in chunks or alone, and hands everything else
-to the one-env :class:`~synapto.evolution.worker.evaluate.Evaluator`, which needs
-nothing of this module (the arrow points one way: this module builds on
-:mod:`.evaluate` and :mod:`.batched`).
+A run's farm and its replay's are set up with evaluator ``"envpool"``
+(:class:`~synapto.evolution.worker.evaluate.EvolveSpec`): :class:`FastEvaluator` runs
+training tasks here, in chunks or alone, and hands everything else to the one-env
+:class:`~synapto.evolution.worker.evaluate.Evaluator`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.evolution.worker.batched import CHUNK_ROWS, BatchingFarm, Chunk, batch_results
+from synapto.evolution.worker.batched import Chunk, batch_results
 from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
-from synapto.evolution.worker.tasks import EvalResult, EvalTask
+from synapto.evolution.worker.tasks import Episodes, EvalResult, SampleContext
 from synapto.shaping import FALL_PENALTY, Shaping
 
 #: gymnasium ids whose training episodes envpool runs (its task of the same id)
@@ -76,9 +74,14 @@ def check_backend(env_id: str, envs) -> None:
         )
 
 
-def require(cfg, agent) -> None:
-    """One-line errors before a run or replay starts: envpool missing, or an agent
-    without a batched policy."""
+def require(cfg) -> None:
+    """One-line errors before a run or replay whose training episodes run on envpool starts:
+    envpool missing, or an agent without a batched policy."""
+    if cfg.envs.train_backend != "envpool":
+        return
+    from synapto.agents import build_agent
+
+    agent = build_agent(cfg)
     try:
         import envpool  # noqa: F401
     except ImportError:
@@ -101,20 +104,13 @@ def make_pool(env_id: str, seeds: np.ndarray):
     )
 
 
-@dataclass(frozen=True)
-class TrainChunk:
-    """Training tasks (:class:`EvalTask`) of equal episodes and ``want_stats``, evaluated together."""
-
-    tasks: tuple
-
-
 def evaluate_tasks(agent, env_id: str, tasks, shaping: Shaping | None = None) -> list[EvalResult]:
     """Evaluate training ``tasks`` on envpool, one row per (task, episode); tasks with and
     without observation normalisation go in separate pools (a row's result is the same)."""
     tasks = list(tasks)
     out: list = [None] * len(tasks)
     for normed in (False, True):
-        idx = [i for i, t in enumerate(tasks) if (t.obs_norm is not None) == normed]
+        idx = [i for i, t in enumerate(tasks) if (t.episodes.obs_norm is not None) == normed]
         if idx:
             for i, r in zip(idx, _evaluate(agent, env_id, [tasks[i] for i in idx], shaping or Shaping())):
                 out[i] = r
@@ -124,7 +120,7 @@ def evaluate_tasks(agent, env_id: str, tasks, shaping: Shaping | None = None) ->
 class _Rows:
     """The running rows' state, by position (compacted with the policy)."""
 
-    def __init__(self, n: int, obs_dim: int, tasks, episodes: int, count: bool):
+    def __init__(self, n: int, obs_dim: int, tasks: list[Episodes], episodes: int, count: bool):
         self.rows = np.arange(n)  # position -> original row (= env id in the pool)
         self.live = np.ones(n, bool)
         self.ret = np.zeros(n)
@@ -148,12 +144,13 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     clock = time.perf_counter
     t0 = clock()
     genomes = np.stack([np.asarray(t.genome, dtype=np.float64) for t in tasks])
-    seeds = np.stack([np.asarray(t.seeds) for t in tasks])
+    eps = [t.episodes for t in tasks]
+    seeds = np.stack([np.asarray(ep.seeds) for ep in eps])
     K, E = seeds.shape
     N, d = K * E, agent.space.obs_dim
-    count = any(t.count_obs for t in tasks)
-    policy = agent.batch_policy(genomes, tasks[0].want_stats, episodes=E)
-    st = _Rows(N, d, tasks, E, count)
+    count = any(ep.count_obs for ep in eps)
+    policy = agent.batch_policy(genomes, eps[0].want_stats, episodes=E)
+    st = _Rows(N, d, eps, E, count)
     ret, steps, bad = np.zeros(N), np.zeros(N, np.int64), np.zeros(N, bool)
     ocount = np.zeros(N, np.int64)
     osum = np.zeros((N, d)) if count else None
@@ -194,11 +191,11 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
         t_agent += clock() - t2
     pool.close()
     t0 = clock()
-    stats = policy.trace_stats() if tasks[0].want_stats else None
+    stats = policy.trace_stats() if eps[0].want_stats else None
     results = batch_results(agent, genomes, ret.reshape(K, E), steps.reshape(K, E), bad.reshape(K, E), stats)
     if count:
         assert osum is not None and osumsq is not None  # made with count
-        _fold_obs(results, tasks, ocount.reshape(K, E), osum.reshape(K, E, d), osumsq.reshape(K, E, d))
+        _fold_obs(results, eps, ocount.reshape(K, E), osum.reshape(K, E, d), osumsq.reshape(K, E, d))
     share = steps.reshape(K, E).sum(axis=1) / max(int(steps.sum()), 1)
     t_agent += clock() - t0
     for k, res in enumerate(results):
@@ -287,11 +284,11 @@ def _end(st: _Rows, pos: np.ndarray, t: int, out: tuple, policy) -> None:
     policy.end_episodes(pos)
 
 
-def _fold_obs(results, tasks, ocount, osum, osumsq) -> None:
+def _fold_obs(results, eps: list[Episodes], ocount, osum, osumsq) -> None:
     """Each counting task's observation totals: its episodes in order, up to the first
     bad one (the one-at-a-time path stops there)."""
-    for k, (res, task) in enumerate(zip(results, tasks)):
-        if not task.count_obs:
+    for k, (res, ep) in enumerate(zip(results, eps)):
+        if not ep.count_obs:
             continue
         bad = ~np.isfinite(res.returns)
         ran = int(np.argmax(bad)) + 1 if bad.any() else len(res.returns)
@@ -302,54 +299,20 @@ def _fold_obs(results, tasks, ocount, osum, osumsq) -> None:
             res.obs_sumsq += osumsq[k, e]
 
 
-@dataclass(frozen=True)
-class FastSpec:
-    """A worker's recipe: the one-at-a-time :class:`Evaluator` (validation, test) and
-    envpool for training tasks, in chunks or alone (the farm of a run, and of its replay)."""
-
-    spec: EvolveSpec
-
-    def build(self) -> FastEvaluator:
-        return FastEvaluator(self.spec)
-
-
 class FastEvaluator:
+    """A worker's handler (evaluator ``"envpool"``): training tasks on envpool, in a
+    :class:`~synapto.evolution.worker.batched.Chunk` or alone (replay, a failed chunk's
+    retry); every other task on gymnasium's env, one at a time (:class:`Evaluator`)."""
+
     def __init__(self, spec: EvolveSpec):
         self.serial = Evaluator(spec)
         self.agent, self.env, self.shaping = self.serial.agent, spec.env, spec.shaping
 
-    def __call__(self, task, context=None):
+    def __call__(self, task, context: SampleContext | None = None):
         if isinstance(task, Chunk):
-            return evaluate_tasks(self.agent, self.env, [context.task(p) for p in task.payloads], self.shaping)
-        if isinstance(task, TrainChunk):
-            return evaluate_tasks(self.agent, self.env, task.tasks, self.shaping)
+            return evaluate_tasks(self.agent, self.env, task.tasks(context), self.shaping)
         if context is not None:
             task = context.task(task)
-        if task.shaped:  # a training task alone (replay, a failed chunk's retry): envpool too
+        if task.episodes.shaped:
             return evaluate_tasks(self.agent, self.env, [task], self.shaping)[0]
         return self.serial(task)
-
-
-class TrainingFarm(BatchingFarm):
-    """A :class:`BatchingFarm` whose training maps go to envpool in chunks; every other
-    map (validation, selection, test) goes task by task to gymnasium's env."""
-
-    def batched(self, payloads, context) -> bool:
-        if context is not None:
-            return bool(context.shaped)
-        return bool(payloads) and all(isinstance(p, EvalTask) and p.shaped for p in payloads)
-
-    def batches(self, payloads, chunks, context) -> list:
-        if context is not None:
-            return [Chunk(tuple(payloads[i] for i in c)) for c in chunks]
-        return [TrainChunk(tuple(payloads[i] for i in c)) for c in chunks]
-
-
-def training_farm(farm, spec: EvolveSpec) -> TrainingFarm:
-    """``farm`` set up for a run whose training episodes run on envpool."""
-    import os
-
-    from synapto.parallel.farm import SerialFarm
-
-    farm.setup(FastSpec(spec))
-    return TrainingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm))

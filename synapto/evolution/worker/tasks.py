@@ -1,6 +1,6 @@
 """What travels between the coordinator and a worker: an evaluation's task
-(:class:`EvalTask`), its result (:class:`EvalResult`), the data the tasks of one map
-share (:class:`SampleContext`), and :func:`merge_episodes`, which puts together an
+(:class:`EvalTask`: a genome on its :class:`Episodes`), its result (:class:`EvalResult`),
+the data the tasks of one map share (:class:`SampleContext`), and :func:`merge_episodes`, which puts together an
 evaluation whose episodes ran as separate tasks.
 
 Plain data, so both sides import it: the coordinator's generation and replay build
@@ -18,11 +18,11 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class EvalTask:
-    """Evaluate ``genome`` on one episode per seed."""
+class Episodes:
+    """Which episodes an evaluation plays and what it records: what a task
+    (:class:`EvalTask`) and the tasks of one map (:class:`SampleContext`) share."""
 
-    genome: np.ndarray
-    seeds: np.ndarray
+    seeds: np.ndarray  #: one episode per seed (a :class:`SampleContext`'s: (P, E) or (V,))
     want_stats: bool = True
     #: observation normalisation ``(mean, std)`` the policy sees ``clip((obs - mean) / std)``
     #: through (None: raw observations); see :mod:`synapto.evolution.obs_norm`
@@ -35,6 +35,14 @@ class EvalTask:
     max_steps: int = 0
     #: also return each episode's outcome and action magnitude (test episodes; :mod:`synapto.outcomes`)
     diagnose: bool = False
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """Evaluate ``genome`` on ``episodes``."""
+
+    genome: np.ndarray
+    episodes: Episodes
 
 
 @dataclass
@@ -99,26 +107,25 @@ class SampleContext:
     episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
 
     samples: Any  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
-    seeds: np.ndarray  #: (P, E): each sample's own episodes; or (V,): episodes shared by all
-    want_stats: bool = True
-    obs_norm: tuple[np.ndarray, np.ndarray] | None = None
-    count_obs: bool = False
-    shaped: bool = False  #: training tasks (:attr:`EvalTask.shaped`)
-    max_steps: int = 0  #: their step cap (:attr:`EvalTask.max_steps`)
+    #: ``seeds`` (P, E): each sample's own episodes; or (V,): episodes shared by all
+    episodes: Episodes
 
     def genome(self, i: int) -> np.ndarray:
         return self.samples.centre if i < 0 else self.samples.genome(i)
 
-    def shape(self, payload) -> tuple[int, bool]:
-        """``(episodes, want_stats)`` of a payload's task, without building its genome."""
-        return (1 if isinstance(payload, tuple) else self.seeds.shape[1]), self.want_stats
+    def shape(self, payload) -> tuple[int, bool, bool]:
+        """``(episodes, want_stats, diagnose)`` of a payload's task, without building its genome."""
+        ep = self.episodes
+        return (1 if isinstance(payload, tuple) else ep.seeds.shape[1]), ep.want_stats, ep.diagnose
 
     def task(self, payload) -> EvalTask:
+        ep = self.episodes
         if isinstance(payload, tuple):
             i, e = payload
-            seeds = self.seeds[e : e + 1]
+            seeds = ep.seeds[e : e + 1]
         else:
-            i, seeds = payload, self.seeds[payload]
+            i, seeds = payload, ep.seeds[payload]
         return EvalTask(
-            self.genome(i), seeds, self.want_stats, self.obs_norm, self.count_obs, self.shaped, self.max_steps
+            self.genome(i),
+            Episodes(seeds, ep.want_stats, ep.obs_norm, ep.count_obs, ep.shaped, ep.max_steps, ep.diagnose),
         )
