@@ -13,7 +13,7 @@ from conftest import assert_same_run, datasets, run_cli
 from synapto import seeding
 from synapto.evolution.worker import batched, vector_env
 from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, Chunk, batch_unsupported, chunks_of
-from synapto.evolution.worker.evaluate import EvolveSpec
+from synapto.evolution.worker.spec import EvolveSpec
 from synapto.evolution.worker.tasks import Episodes, EvalTask
 from synapto.parallel.farm import SerialFarm
 

@@ -338,7 +338,8 @@ def test_no_top_level_agents_package(tmp_path):
 def test_env_without_render_mode_argument(user_package, tmp_path):
     from synapto.envs import make_env, space_info
     from synapto.errors import UsageError
-    from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+    from synapto.evolution.worker.evaluate import Evaluator
+    from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     assert space_info("norender:NoRender-v0").act_dim == 2

@@ -286,7 +286,7 @@ def test_batched_outcomes_are_one_env_at_a_times(path, monkeypatch):
     from synapto import seeding
     from synapto.evolution.worker import batched, vector_env
     from synapto.evolution.worker.batched import BatchedEvaluator
-    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     if path == "vector-env":

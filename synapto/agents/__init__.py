@@ -45,7 +45,7 @@ def load_agent_class(spec: str):
 def build_agent(cfg, space=None) -> Agent:
     """The agent of ``cfg`` -- anything with ``env``, ``agent``, ``hidden`` and
     ``agent_options`` (an :class:`~synapto.evolution.config.EvolveConfig`, the workers'
-    :class:`~synapto.evolution.worker.evaluate.EvolveSpec`) -- for the environment's ``space``
+    :class:`~synapto.evolution.worker.spec.EvolveSpec`) -- for the environment's ``space``
     (a :class:`~synapto.envs.SpaceInfo`; default: read off a fresh env of ``cfg.env``).
 
     The one place agents are constructed.  A class that cannot be instantiated

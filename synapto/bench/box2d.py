@@ -42,8 +42,9 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
     evaluations (the same genomes and seeds for both) until the two have had about
     ``2 * seconds`` of CPU time together."""
     from synapto import seeding
-    from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+    from synapto.evolution.worker.evaluate import Evaluator
     from synapto.evolution.worker.fast_box2d import evaluate_tasks
+    from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     agent, gen = genomes(rows)

@@ -116,7 +116,7 @@ def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     """Under mpiexec: rank 0 farms rounds of ``n`` one-episode tasks until ``steps`` steps."""
     from synapto import seeding
     from synapto.evolution.worker.batched import batching_farm
-    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask
     from synapto.parallel.farm import make_farm
 

@@ -45,8 +45,8 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time, progress_line, shaping_words
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
-from synapto.evolution.worker.evaluate import EvolveSpec
 from synapto.evolution.worker.fast_box2d import require
+from synapto.evolution.worker.spec import EvolveSpec
 from synapto.parallel.results import Farm, FarmInterrupted
 from synapto.shell import synapto_command
 from synapto.store import (

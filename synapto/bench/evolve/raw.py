@@ -87,7 +87,7 @@ def raw_process(sample_path: str, out_path: str) -> None:
     interleaved (rotating order) so that a change of machine load hits all three:
     fresh env per episode, one reused env, and synapto's ``evaluate``."""
     from synapto.envs import make_env
-    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask
 
     with open(sample_path, "rb") as fh:

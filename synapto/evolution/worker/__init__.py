@@ -6,10 +6,10 @@
 - :mod:`.vector_env`  numpy-batched envs whose sub-envs start as seeded single envs
 - :mod:`.batched`     many (individual, episode) rows in lockstep on one vector env
 - :mod:`.fast_box2d`  training episodes of Box2D tasks on envpool, in lockstep
+- :mod:`.spec`        the recipe a farm is set up with: the evaluator above, by name
 
 Nothing here imports the coordinator's side of :mod:`synapto.evolution` (the loop,
 the generation, the strategies) nor :mod:`synapto.store` (``tests/test_layering.py``).
-The coordinator builds the tasks (:mod:`.tasks`) and sets its farm up with a recipe
-from here (:class:`~.evaluate.EvolveSpec`, :func:`~.batched.batching_farm`,
-:func:`~.fast_box2d.training_farm`).
+The coordinator builds the tasks (:mod:`.tasks`) and sets its farm up with the recipe
+(:class:`~.spec.EvolveSpec`, :func:`~.batched.batching_farm`).
 """

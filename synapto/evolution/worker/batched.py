@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+from synapto.evolution.worker.evaluate import Evaluator
 from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext
 from synapto.evolution.worker.vector_env import SeededVectorEnv
 from synapto.outcomes import LockstepEnds
@@ -307,7 +307,7 @@ class BatchedEvaluator:
     """A worker's handler (evaluator ``"batched"``): a :class:`Chunk` in lockstep on one
     vector env, a single task on the one-at-a-time :class:`Evaluator`."""
 
-    def __init__(self, spec: EvolveSpec):
+    def __init__(self, spec):
         self.serial = Evaluator(spec)
         self.agent = self.serial.agent
         self.venv = SeededVectorEnv(spec.env)
@@ -438,7 +438,7 @@ class BatchingFarm:
             raise TaskFailed(replace(exc.failure, index=tasks[exc.failure.index])) from None
 
 
-def batching_farm(farm: Farm, spec: EvolveSpec, agent, mode: str = "auto") -> Farm:
+def batching_farm(farm: Farm, spec, agent, mode: str = "auto") -> Farm:
     """``farm`` set up for ``spec``, wrapped in a :class:`BatchingFarm` where its evaluator
     batches: evaluator ``"envpool"`` (its training maps), or -- ``mode`` ``"auto"`` and both
     the env and the agent support it -- a ``"serial"`` spec turned ``"batched"``."""
@@ -454,7 +454,7 @@ def batching_farm(farm: Farm, spec: EvolveSpec, agent, mode: str = "auto") -> Fa
     return BatchingFarm(farm, rows, local=farm.in_process, training_only=spec.evaluator == "envpool")
 
 
-def batch_unsupported(spec: EvolveSpec, agent) -> str | None:
+def batch_unsupported(spec, agent) -> str | None:
     """None if runs of ``spec`` can be evaluated batched, else why not."""
     if spec.make_kwargs:
         return "the env has options (--env-option): evaluated one env at a time"

@@ -1,6 +1,6 @@
 """Rollouts of one individual, one env at a time: fitness, env steps and trace statistics
-(:func:`evaluate`), the worker's handler that runs them (:class:`Evaluator`), and the
-recipe every farm of a run is set up with (:class:`EvolveSpec`, whose evaluator is named).
+(:func:`evaluate`), and the worker's handler that runs them (:class:`Evaluator`, built
+from an :class:`~synapto.evolution.worker.spec.EvolveSpec`).
 
 This is the per-step hot path: one ``policy.act`` and one ``env.step`` per step,
 nothing else but a finiteness check of the action and two clock reads for the
@@ -12,14 +12,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext
 from synapto.outcomes import NOT_RUN, STOPPED, ActionMeter, outcome
-from synapto.shaping import Shaping
 
 
 def evaluate(
@@ -240,44 +238,11 @@ def _finite_choice(action) -> bool:
         return False
 
 
-#: the evaluators a run's farm can be set up with (:attr:`EvolveSpec.evaluator`)
-EVALUATORS = ("serial", "batched", "envpool")
-
-
-@dataclass(frozen=True)
-class EvolveSpec:
-    """Picklable recipe a worker builds its handler from (farm setup): the env, the agent,
-    and the evaluator by name -- ``"serial"`` (:class:`Evaluator`, one env at a time),
-    ``"batched"`` (:class:`~synapto.evolution.worker.batched.BatchedEvaluator`, numpy-batched
-    envs) or ``"envpool"`` (:class:`~synapto.evolution.worker.fast_box2d.FastEvaluator`,
-    training episodes on envpool).  The batched ones hand single tasks to an :class:`Evaluator`."""
-
-    env: str
-    agent: str
-    hidden: tuple
-    agent_options: dict
-    make_kwargs: dict = field(default_factory=dict)  #: gymnasium.make's keyword arguments (env options)
-    shaping: Shaping | None = None  #: the run's :class:`synapto.shaping.Shaping` of training episodes (None: none)
-    evaluator: str = "serial"  #: one of :data:`EVALUATORS`
-
-    def build(self) -> Callable[..., Any]:
-        if self.evaluator == "batched":
-            from synapto.evolution.worker.batched import BatchedEvaluator
-
-            return BatchedEvaluator(self)
-        if self.evaluator == "envpool":
-            from synapto.evolution.worker.fast_box2d import FastEvaluator
-
-            return FastEvaluator(self)
-        if self.evaluator != "serial":
-            raise ValueError(f"evaluator must be one of {', '.join(EVALUATORS)}, got {self.evaluator!r}")
-        return Evaluator(self)
-
-
 class Evaluator:
     """A worker's env and agent, reused for every task."""
 
-    def __init__(self, spec: EvolveSpec):
+    def __init__(self, spec):
+        """``spec``: the run's :class:`~synapto.evolution.worker.spec.EvolveSpec`."""
         from functools import partial
 
         from synapto.agents import build_agent

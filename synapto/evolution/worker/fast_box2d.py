@@ -37,7 +37,7 @@ bit-identical for any number of ranks, and ``replay`` (which evaluates each trai
 item alone, here too) reproduces it bit for bit.  ``tests/test_fast_box2d.py`` checks these.
 
 A run's farm and its replay's are set up with evaluator ``"envpool"``
-(:class:`~synapto.evolution.worker.evaluate.EvolveSpec`): :class:`FastEvaluator` runs
+(:class:`~synapto.evolution.worker.spec.EvolveSpec`): :class:`FastEvaluator` runs
 training tasks here, in chunks or alone, and hands everything else to the one-env
 :class:`~synapto.evolution.worker.evaluate.Evaluator`.
 """
@@ -50,7 +50,7 @@ import numpy as np
 
 from synapto.errors import UsageError
 from synapto.evolution.worker.batched import Chunk, batch_results
-from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
+from synapto.evolution.worker.evaluate import Evaluator
 from synapto.evolution.worker.tasks import Episodes, EvalResult, SampleContext
 from synapto.shaping import FALL_PENALTY, Shaping
 
@@ -74,14 +74,14 @@ def check_backend(env_id: str, envs) -> None:
         )
 
 
-def require(cfg) -> None:
+def require(cfg, agent=None) -> None:
     """One-line errors before a run or replay whose training episodes run on envpool starts:
-    envpool missing, or an agent without a batched policy."""
+    envpool missing, or an agent (by default ``cfg``'s) without a batched policy."""
     if cfg.envs.train_backend != "envpool":
         return
     from synapto.agents import build_agent
 
-    agent = build_agent(cfg)
+    agent = build_agent(cfg) if agent is None else agent
     try:
         import envpool  # noqa: F401
     except ImportError:
@@ -304,7 +304,7 @@ class FastEvaluator:
     :class:`~synapto.evolution.worker.batched.Chunk` or alone (replay, a failed chunk's
     retry); every other task on gymnasium's env, one at a time (:class:`Evaluator`)."""
 
-    def __init__(self, spec: EvolveSpec):
+    def __init__(self, spec):
         self.serial = Evaluator(spec)
         self.agent, self.env, self.shaping = self.serial.agent, spec.env, spec.shaping
 
