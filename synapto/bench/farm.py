@@ -269,31 +269,7 @@ def saturation(probes: list[dict], runs: list[dict]) -> dict:
 def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
     lines = [f"# bench farm ({cpu_count()} cores, load {load_average():.1f} at the end)", ""]
     if probes:
-        lines += [
-            "## The farm alone: zero-cost tasks",
-            "",
-            "Coordinator CPU per task (µs) and tasks/s, by payload and worker ranks"
-            + (" (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count() else "")
-            + ".",
-            "",
-        ]
-        ws = sorted({p["workers"] for p in probes})
-        payloads = list(dict.fromkeys(p["payload"] for p in probes))
-        cell = {(p["payload"], p["workers"]): p for p in probes}
-        lines.append(
-            md_table(
-                ["payload", *[f"{w} w: µs/task" for w in ws], *[f"{w} w: tasks/s" for w in ws]],
-                [
-                    [
-                        pl,
-                        *[f"{cell[pl, w]['cpu_per_task_us']:.0f}" for w in ws],
-                        *[f"{cell[pl, w]['tasks_per_s']:,.0f}" for w in ws],
-                    ]
-                    for pl in payloads
-                ],
-            )
-        )
-        lines.append("")
+        lines += probe_section(probes)
     if sat:
         lines += [
             f"A BipedalWalker task of the bipedal config takes {1e3 * sat['episode_s']:.0f} ms of a worker "
@@ -303,44 +279,76 @@ def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
             "",
         ]
     if speed:
-        lines += [
-            "## The shipped configs: 1 and 2 workers",
-            "",
-            "wall: the run's own wall time (its generations, from /timing/wall); with start-up: the "
-            "whole command, mpiexec and every rank's imports included.",
-            "",
-            md_table(
-                [
-                    "config",
-                    "env steps",
-                    "workers",
-                    "wall (s)",
-                    "speed-up",
-                    "efficiency",
-                    "coordinator CPU / wall",
-                    "with start-up (s)",
-                    "speed-up",
-                    "run file / generation",
-                ],
-                [
-                    [
-                        r["config"],
-                        f"{r['env_steps']:,}",
-                        r["workers"],
-                        f"{r['wall']:.1f}",
-                        f"{r['speedup']:.2f}",
-                        f"{100 * r['efficiency']:.0f} %",
-                        f"{100 * r['coordinator_cpu_share']:.1f} %",
-                        f"{r['process_wall']:.1f}",
-                        f"{r['process_speedup']:.2f}",
-                        f"{r.get('file_per_generation', math.nan) / 1e6:.2f} MB",
-                    ]
-                    for r in speed
-                ],
-            ),
-            "",
-        ]
+        lines += speed_section(speed)
     return "\n".join(lines)
+
+
+def probe_section(probes: list[dict]) -> list[str]:
+    """The report's lines on the farm alone (zero-cost tasks)."""
+    shared = " (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count() else ""
+    ws = sorted({p["workers"] for p in probes})
+    payloads = list(dict.fromkeys(p["payload"] for p in probes))
+    cell = {(p["payload"], p["workers"]): p for p in probes}
+    rows = [
+        [
+            pl,
+            *[f"{cell[pl, w]['cpu_per_task_us']:.0f}" for w in ws],
+            *[f"{cell[pl, w]['tasks_per_s']:,.0f}" for w in ws],
+        ]
+        for pl in payloads
+    ]
+    head = ["payload", *[f"{w} w: µs/task" for w in ws], *[f"{w} w: tasks/s" for w in ws]]
+    return [
+        "## The farm alone: zero-cost tasks",
+        "",
+        f"Coordinator CPU per task (µs) and tasks/s, by payload and worker ranks{shared}.",
+        "",
+        md_table(head, rows),
+        "",
+    ]
+
+
+#: the columns of the shipped configs' table
+SPEED_COLUMNS = [
+    "config",
+    "env steps",
+    "workers",
+    "wall (s)",
+    "speed-up",
+    "efficiency",
+    "coordinator CPU / wall",
+    "with start-up (s)",
+    "speed-up",
+    "run file / generation",
+]
+
+
+def speed_section(speed: list[dict]) -> list[str]:
+    """The report's lines on the shipped configs at 1 and 2 workers."""
+    rows = [
+        [
+            r["config"],
+            f"{r['env_steps']:,}",
+            r["workers"],
+            f"{r['wall']:.1f}",
+            f"{r['speedup']:.2f}",
+            f"{100 * r['efficiency']:.0f} %",
+            f"{100 * r['coordinator_cpu_share']:.1f} %",
+            f"{r['process_wall']:.1f}",
+            f"{r['process_speedup']:.2f}",
+            f"{r.get('file_per_generation', math.nan) / 1e6:.2f} MB",
+        ]
+        for r in speed
+    ]
+    return [
+        "## The shipped configs: 1 and 2 workers",
+        "",
+        "wall: the run's own wall time (its generations, from /timing/wall); with start-up: the "
+        "whole command, mpiexec and every rank's imports included.",
+        "",
+        md_table(SPEED_COLUMNS, rows),
+        "",
+    ]
 
 
 def register(bench_app: typer.Typer) -> None:
