@@ -71,18 +71,8 @@ def evaluate(
     returns, steps, ends, cost, nonfinite, t_env, t_play = _episodes(
         env_factory, seeds, policy, act, record, _checks(agent.space), meter
     )
-    result = _result(
-        agent,
-        genome,
-        policy,
-        returns,
-        steps,
-        nonfinite,
-        want_stats,
-        t_env,
-        t_agent + t_play,
-        record if count_obs else None,
-    )
+    counted = record if count_obs else None
+    result = _result(agent, genome, policy, returns, steps, nonfinite, want_stats, t_env, t_agent + t_play, counted)
     if diagnose:
         result.outcomes, result.action_cost = ends, cost
     return result

@@ -126,9 +126,9 @@ class _Rows:
         self.ret = np.zeros(n)
         self.neg = np.zeros(n, np.int64)  # consecutive negative rewards (stall stop)
         self.cap = np.repeat([t.max_steps for t in tasks], episodes)
-        normed = tasks[0].obs_norm is not None
-        self.mean = np.repeat(np.stack([t.obs_norm[0] for t in tasks]), episodes, 0) if normed else None
-        self.std = np.repeat(np.stack([t.obs_norm[1] for t in tasks]), episodes, 0) if normed else None
+        norms = [t.obs_norm for t in tasks if t.obs_norm is not None]  # all or none (evaluate_tasks)
+        self.mean = np.repeat(np.stack([m for m, _ in norms]), episodes, 0) if norms else None
+        self.std = np.repeat(np.stack([s for _, s in norms]), episodes, 0) if norms else None
         self.count = count
         self.osum = np.zeros((n, obs_dim)) if count else None
         self.osumsq = np.zeros((n, obs_dim)) if count else None
@@ -151,10 +151,8 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
     count = any(ep.count_obs for ep in eps)
     policy = agent.batch_policy(genomes, eps[0].want_stats, episodes=E)
     st = _Rows(N, d, eps, E, count)
-    ret, steps, bad = np.zeros(N), np.zeros(N, np.int64), np.zeros(N, bool)
-    ocount = np.zeros(N, np.int64)
-    osum = np.zeros((N, d)) if count else None
-    osumsq = np.zeros((N, d)) if count else None
+    ret, steps, bad, ocount = np.zeros(N), np.zeros(N, np.int64), np.zeros(N, bool), np.zeros(N, np.int64)
+    osum, osumsq = (np.zeros((N, d)), np.zeros((N, d))) if count else (None, None)
     t_agent = clock() - t0
     t0 = clock()
     pool = make_pool(env_id, seeds.ravel())
@@ -182,8 +180,7 @@ def _evaluate(agent, env_id: str, tasks, shaping: Shaping) -> list[EvalResult]:
         ended = go[term | trunc]
         if len(ended):
             _end(st, ended, t, out, policy)
-            n = len(st.live)
-            if st.live.sum() <= COMPACT_AT * n:
+            if st.live.sum() <= COMPACT_AT * len(st.live):
                 keep = np.flatnonzero(st.live)
                 st.keep(keep)
                 x = x[keep]

@@ -12,7 +12,11 @@ from synapto.evolution.worker.fast_box2d import FastEvaluator
 from synapto.shaping import Shaping
 
 #: the evaluators a run's farm can be set up with (:attr:`EvolveSpec.evaluator`), by name
-EVALUATORS = {"serial": Evaluator, "batched": BatchedEvaluator, "envpool": FastEvaluator}
+EVALUATORS: dict[str, type[Evaluator | BatchedEvaluator | FastEvaluator]] = {
+    "serial": Evaluator,
+    "batched": BatchedEvaluator,
+    "envpool": FastEvaluator,
+}
 
 
 @dataclass(frozen=True)
