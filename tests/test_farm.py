@@ -432,3 +432,24 @@ def test_a_worker_that_dies_is_named_with_its_host_and_the_resume_command(tmp_pa
 
 if __name__ == "__main__":
     {"busy": _busy_worker}[sys.argv[1]](sys.argv[2])
+
+
+def test_every_farm_and_wrapper_has_the_farm_interface():
+    """The farms and the batching wrapper take a map's arguments as the Farm protocol names
+    them (callers pass them by position), and say how many workers they have and where tasks run."""
+    import inspect
+
+    from synapto.evolution.worker.batched import BatchingFarm
+    from synapto.parallel.coordinator import MPIFarm
+    from synapto.parallel.farm import SerialFarm
+    from synapto.parallel.results import Farm
+
+    want = inspect.signature(Farm.map)
+    for farm in (SerialFarm, MPIFarm, BatchingFarm):
+        assert inspect.signature(farm.map) == want, farm
+        for name in ("setup", "close"):
+            assert list(inspect.signature(getattr(farm, name)).parameters) == list(
+                inspect.signature(getattr(Farm, name)).parameters
+            ), (farm, name)
+    wrapped = BatchingFarm(SerialFarm(), local=True)
+    assert (wrapped.n_workers, wrapped.in_process) == (1, True)

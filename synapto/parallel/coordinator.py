@@ -156,7 +156,7 @@ class MPIFarm:
         self.hosts = comm.gather(socket.gethostname(), root=0)  #: by rank (serve() sends its host)
         self.pool = [Worker(r, self.hosts[r]) for r in range(1, comm.Get_size())]
         self.n_workers = len(self.pool)
-        self.in_process = False  #: see :attr:`~synapto.parallel.results.Farm.in_process`
+        self.in_process = False
         self.outbox = Outbox(comm)
         self._MPI = MPI
         self._status = MPI.Status()

@@ -26,7 +26,7 @@ class SerialFarm:
     """Runs every task in this process (one-process runs and unit tests)."""
 
     n_workers = 1
-    in_process = True  #: see :attr:`~synapto.parallel.results.Farm.in_process`
+    in_process = True
 
     def __init__(self, task_timeout: float | None = None):
         self._handler: Callable | None = None

@@ -81,33 +81,23 @@ class Results(list):
 
 
 class Recipe(Protocol):
-    """What a farm is set up with: picklable, and each worker builds its handler from it once
-    (an env and an agent, say) and reuses it for every task."""
+    """What a farm is set up with: picklable; each worker builds its handler from it once (an
+    env and an agent, say): ``handler(payload)``, or ``handler(payload, context)``."""
 
-    def build(self) -> Callable[..., Any]:
-        """The handler: ``handler(payload)``, or ``handler(payload, context)`` in a map with a context."""
-        ...
+    def build(self) -> Callable[..., Any]: ...
 
 
 class Farm(Protocol):
-    """Maps a list of tasks to results, in this process or over MPI; the farms and every
-    wrapper of one (batching, the run's evaluations) have this interface, so that the
-    evolution loop, replay and the tests do not care which one runs."""
+    """Maps a list of tasks to results, in this process or over MPI: the farms and every
+    wrapper of one, so that the evolution loop, replay and the tests do not care which runs."""
 
-    @property
-    def n_workers(self) -> int:
-        """Processes that evaluate tasks."""
-        ...
-
-    @property
-    def in_process(self) -> bool:
-        """Tasks run in the caller's process: a caller that holds the genomes passes them as
-        they are rather than what rebuilds them (noise keys, lineages), which would only cost time."""
-        ...
+    n_workers: int  #: processes that evaluate tasks
+    #: tasks run in the caller's process: a caller that holds the genomes passes them as they
+    #: are rather than what rebuilds them (noise keys, lineages), which would only cost time
+    in_process: bool
 
     def setup(self, spec: Recipe) -> None:
         """Every worker builds its handler from ``spec``."""
-        ...
 
     def map(
         self,
@@ -118,16 +108,13 @@ class Farm(Protocol):
         on_error: str = "raise",
         context: Any = None,
     ) -> Results:
-        """The results in the order of ``payloads``, whatever order they arrive in, each
+        """The results in the order of ``payloads``, whatever order they arrive in, with each
         failed task's :class:`Failure` (``on_error="skip"``; ``"raise"``: :class:`TaskFailed`)
         and the map's :class:`MapStats`.  With a ``context`` the handler is called as
         ``handler(payload, context)``: data the tasks share (an ES generation's centre and
         noise keys), which an MPI farm sends to each worker once per map.  ``stop()``
         returning True ends the map after the tasks in flight (:class:`FarmInterrupted`);
-        ``progress(done, total)`` is called as results arrive; ``schedule``: ``"dynamic"``
-        or ``"waves"``."""
-        ...
+        ``progress(done, total)`` follows the results; ``schedule``: "dynamic" or "waves"."""
 
     def close(self) -> None:
         """Explicit shutdown; idempotent."""
-        ...

@@ -47,6 +47,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -365,14 +366,7 @@ class BatchingFarm:
 
     def __init__(self, farm: Farm, chunk_rows: int = CHUNK_ROWS, local: bool = False, training_only: bool = False):
         self.farm, self.chunk_rows, self.local, self.training_only = farm, chunk_rows, local, training_only
-
-    @property
-    def n_workers(self) -> int:
-        return self.farm.n_workers
-
-    @property
-    def in_process(self) -> bool:
-        return self.farm.in_process
+        self.n_workers, self.in_process = farm.n_workers, farm.in_process
 
     def setup(self, spec: Recipe) -> None:
         self.farm.setup(spec)
@@ -399,7 +393,7 @@ class BatchingFarm:
         stop: Callable[[], bool] | None = None,
         progress: Callable[[int, int], None] | None = None,
         on_error: str = "raise",
-        context=None,
+        context: Any = None,
     ) -> Results:
         payloads = list(payloads)
         shapes = self.shapes(payloads, context)
