@@ -348,21 +348,13 @@ class BatchingFarm:
     """Wraps a farm set up with a batching evaluator: ``map`` of
     :class:`~synapto.evolution.worker.tasks.EvalTask` s (or of a context's payloads) runs
     as :class:`Chunk` s -- every map, or with ``training_only`` (evaluator ``"envpool"``)
-    only the training maps; the others go task by task.
-
-    Results are per task, as from the wrapped farm.  A chunk that raised is evaluated
-    again one task at a time (in the wrapped farm, ``on_error`` as asked), so exactly
-    the tasks that raise fail; a chunk that ran past the farm's task timeout fails each
-    of its tasks (evaluating them again could stall another worker).  Under
-    ``on_error="raise"`` the failure raised is that of the first failing task.
-
-    ``local=True`` (a farm evaluating in this process, i.e. a one-process run): the
-    chunks are merged (only tasks of different episode counts or ``want_stats`` stay
-    apart) and evaluated together, :data:`SLOTS` sub-envs at a time with refilling,
-    so a map has one tail of long episodes instead of one per chunk.  A row's result
-    does not depend on its company, so this gives the same results as the chunks that
-    worker ranks evaluate (tested).
-    """
+    only the training maps.  Results are per task, as from the wrapped farm: a chunk that
+    raised is evaluated again one task at a time, so exactly the tasks that raise fail (the
+    first of them raised under ``on_error="raise"``); one that ran past the farm's task
+    timeout fails each of its tasks (evaluating them again could stall another worker).
+    ``local=True`` (a farm in this process): the chunks are merged and evaluated together,
+    :data:`SLOTS` sub-envs at a time, so a map has one tail of long episodes, not one per
+    chunk; a row's result does not depend on its company, so the results are the same."""
 
     def __init__(self, farm: Farm, chunk_rows: int = CHUNK_ROWS, local: bool = False, training_only: bool = False):
         self.farm, self.chunk_rows, self.local, self.training_only = farm, chunk_rows, local, training_only
