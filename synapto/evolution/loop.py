@@ -45,6 +45,7 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time, progress_line, shaping_words
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
+from synapto.evolution.worker.batched import batching_farm
 from synapto.evolution.worker.fast_box2d import require
 from synapto.evolution.worker.spec import EvolveSpec
 from synapto.parallel.results import Farm, FarmInterrupted
@@ -361,8 +362,6 @@ def plural(n: int, word: str) -> str:
 def evaluation_farm(farm: Farm, cfg: EvolveConfig, agent, options: RunOptions) -> Farm:
     """``farm`` set up for the run: training on envpool (whatever ``--batch`` says: it
     changes results), else batched where supported and asked for."""
-    from synapto.evolution.worker.batched import batching_farm
-
     spec = spec_of(cfg)
     return batching_farm(farm, spec, agent, "off" if cfg.obs_norm or spec.shaping else options.batch)
 

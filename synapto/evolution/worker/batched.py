@@ -323,9 +323,9 @@ class BatchedEvaluator:
         return evaluate_batch(self.agent, self.venv, genomes, seeds, ep.want_stats, diagnose=ep.diagnose)
 
 
-def chunks_of(shapes: Sequence[tuple[int, bool]], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
+def chunks_of(shapes: Sequence[tuple], chunk_rows: int = CHUNK_ROWS, workers: int = 1) -> list[list[int]]:
     """The tasks of each chunk (indices, ascending), from each task's ``(episodes,
-    want_stats)``: tasks with equal shapes (consecutive runs of them) are dealt out
+    want_stats, diagnose)``: tasks with equal shapes (consecutive runs of them) are dealt out
     round-robin into a multiple of ``workers`` chunks, as few as keep each within
     ``chunk_rows`` rows (and at least one task).  Dealing, not cutting, spreads a
     generation's elites (its first slots) over all chunks, so the chunks take about
