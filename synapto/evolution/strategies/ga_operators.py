@@ -59,7 +59,7 @@ def merge_hall_of_fame(
 
 def recombine(
     children: np.ndarray,
-    child_stats: np.ndarray,
+    child_stats: np.ndarray | None,
     groups,
     n_swaps: int,
     lo: int,
@@ -67,8 +67,9 @@ def recombine(
     origin: np.ndarray | None = None,
     bounds: np.ndarray | None = None,
 ) -> None:
-    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo.
-    With ``origin`` ((P, S) parents of the segments ``bounds``) the same swaps move it."""
+    """``n_swaps`` swaps of a group or a single matrix between random pairs of rows >= lo, of
+    ``children`` and of ``child_stats`` (None: all zeros, nothing to swap).  With ``origin``
+    ((P, S) parents of the segments ``bounds``) the same swaps move it."""
     P = children.shape[0]
     if P - lo < 2 or not groups:
         return
