@@ -117,22 +117,14 @@ def require_onnx():
     return onnx
 
 
-def _elem(dtype: str) -> int:
-    """The ONNX element type of ``float64`` or ``float32``."""
-    from onnx import TensorProto
-
-    return {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}[dtype]
-
-
 class _Graph:
     """The initialisers and nodes of an ONNX graph, in the order they are made."""
 
     def __init__(self):
-        from onnx import helper, numpy_helper
+        from onnx import TensorProto, helper, numpy_helper
 
-        self.helper, self.numpy_helper = helper, numpy_helper
-        self.inits: list = []
-        self.nodes: list = []
+        self.helper, self.numpy_helper, self.inits, self.nodes = helper, numpy_helper, [], []
+        self.types = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "int64": TensorProto.INT64}
 
     def const(self, name: str, value, dtype) -> str:
         self.inits.append(self.numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
@@ -148,14 +140,13 @@ def onnx_model(net: Network, obs_dtype: str = "float32"):
     if obs_dtype not in OBS_DTYPES:
         raise UsageError(f"obs_dtype must be one of {', '.join(OBS_DTYPES)}, got {obs_dtype!r}")
     onnx = require_onnx()
-    from onnx import helper
-
     g = _Graph()
+    helper = g.helper
     out_type = _head(g, net, _layers(g, net, _input(g, net, obs_dtype)))
     graph = helper.make_graph(
         g.nodes,
         "synapto_policy",
-        [helper.make_tensor_value_info("obs", _elem(obs_dtype), ["batch", net.obs_dim])],
+        [helper.make_tensor_value_info("obs", g.types[obs_dtype], ["batch", net.obs_dim])],
         [out_type],
         initializer=g.inits,
     )
@@ -167,11 +158,9 @@ def onnx_model(net: Network, obs_dtype: str = "float32"):
 
 def _input(g: _Graph, net: Network, obs_dtype: str) -> str:
     """The observation as the network reads it: float64, normalised, cast to its dtype."""
-    from onnx import TensorProto
-
     x = "obs"
     if obs_dtype != "float64":  # the observation as synapto reads it: float64 (exact for float32)
-        x = g.node("Cast", [x], "obs_float64", to=TensorProto.DOUBLE)
+        x = g.node("Cast", [x], "obs_float64", to=g.types["float64"])
     if net.obs_norm is not None:
         x = g.node("Sub", [x, g.const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
         x = g.node("Div", [x, g.const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
@@ -181,7 +170,7 @@ def _input(g: _Graph, net: Network, obs_dtype: str) -> str:
             "obs_normalised",
         )
     if net.dtype != "float64":
-        x = g.node("Cast", [x], "obs_cast", to=_elem(net.dtype))
+        x = g.node("Cast", [x], "obs_cast", to=g.types[net.dtype])
     return x
 
 
@@ -210,11 +199,9 @@ def _layers(g: _Graph, net: Network, x: str) -> str:
 
 def _head(g: _Graph, net: Network, out: str):
     """The ``action`` output from the outputs ``out``; its value info."""
-    from onnx import TensorProto, helper
-
     if net.head == "argmax":
         g.node("ArgMax", [out], "action", axis=1, keepdims=0)
-        return helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
+        return g.helper.make_tensor_value_info("action", g.types["int64"], ["batch"])
     if net.head in ("tanh", "tanh-scaled"):
         out = g.node("Tanh", [out], "action_tanh")
     if net.head == "tanh-scaled":
@@ -226,7 +213,7 @@ def _head(g: _Graph, net: Network, out: str):
         out = g.node("Mul", [out, g.const("action_span", hi - lo, net.dtype)], "action_span_mul")
         out = g.node("Add", [g.const("action_low", lo, net.dtype), out], "action_scaled")
     g.node("Identity", [out], "action")
-    return helper.make_tensor_value_info("action", _elem(net.dtype), ["batch", net.act_dim])
+    return g.helper.make_tensor_value_info("action", g.types[net.dtype], ["batch", net.act_dim])
 
 
 def write_onnx(net: Network, path: str | Path, obs_dtype: str = "float32") -> None:
