@@ -43,11 +43,15 @@ def alive_indices(genome: np.ndarray) -> np.ndarray:
     return (genome != 0).nonzero()[0] if genome.size > 1024 else genome.nonzero()[0]
 
 
-def perturb(genome: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
-    """Gaussian perturbation of the surviving weights; pruned ones stay exactly 0."""
+def perturb(genome: np.ndarray, std: float, rng: np.random.Generator, in_place: bool = False) -> np.ndarray:
+    """Gaussian perturbation of the surviving weights; pruned ones stay exactly 0.  The sums
+    are those of ``child[alive] += std * noise``, bit for bit, with one gather and one scatter."""
     alive = alive_indices(genome)
-    child = genome.copy()
-    child[alive] += std * rng.standard_normal(alive.size)
+    noise = rng.standard_normal(alive.size)
+    noise *= std
+    noise += genome[alive]
+    child = genome if in_place else genome.copy()
+    child[alive] = noise
     return child
 
 
@@ -122,7 +126,7 @@ class Lineage:
         if mask.any():
             base[mask] = 0.0 if self.assign else base[mask] * 0.0
         if self.std > 0 and self.keys[i, 2:4].any():
-            return perturb(base, self.std, generator_at(self.keys[i]))
+            return perturb(base, self.std, generator_at(self.keys[i]), in_place=True)
         return base
 
     def genomes(self) -> np.ndarray:

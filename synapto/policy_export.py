@@ -117,86 +117,103 @@ def require_onnx():
     return onnx
 
 
+class _Graph:
+    """The initialisers and nodes of an ONNX graph, in the order they are made."""
+
+    def __init__(self):
+        from onnx import TensorProto, helper, numpy_helper
+
+        self.helper, self.numpy_helper, self.inits, self.nodes = helper, numpy_helper, [], []
+        self.types = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "int64": TensorProto.INT64}
+
+    def const(self, name: str, value, dtype) -> str:
+        self.inits.append(self.numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def node(self, op: str, inputs: list, name: str, **attrs) -> str:
+        self.nodes.append(self.helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+
 def onnx_model(net: Network, obs_dtype: str = "float32"):
     """The ONNX model of ``net`` with an ``obs`` input of ``obs_dtype`` (see the module docstring)."""
     if obs_dtype not in OBS_DTYPES:
         raise UsageError(f"obs_dtype must be one of {', '.join(OBS_DTYPES)}, got {obs_dtype!r}")
     onnx = require_onnx()
-    from onnx import TensorProto, helper, numpy_helper
-
-    types = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
-    elem = types[net.dtype]
-    inits, nodes = [], []
-
-    def const(name, value, dtype):
-        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def node(op, inputs, name, **attrs):
-        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
-        return name
-
-    x = "obs"
-    if obs_dtype != "float64":  # the observation as synapto reads it: float64 (exact for float32)
-        x = node("Cast", [x], "obs_float64", to=TensorProto.DOUBLE)
-    if net.obs_norm is not None:
-        x = node("Sub", [x, const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
-        x = node("Div", [x, const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
-        x = node(
-            "Clip",
-            [x, const("obs_min", -net.obs_clip, np.float64), const("obs_max", net.obs_clip, np.float64)],
-            "obs_normalised",
-        )
-    if net.dtype != "float64":
-        x = node("Cast", [x], "obs_cast", to=elem)
-    acts = [x]
-    for i, layer in enumerate(net.layers):
-        src = acts[-1] if layer.input == "previous" or len(acts) == 1 else node("Concat", acts, f"input{i}", axis=1)
-        h = node("MatMul", [src, const(f"layer{i}_weight", layer.weight, net.dtype)], f"layer{i}_matmul")
-        if layer.bias is not None:
-            h = node("Add", [h, const(f"layer{i}_bias", layer.bias, net.dtype)], f"layer{i}_add")
-        if layer.activation == "tanh":
-            h = node("Tanh", [h], f"layer{i}_tanh")
-        acts.append(h)
-    out = acts[-1]
-    if net.output_start:
-        out = node(
-            "Slice",
-            [
-                out,
-                const("out_start", [net.output_start], np.int64),
-                const("out_end", [net.output_start + net.act_dim], np.int64),
-                const("out_axis", [1], np.int64),
-            ],
-            "actions_out",
-        )
-    if net.head == "argmax":
-        out = node("ArgMax", [out], "action", axis=1, keepdims=0)
-        out_type = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
-    else:
-        if net.head in ("tanh", "tanh-scaled"):
-            out = node("Tanh", [out], "action_tanh")
-        if net.head == "tanh-scaled":
-            if net.bounds is None:
-                raise ValueError("a tanh-scaled head needs the action bounds")
-            lo, hi = net.bounds
-            out = node("Add", [out, const("one", 1.0, net.dtype)], "action_plus1")
-            out = node("Mul", [out, const("half", 0.5, net.dtype)], "action_half")
-            out = node("Mul", [out, const("action_span", hi - lo, net.dtype)], "action_span_mul")
-            out = node("Add", [const("action_low", lo, net.dtype), out], "action_scaled")
-        node("Identity", [out], "action")
-        out_type = helper.make_tensor_value_info("action", elem, ["batch", net.act_dim])
+    g = _Graph()
+    helper = g.helper
+    out_type = _head(g, net, _layers(g, net, _input(g, net, obs_dtype)))
     graph = helper.make_graph(
-        nodes,
+        g.nodes,
         "synapto_policy",
-        [helper.make_tensor_value_info("obs", types[obs_dtype], ["batch", net.obs_dim])],
+        [helper.make_tensor_value_info("obs", g.types[obs_dtype], ["batch", net.obs_dim])],
         [out_type],
-        initializer=inits,
+        initializer=g.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="synapto")
     model.ir_version = min(model.ir_version, 8)  # readable by older runtimes too
     onnx.checker.check_model(model)
     return model
+
+
+def _input(g: _Graph, net: Network, obs_dtype: str) -> str:
+    """The observation as the network reads it: float64, normalised, cast to its dtype."""
+    x = "obs"
+    if obs_dtype != "float64":  # the observation as synapto reads it: float64 (exact for float32)
+        x = g.node("Cast", [x], "obs_float64", to=g.types["float64"])
+    if net.obs_norm is not None:
+        x = g.node("Sub", [x, g.const("obs_mean", net.obs_norm[0], np.float64)], "obs_centred")
+        x = g.node("Div", [x, g.const("obs_std", net.obs_norm[1], np.float64)], "obs_scaled")
+        x = g.node(
+            "Clip",
+            [x, g.const("obs_min", -net.obs_clip, np.float64), g.const("obs_max", net.obs_clip, np.float64)],
+            "obs_normalised",
+        )
+    if net.dtype != "float64":
+        x = g.node("Cast", [x], "obs_cast", to=g.types[net.dtype])
+    return x
+
+
+def _layers(g: _Graph, net: Network, x: str) -> str:
+    """The layers on input ``x``, then the slice of the actions' outputs."""
+    acts = [x]
+    for i, layer in enumerate(net.layers):
+        src = acts[-1] if layer.input == "previous" or len(acts) == 1 else g.node("Concat", acts, f"input{i}", axis=1)
+        h = g.node("MatMul", [src, g.const(f"layer{i}_weight", layer.weight, net.dtype)], f"layer{i}_matmul")
+        if layer.bias is not None:
+            h = g.node("Add", [h, g.const(f"layer{i}_bias", layer.bias, net.dtype)], f"layer{i}_add")
+        if layer.activation == "tanh":
+            h = g.node("Tanh", [h], f"layer{i}_tanh")
+        acts.append(h)
+    out = acts[-1]
+    if net.output_start:
+        end = net.output_start + net.act_dim
+        starts = g.const("out_start", [net.output_start], np.int64)
+        out = g.node(
+            "Slice",
+            [out, starts, g.const("out_end", [end], np.int64), g.const("out_axis", [1], np.int64)],
+            "actions_out",
+        )
+    return out
+
+
+def _head(g: _Graph, net: Network, out: str):
+    """The ``action`` output from the outputs ``out``; its value info."""
+    if net.head == "argmax":
+        g.node("ArgMax", [out], "action", axis=1, keepdims=0)
+        return g.helper.make_tensor_value_info("action", g.types["int64"], ["batch"])
+    if net.head in ("tanh", "tanh-scaled"):
+        out = g.node("Tanh", [out], "action_tanh")
+    if net.head == "tanh-scaled":
+        if net.bounds is None:
+            raise ValueError("a tanh-scaled head needs the action bounds")
+        lo, hi = net.bounds
+        out = g.node("Add", [out, g.const("one", 1.0, net.dtype)], "action_plus1")
+        out = g.node("Mul", [out, g.const("half", 0.5, net.dtype)], "action_half")
+        out = g.node("Mul", [out, g.const("action_span", hi - lo, net.dtype)], "action_span_mul")
+        out = g.node("Add", [g.const("action_low", lo, net.dtype), out], "action_scaled")
+    g.node("Identity", [out], "action")
+    return g.helper.make_tensor_value_info("action", g.types[net.dtype], ["batch", net.act_dim])
 
 
 def write_onnx(net: Network, path: str | Path, obs_dtype: str = "float32") -> None:

@@ -6,7 +6,8 @@ from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
 from synapto.envs import SpaceInfo
 from synapto.evolution.strategies.ga import EvolutionState, next_generation, rank_order
-from synapto.evolution.strategies.ga_operators import merge_hall_of_fame, rank_weights, recombine
+from synapto.evolution.strategies.ga_operators import rank_weights, recombine
+from synapto.evolution.strategies.hall import HallOfFame
 
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)
 
@@ -47,17 +48,11 @@ def test_elites_best_ever_and_size():
 
 
 def test_hall_of_fame_keeps_the_best_seen():
-    f, g, _s = merge_hall_of_fame(
-        np.array([9.0, 5.0]),
-        np.array([[9.0], [5.0]]),
-        np.zeros((2, 1)),
-        np.array([1.0, 7.0, 3.0]),
-        np.array([[1.0], [7.0], [3.0]]),
-        np.zeros((3, 1)),
-        rank_order(np.array([1.0, 7.0, 3.0])),
-        2,
-    )
-    assert f.tolist() == [9.0, 7.0] and g[:, 0].tolist() == [9.0, 7.0]
+    hof = HallOfFame(np.array([9.0, 5.0]), np.array([[9.0], [5.0]]), np.full(2, -1))
+    fitness = np.array([1.0, 7.0, 3.0])
+    top = rank_order(fitness)[:2]
+    hof.add(fitness[top], fitness[top, None], 0)
+    assert hof.fitness.tolist() == [9.0, 7.0] and hof.genomes[:, 0].tolist() == [9.0, 7.0]
 
 
 def test_offspring_never_revive_pruned_connections():

@@ -144,3 +144,45 @@ def test_the_hall_of_fame_keeps_the_best_and_forgets_by_emptying():
     assert hof.fitness.tolist() == [2.0, -np.inf] and hof.columns["row"].tolist() == [7, -1]
     assert hof.generation.tolist() == [1, -1] and not hof.genomes[1].any()
     assert [c.fitness for c in hof.members()] == [2.0]
+
+
+class Walk(Drift):
+    """Drift with a declared state: the base saves and restores it, no hook of its own."""
+
+    name = "walk"
+    STATE = ("genomes", "scale")
+    scale = 1.0
+    state = Strategy.state
+    restore = Strategy.restore
+
+    def _step(self, feedback):
+        super()._step(feedback)
+        self.scale *= 0.5
+
+
+def test_the_base_saves_and_restores_the_declared_state():
+    """STATE names the attributes: arrays come back as float64 arrays (copies), numbers as
+    float scalars beside the generation counter; the restored strategy goes on the same."""
+    a = Walk(PrunedMLP(BOX, (8,)), 4, {}, np.random.default_rng(0))
+    a.start()
+    a.tell(told(0, a.ask(), np.arange(4.0)))
+    arrays, scalars = a.state()
+    assert sorted(arrays) == ["genomes"] and scalars == {"generation": 1, "scale": 0.5}
+    assert np.array_equal(arrays["genomes"], a.genomes) and arrays["genomes"] is not a.genomes
+    b = Walk(PrunedMLP(BOX, (8,)), 4, {}, np.random.default_rng(0))
+    b.rng.bit_generator.state = a.rng.bit_generator.state
+    b.restore(arrays, scalars)
+    assert b.generation == 1 and b.scale == 0.5 and b.genomes.dtype == np.float64
+    for s in (a, b):
+        s.hof = HallOfFame.empty(1, s.agent.n_params)
+        s.tell(told(1, s.ask(), np.arange(4.0)))
+    assert np.array_equal(a.ask(), b.ask()) and b.scale == 0.25
+
+
+def test_cmaes_refuses_a_population_below_4_when_its_options_are_checked():
+    from synapto.evolution.strategies.cmaes import CMAES
+
+    with pytest.raises(UsageError, match=r"needs a population >= 4, got 3"):
+        CMAES.check_population(3, {})
+    with pytest.raises(UsageError, match=r"needs a population >= 2, got 1"):
+        CMAES.check_population(1, {})

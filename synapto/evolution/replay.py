@@ -56,36 +56,9 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
         if done == 0:
             raise RunFileError(f"{str(path)!r} has no completed generation to replay")
         if sample is not None:
-            if sample < 1:
-                raise UsageError(f"--sample must be >= 1, got {sample}")
-            failed = run.failed()
-            ok = np.flatnonzero(~failed.ravel())
-            if ok.size == 0:
-                raise RunFileError(f"{str(path)!r}: every evaluation is recorded as failed; nothing to replay")
-            rng = seeding.generator(sample_seed, seeding.Stream.REPLAY_SAMPLE)
-            if failed.any():
-                flat = ok[rng.choice(ok.size, size=min(sample, ok.size), replace=False)]
-            else:  # the draw of files without failures, as it always was
-                flat = rng.choice(done * P, size=min(sample, done * P), replace=False)
-            picks = sorted((int(x) // P, int(x) % P) for x in flat)
-            note = f"replaying {len(picks)} evaluation(s) drawn with --sample-seed {sample_seed}"
-            if failed.any():
-                note += f" (leaving out the {int(failed.sum())} recorded as failed)"
+            picks, note = _sampled(run, path, done, P, sample, sample_seed)
         else:
-            if not 0 <= generation < done:
-                raise UsageError(f"--generation {generation} is out of range: the run has generations 0..{done - 1}")
-            if not 0 <= individual < P and not (validation and individual == -1):
-                raise UsageError(
-                    f"--individual {individual} is out of range: the population has 0..{P - 1}"
-                    + (" (or -1, a strategy's centre, with --validation)" if validation else "")
-                )
-            picks = [(generation, individual)]
-            note = f"replaying generation {generation}, individual {individual}"
-            if not validation and run.failed(generation, individual):
-                raise UsageError(
-                    f"generation {generation} individual {individual} is recorded as failed "
-                    f"(--on-error skip): it has no result to compare"
-                )
+            picks, note = _chosen(run, done, P, generation, individual, validation)
         if validation:
             return _plan_validation(Path(path), run, cfg, done, generation, individual, sample, sample_seed)
         items = [
@@ -103,6 +76,43 @@ def plan_replay(path, generation=None, individual=None, sample=None, sample_seed
             for g, i in picks
         ]
     return ReplayPlan(Path(path), cfg, items, note)
+
+
+def _sampled(run, path, done: int, P: int, sample: int, sample_seed: int) -> tuple[list, str]:
+    """``--sample``: the training evaluations drawn (leaving out those recorded as failed), and the note."""
+    if sample < 1:
+        raise UsageError(f"--sample must be >= 1, got {sample}")
+    failed = run.failed()
+    ok = np.flatnonzero(~failed.ravel())
+    if ok.size == 0:
+        raise RunFileError(f"{str(path)!r}: every evaluation is recorded as failed; nothing to replay")
+    rng = seeding.generator(sample_seed, seeding.Stream.REPLAY_SAMPLE)
+    if failed.any():
+        flat = ok[rng.choice(ok.size, size=min(sample, ok.size), replace=False)]
+    else:  # the draw of files without failures, as it always was
+        flat = rng.choice(done * P, size=min(sample, done * P), replace=False)
+    picks = sorted((int(x) // P, int(x) % P) for x in flat)
+    note = f"replaying {len(picks)} evaluation(s) drawn with --sample-seed {sample_seed}"
+    if failed.any():
+        note += f" (leaving out the {int(failed.sum())} recorded as failed)"
+    return picks, note
+
+
+def _chosen(run, done: int, P: int, generation: int, individual: int, validation: bool) -> tuple[list, str]:
+    """``--generation G --individual I``, checked against the run: the one pick, and the note."""
+    if not 0 <= generation < done:
+        raise UsageError(f"--generation {generation} is out of range: the run has generations 0..{done - 1}")
+    if not 0 <= individual < P and not (validation and individual == -1):
+        raise UsageError(
+            f"--individual {individual} is out of range: the population has 0..{P - 1}"
+            + (" (or -1, a strategy's centre, with --validation)" if validation else "")
+        )
+    if not validation and run.failed(generation, individual):
+        raise UsageError(
+            f"generation {generation} individual {individual} is recorded as failed "
+            f"(--on-error skip): it has no result to compare"
+        )
+    return [(generation, individual)], f"replaying generation {generation}, individual {individual}"
 
 
 def training_cap(cfg: EvolveConfig, run, generation: int) -> int:

@@ -45,6 +45,8 @@ class ARS(MirroredStrategy):
 
     name = "ars"
     SAMPLING = "N directions, each evaluated at +sigma and -sigma"
+    reward_std: float = math.nan  #: sigma_R of the last update
+    used = 0  #: the directions the last update used
     OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.03, "nu: standard deviation of the exploration noise along each direction"),
         "lr": Option(0.02, "alpha: step size of the centre"),
@@ -59,13 +61,6 @@ class ARS(MirroredStrategy):
             "0: the agent's initial genome as it is",
         ),
     }
-
-    def __init__(self, agent, population, options, rng):
-        super().__init__(agent, population, options, rng)
-        self.sigma = self.options["sigma"]
-        self.step_norm = math.nan
-        self.reward_std = math.nan
-        self.used = 0
 
     @classmethod
     def check_options(cls, options):
@@ -117,12 +112,6 @@ class ARS(MirroredStrategy):
 
     def _forget(self, dead):
         pass  # no state per weight besides the centre
-
-    def _search_state(self):
-        return {}
-
-    def _restore_search(self, arrays):
-        self.sigma = self.options["sigma"]
 
     def _record(self):
         return {

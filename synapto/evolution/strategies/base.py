@@ -19,9 +19,10 @@ strategy keeps in :mod:`.hall`.
 A strategy owns one ``np.random.Generator`` (:attr:`Strategy.rng`, the run's EVOLVE
 stream) and draws every random number from it; its whole state goes to and from
 the checkpoint as named arrays and scalars (:meth:`Strategy.state`,
-:meth:`Strategy.restore`) plus that Generator's state, so a resumed run continues
-bit for bit.  It knows the agent (genome length, pruning, connection counts), not
-the farm, the run file or the environment.
+:meth:`Strategy.restore`: by default the attributes :attr:`Strategy.STATE` declares)
+plus that Generator's state, so a resumed run continues bit for bit.  It knows the
+agent (genome length, pruning, connection counts), not the farm, the run file or the
+environment.
 
 Genomes are the agent's flat ``float64`` weight vectors; a weight that is exactly
 0 is a pruned connection and stays 0 in everything the strategy asks for later
@@ -99,6 +100,10 @@ class Strategy(ABC):
     schedule: target.Schedule | None = None
     #: the agent's genome layout where a budget is cut by ``magnitude`` or ``trace`` (its inert connections)
     layout: Any = None
+    #: the attributes that are the strategy's state (besides :attr:`rng` and the generation
+    #: counter), saved and restored by the base's :meth:`state` and :meth:`restore` under their
+    #: own names: a ``numpy`` array as a float64 array, anything else as a float scalar
+    STATE: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
         self.agent = agent
@@ -237,13 +242,21 @@ class Strategy(ABC):
         return None
 
     # -- checkpoint ------------------------------------------------------------
-    @abstractmethod
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
-        """``(arrays, scalars)``: the whole state but :attr:`rng`, by name."""
+        """``(arrays, scalars)``: the whole state but :attr:`rng`, by name.  By default the
+        attributes :attr:`STATE` declares (copies of the arrays, the numbers as floats) and
+        the generation counter; a strategy whose state is more overrides it."""
+        values = {name: getattr(self, name) for name in self.STATE}
+        arrays = {k: np.array(v, copy=True) for k, v in values.items() if isinstance(v, np.ndarray)}
+        scalars = {k: float(v) for k, v in values.items() if k not in arrays}
+        return arrays, {"generation": int(self.generation), **scalars}
 
-    @abstractmethod
     def restore(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int | float]) -> None:
-        """Set the state from :meth:`state`'s output (the Generator is restored apart)."""
+        """Set the state from :meth:`state`'s output (the Generator is restored apart): by
+        default the attributes :attr:`STATE` declares (arrays as float64) and the counter."""
+        for name in self.STATE:
+            setattr(self, name, np.array(arrays[name], dtype=np.float64) if name in arrays else float(scalars[name]))
+        self.generation = int(scalars["generation"])
 
 
 def rank_order(fitness: np.ndarray) -> np.ndarray:

@@ -94,21 +94,21 @@ class CMAES(CentreStrategy):
         ),
         **CentreStrategy.COMMON_OPTIONS,
     }
-    _scalar_names = ("sigma", "updates")
+    STATE = (*CentreStrategy.STATE, "sigma", "updates", "cov", "ps", "pc")
 
-    def __init__(self, agent, population, options, rng):
-        super().__init__(agent, population, options, rng)
-        if self.population < 4:
-            raise UsageError(f"strategy 'cmaes' needs a population >= 4, got {self.population}")
+    _eigen = None  #: (alive indices, B, D) of the current C, a function of the state
+
+    @classmethod
+    def check_population(cls, population, options):
+        super().check_population(population, options)
+        if population < 4:
+            raise UsageError(f"strategy 'cmaes' needs a population >= 4, got {population}")
+
+    @property
+    def separable(self) -> bool:
+        """The diagonal variant (option ``separable``; ``"auto"``: for long genomes)."""
         sep = self.options["separable"]
-        self.separable = self.n > SEPARABLE_ABOVE if sep == "auto" else bool(sep)
-        self.sigma = self.options["sigma"]
-        self.updates = 0.0
-        self.cov = np.zeros(self.n if self.separable else (self.n, self.n))
-        self.ps = np.zeros(self.n)
-        self.pc = np.zeros(self.n)
-        self._eigen = None  # (alive indices, B, D) of the current C, a function of the state
-        self.step_norm = math.nan
+        return self.n > SEPARABLE_ABOVE if sep == "auto" else bool(sep)
 
     @classmethod
     def check_options(cls, options):
@@ -229,14 +229,9 @@ class CMAES(CentreStrategy):
             self.cov[:, dead] = 0.0
         self._eigen = None
 
-    def _search_state(self):
-        return {"cov": self.cov, "ps": self.ps, "pc": self.pc}
-
-    def _restore_search(self, arrays):
-        self.cov = np.array(arrays["cov"], dtype=np.float64)
-        self.ps = np.array(arrays["ps"], dtype=np.float64)
-        self.pc = np.array(arrays["pc"], dtype=np.float64)
-        self._eigen = None
+    def restore(self, arrays, scalars):
+        self._eigen = None  # of the covariance restored
+        super().restore(arrays, scalars)
 
     def _record(self):
         alive = self.alive

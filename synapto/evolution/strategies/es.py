@@ -94,9 +94,8 @@ class CentreStrategy(Strategy):
     Subclasses implement :meth:`_init_search` (the distribution's initial state),
     :meth:`_sample` (this generation's noise and genomes from :attr:`rng`),
     :meth:`_update` (the new centre and distribution from the fitness),
-    :meth:`_forget` (zero the state of newly pruned coordinates) and
-    :meth:`_search_state` / :meth:`_restore_search`; scalars they keep go in
-    :attr:`_scalar_names`.
+    and :meth:`_forget` (zero the state of newly pruned coordinates), and declare the
+    attributes of their search state in :attr:`~.base.Strategy.STATE`, after the centre's.
     """
 
     COMMON_OPTIONS: ClassVar[dict[str, Option]] = {
@@ -113,8 +112,8 @@ class CentreStrategy(Strategy):
         "prune_every": Option(10, "generations between two prunings of the centre"),
         **target.OPTIONS,
     }
-    #: scalars of the subclass's search state, saved and restored by name
-    _scalar_names: tuple[str, ...] = ()
+    STATE: ClassVar[tuple[str, ...]] = ("centre", "rate", "last_mean_fitness")
+    step_norm: float = math.nan  #: the length of the centre's last step (``/strategy/step_norm``)
 
     def __init__(self, agent, population: int, options: Mapping[str, Any] | None, rng: np.random.Generator):
         super().__init__(agent, population, options, rng)
@@ -129,6 +128,7 @@ class CentreStrategy(Strategy):
         #: the noise key of each row of :attr:`noise` (:mod:`synapto.noise`); None if unknown
         self.keys: np.ndarray | None = None
         self.genomes = np.zeros((self.population, self.n))
+        self._init_search()  # the search state's attributes, before start() or restore() sets them
 
     @classmethod
     def check_population(cls, population, options):
@@ -145,6 +145,7 @@ class CentreStrategy(Strategy):
 
     # -- the subclass's part ---------------------------------------------------
     def _init_search(self) -> None:
+        """Set the attributes of the search state (:attr:`STATE`) for the current centre."""
         raise NotImplementedError
 
     def _sample(self) -> None:
@@ -165,12 +166,6 @@ class CentreStrategy(Strategy):
 
     def _forget(self, dead: np.ndarray) -> None:
         """Coordinates ``dead`` (indices) were just pruned from the centre."""
-        raise NotImplementedError
-
-    def _search_state(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def _restore_search(self, arrays: Mapping[str, np.ndarray]) -> None:
         raise NotImplementedError
 
     def _record(self) -> dict[str, float]:
@@ -284,27 +279,16 @@ class CentreStrategy(Strategy):
     def record_arrays(self):
         return {"centre": self.centre.copy()}
 
-    # -- checkpoint ------------------------------------------------------------
+    # -- checkpoint: the declared STATE (base), the noise's keys and the hall of fame --
     def state(self):
+        arrays, scalars = super().state()
         drawn = {"noise_keys": self.keys} if self.keys is not None else {"noise": self.noise}
-        arrays = {"centre": self.centre, **drawn, **self.hof.state(), **self._search_state()}
-        scalars = {
-            "generation": int(self.generation),
-            "rate": float(self.rate),
-            "last_mean_fitness": float(self.last_mean_fitness),
-            **{k: float(getattr(self, k)) for k in self._scalar_names},
-        }
-        return {k: np.array(v, copy=True) for k, v in arrays.items()}, scalars
+        arrays.update({k: np.array(v, copy=True) for k, v in {**drawn, **self.hof.state()}.items()})
+        return arrays, scalars
 
     def restore(self, arrays, scalars):
-        self.centre = np.array(arrays["centre"], dtype=np.float64)
+        super().restore(arrays, scalars)
         self.hof = HallOfFame.restore(arrays)
-        self.generation = int(scalars["generation"])
-        self.rate = float(scalars["rate"])
-        self.last_mean_fitness = float(scalars["last_mean_fitness"])
-        for k in self._scalar_names:
-            setattr(self, k, float(scalars[k]))
-        self._restore_search(arrays)
         if "noise_keys" in arrays:  # the rows are drawn again from their keys
             self.keys = np.array(arrays["noise_keys"], dtype=np.uint64)
             alive, n = np.flatnonzero(self.alive), self.n

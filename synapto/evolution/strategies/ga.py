@@ -205,7 +205,9 @@ def breed(
     order = _rank(state, fitness, stats, fitness if select_fitness is None else select_fitness, k)
     pool_g, pool_s, draws, slots = _draw_parents(state, fitness, stats, order, P - k)
     bounds = state.lineage.bounds if state.lineage is not None else None
-    brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.empty_like(stats))  # rows all set below
+    # an agent without traces: every statistic is 0, and the children's are zeros, not gathered
+    traced = any(row.any() for row in (*pool_s, state.best_stats, *stats[order[: k - 1]]))
+    brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.zeros(stats.shape))
     if bounds is not None:
         brood.origin = np.empty((P, len(bounds) - 1), np.int64)
         brood.origin[:k] = np.arange(k, 2 * k)[:, None]
@@ -213,13 +215,15 @@ def breed(
         brood.pruned = np.zeros((P, -(-genomes.shape[1] // 8)), np.uint8)
         brood.keys = np.zeros((P, KEY_WIDTH), np.uint64)
     children, child_stats = brood.children, brood.stats
-    children[0], child_stats[0] = state.best_genome, state.best_stats
-    for rows, pool, pick in ((slice(1, k), (genomes, stats), order[: k - 1]), (slice(k, P), (pool_g, pool_s), draws)):
-        for out, source in zip((children, child_stats), pool):  # gathered in place (mode clip: no buffer)
-            np.take(source, pick, axis=0, out=out[rows], mode="clip")
+    sources = [(state.best_genome, state.best_stats)]
+    sources += [(genomes[i], stats[i]) for i in order[: k - 1]] + [(pool_g[d], pool_s[d]) for d in draws]
+    for i, (genome, row) in enumerate(sources):
+        children[i] = genome
+        if traced:
+            child_stats[i] = row
     elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
-    recombine(children, child_stats, agent.groups(), k, k, state.rng, brood.origin, bounds)
+    recombine(children, child_stats if traced else None, agent.groups(), k, k, state.rng, brood.origin, bounds)
     return brood
 
 
@@ -252,18 +256,17 @@ def _rank(state: EvolutionState, fitness, stats, select_fitness, k: int) -> np.n
 
 def _draw_parents(state: EvolutionState, fitness, stats, order, n: int) -> tuple:
     """``n`` parents drawn from the pool (hall of fame, best-ever, this generation's top ``k``)
-    by :func:`rank_weights`: ``(pool genomes, pool stats, draws, the pool slot of each draw)``."""
-    k, hof = state.hof.size, state.hof
-    pool_g = np.concatenate([hof.genomes, state.best_genome[None], state.genomes[order[:k]]])
-    pool_s = np.concatenate([hof.columns["stats"], state.best_stats[None], stats[order[:k]]])
-    valid = np.isfinite(np.concatenate([hof.fitness, [state.best_fitness], fitness[order[:k]]]))
-    pool_g, pool_s = pool_g[valid], pool_s[valid]
-    if pool_g.shape[0] == 0:  # every fitness non-finite: keep the population as it is
-        pool_g, pool_s = state.genomes[order[:k]], stats[order[:k]]
-    draws = state.rng.choice(pool_g.shape[0], size=n, p=rank_weights(pool_g.shape[0]))
-    # the pool's slots: hall of fame 0..k-1, best-ever k, this generation's top k+1..2k
-    slots = (np.flatnonzero(valid) if valid.any() else np.arange(k + 1, 2 * k + 1))[draws]
-    return pool_g, pool_s, draws, slots
+    by :func:`rank_weights`: ``(pool genomes, pool stats, draws, the pool slot of each draw)``,
+    the pool as lists of rows (views, not copies) of its members with a finite fitness."""
+    k, hof, top = state.hof.size, state.hof, order[: state.hof.size]
+    pool_g = [*hof.genomes, state.best_genome, *(state.genomes[i] for i in top)]
+    pool_s = [*hof.columns["stats"], state.best_stats, *(stats[i] for i in top)]
+    valid = np.isfinite(np.concatenate([hof.fitness, [state.best_fitness], fitness[top]]))
+    # the pool's slots: hall of fame 0..k-1, best-ever k, this generation's top k+1..2k; with
+    # every fitness non-finite, this generation's top (the population kept as it is)
+    slots = np.flatnonzero(valid) if valid.any() else np.arange(k + 1, 2 * k + 1)
+    draws = state.rng.choice(len(slots), size=n, p=rank_weights(len(slots)))
+    return [pool_g[s] for s in slots], [pool_s[s] for s in slots], draws, slots[draws]
 
 
 def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune: bool, assign: bool) -> None:
@@ -285,7 +288,7 @@ def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune:
                 record = False
             else:
                 keys[i] = key
-            children[i] = perturb(children[i], mutation_std, rng)
+            perturb(children[i], mutation_std, rng, in_place=True)
     state.lineage = _lineage(state, brood, mutation_std, assign) if record else None
     state.genomes = children
 

@@ -51,16 +51,8 @@ class OpenAIES(MirroredStrategy):
         "beta2": Option(0.999, "Adam: decay of the second moment"),
         **CentreStrategy.COMMON_OPTIONS,
     }
-    _scalar_names = ("sigma", "adam_t")
+    STATE = (*CentreStrategy.STATE, "sigma", "adam_t", "adam_m", "adam_v")
     ADAM_EPS = 1e-8
-
-    def __init__(self, agent, population, options, rng):
-        super().__init__(agent, population, options, rng)
-        self.sigma = self.options["sigma"]
-        self.adam_t = 0.0
-        self.m = np.zeros(self.n)
-        self.v = np.zeros(self.n)
-        self.step_norm = math.nan
 
     @classmethod
     def check_options(cls, options):
@@ -78,8 +70,8 @@ class OpenAIES(MirroredStrategy):
     def _init_search(self):
         self.sigma = self.options["sigma"]
         self.adam_t = 0.0
-        self.m = np.zeros(self.n)
-        self.v = np.zeros(self.n)
+        self.adam_m = np.zeros(self.n)
+        self.adam_v = np.zeros(self.n)
 
     def _update(self, feedback):
         o = self.options
@@ -89,11 +81,11 @@ class OpenAIES(MirroredStrategy):
         grad = -g + o["weight_decay"] * self.centre[alive]
         b1, b2 = o["beta1"], o["beta2"]
         self.adam_t += 1
-        self.m[alive] = b1 * self.m[alive] + (1 - b1) * grad
-        self.v[alive] = b2 * self.v[alive] + (1 - b2) * grad * grad
+        self.adam_m[alive] = b1 * self.adam_m[alive] + (1 - b1) * grad
+        self.adam_v[alive] = b2 * self.adam_v[alive] + (1 - b2) * grad * grad
         t = self.adam_t
         a = o["lr"] * math.sqrt(1 - b2**t) / (1 - b1**t)
-        step = a * self.m[alive] / (np.sqrt(self.v[alive]) + self.ADAM_EPS)
+        step = a * self.adam_m[alive] / (np.sqrt(self.adam_v[alive]) + self.ADAM_EPS)
         centre = self.centre.copy()
         centre[alive] -= step
         self.centre = centre
@@ -101,15 +93,8 @@ class OpenAIES(MirroredStrategy):
         self.sigma = min(self.sigma, max(o["sigma_min"], self.sigma * o["sigma_decay"]))
 
     def _forget(self, dead):
-        self.m[dead] = 0.0
-        self.v[dead] = 0.0
-
-    def _search_state(self):
-        return {"adam_m": self.m, "adam_v": self.v}
-
-    def _restore_search(self, arrays):
-        self.m = np.array(arrays["adam_m"], dtype=np.float64)
-        self.v = np.array(arrays["adam_v"], dtype=np.float64)
+        self.adam_m[dead] = 0.0
+        self.adam_v[dead] = 0.0
 
     def _record(self):
         return {"sigma_mean": float(self.sigma), "step_norm": self.step_norm}

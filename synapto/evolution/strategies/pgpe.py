@@ -47,6 +47,7 @@ class PGPE(MirroredStrategy):
     name = "pgpe"
     SAMPLING = "symmetric sampling"
     sigma: np.ndarray
+    STATE = (*CentreStrategy.STATE, "sigma", "velocity")
     OPTIONS: ClassVar[dict[str, Option]] = {
         "sigma": Option(0.1, "initial standard deviation of every surviving weight"),
         "sigma_lr": Option(0.1, "learning rate of the standard deviations"),
@@ -60,12 +61,6 @@ class PGPE(MirroredStrategy):
         "momentum": Option(0.9, "ClipUp: decay of the velocity"),
         **CentreStrategy.COMMON_OPTIONS,
     }
-
-    def __init__(self, agent, population, options, rng):
-        super().__init__(agent, population, options, rng)
-        self.sigma = np.zeros(self.n)
-        self.velocity = np.zeros(self.n)
-        self.step_norm = math.nan
 
     @classmethod
     def check_options(cls, options):
@@ -118,13 +113,6 @@ class PGPE(MirroredStrategy):
     def _forget(self, dead):
         self.velocity[dead] = 0.0
         self.sigma[dead] = 0.0
-
-    def _search_state(self):
-        return {"sigma": self.sigma, "velocity": self.velocity}
-
-    def _restore_search(self, arrays):
-        self.sigma = np.array(arrays["sigma"], dtype=np.float64)
-        self.velocity = np.array(arrays["velocity"], dtype=np.float64)
 
     def _record(self):
         alive = self.alive
