@@ -64,6 +64,7 @@ class Opt:
     show_default: bool | str = True  #: typer's ``show_default``
     multi: bool = False  #: takes several space-separated values (``--seed 1 2 3``)
     config: bool = False  #: a config file may set it too (the command line's value wins)
+    table: bool = False  #: a table of options, given as ``--NAME KEY=VALUE`` (repeatable)
     identity: bool = False  #: part of a run's identity (``--resume`` refuses to change it)
     after: str | None = None  #: listed after this other option (by field name)
 
@@ -78,7 +79,7 @@ def declared(*classes: type) -> list[tuple[dataclasses.Field, Opt]]:
     """The options of ``classes`` (dataclasses, or instances), in the order they are listed."""
     out = [(f, f.metadata[KEY]) for cls in classes for f in dataclasses.fields(cls) if KEY in f.metadata]
     for f, o in list(out):
-        if o.after is not None:
+        if any(g.name == o.after for g, _ in out):  # (an option of another class: when listed too)
             out.remove((f, o))
             at = next(i for i, (g, _) in enumerate(out) if g.name == o.after)
             out.insert(at + 1, (f, o))
