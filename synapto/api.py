@@ -59,7 +59,8 @@ def evolve(
     past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
     a ``RuntimeError`` naming it).
     """
-    from synapto.evolution.command import check_runs, check_task_timeout
+    from synapto.evolution.command import check_runs
+    from synapto.evolution.run_options import check_task_timeout
 
     out = Path(out)
     task_timeout = check_task_timeout(task_timeout)

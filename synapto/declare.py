@@ -113,11 +113,11 @@ class Request:
     values: Mapping[str, Any]
     given: frozenset[str] = frozenset()
 
-    def of(self, cls: type, given_only: bool = False) -> dict[str, Any]:
-        """The values of the options of ``cls`` (``given_only``: those given)."""
+    def of(self, *classes: type, given_only: bool = False) -> dict[str, Any]:
+        """The values of the options of ``classes`` (``given_only``: those given)."""
         return {
             f.name: self.values[f.name]
-            for f, _ in declared(cls)
+            for f, _ in declared(*classes)
             if f.name in self.values and (f.name in self.given or not given_only)
         }
 
