@@ -98,21 +98,24 @@ def resume_command(out, workers: int = 0) -> str:
     return synapto_command("evolve", "--resume", out, *(["--workers", workers] if workers else []))
 
 
-def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
-    """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
+def run_on_farm(jobs, run: EvolveRun, options, callbacks=(), log=_log, signals: bool = True) -> None:
+    """Run ``(config, out, resume)`` jobs on this process's farm, as ``run`` asks; report
+    stops.  Where every run ends: the command line's (under MPI after
+    :func:`synapto.parallel.launch.start_ranks`) and :func:`synapto.evolve`'s with workers
+    (its MPI child, :func:`synapto.api._mpi_main`; ``signals=False``: its parent stops it)."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.evolution.restarts import is_own, restarted_jobs
     from synapto.parallel.farm import make_farm
     from synapto.parallel.stopping import StopSignals
     from synapto.store import check_output_path
 
-    farm, coordinator = make_farm(task_timeout)
+    farm, coordinator = make_farm(run.task_timeout)
     if not coordinator:
         return
-    stop = StopSignals().install()
+    stop = StopSignals().install() if signals else None
     try:
-        for cfg, o, resuming in restarted_jobs(jobs, _log):
-            replace = force or is_own(o)  # a restart starts its own file again when it has no checkpoint
+        for cfg, o, resuming in restarted_jobs(jobs, log):
+            replace = run.force or is_own(o)  # a restart starts its own file again when it has no checkpoint
             if not resuming:
                 check_output_path(o, replace)
             record_run(o)
@@ -122,14 +125,14 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
                     cfg,
                     o,
                     farm,
-                    log=_log,
+                    log=log,
                     options=options,
                     resume=resuming,
                     stop=stop,
                     overwrite=replace or resuming,
                     callbacks=callbacks,
                 )
-                _log(next_steps(o))
+                log(next_steps(o))
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)
@@ -191,7 +194,7 @@ def _report_stop(exc, workers: int, stop) -> None:
     sys.stderr.write(
         f"stopped after {exc.generation} completed generation(s); checkpoint saved.\nresume with: {resume_cmd}\n"
     )
-    raise typer.Exit(stop.exit_code)
+    raise typer.Exit(1 if stop is None else stop.exit_code)
 
 
 def resume_evolution(run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
@@ -219,7 +222,7 @@ def resume_evolution(run: EvolveRun, values: dict, given_seeds, options, callbac
         _log(resume_check(path, wanted, done_generations, steps_done))
         return
     start_ranks(run.workers + 1, run.restarts)
-    run_on_farm([(wanted, Path(path), True)], options, task_timeout=run.task_timeout, callbacks=callbacks)
+    run_on_farm([(wanted, Path(path), True)], run, options, callbacks)
 
 
 # --------------------------------------------------------------------------- the evolve command
@@ -269,7 +272,7 @@ def new_evolution(run: EvolveRun, values: dict, seeds: list[int], options, callb
         return
     start_ranks(run.workers + 1, run.restarts)
     jobs = [(cfg, o, False) for cfg, o in zip(configs, outs)]
-    run_on_farm(jobs, options, run.force, run.task_timeout, callbacks=callbacks)
+    run_on_farm(jobs, run, options, callbacks)
 
 
 def workers_of(values: dict, workers: int) -> None:
