@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.errors import UsageError
 from synapto.evolution.callbacks import StopRun
-from synapto.evolution.config import EvolveConfig, RunOptions
+from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import RunSummary, run_evolution
+from synapto.evolution.run_options import EvolveRun, RunOptions
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
 
@@ -59,12 +59,10 @@ def evolve(
     past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
     a ``RuntimeError`` naming it).
     """
-    from synapto.evolution.command import check_runs, check_task_timeout
+    from synapto.evolution.command import check_runs
 
     out = Path(out)
-    task_timeout = check_task_timeout(task_timeout)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
+    run = EvolveRun(out=out, workers=workers, force=force, resume=out if resume else None, task_timeout=task_timeout)
     if resume:
         from synapto.evolution.resuming import nothing_to_do, resume_state
 
@@ -75,13 +73,13 @@ def evolve(
             return summary_of(out, 0.0)
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
-        return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout)
+        return _evolve_mpi(config, run, options, log, callbacks)
     from synapto.parallel.farm import SerialFarm
 
     return run_evolution(
         config,
         out,
-        SerialFarm(task_timeout),
+        SerialFarm(run.task_timeout),
         log=log,
         options=options,
         resume=resume,
@@ -94,24 +92,17 @@ def evolve(
 REPORT_MARK = "\x1esynapto-report "
 
 
-def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout=None) -> RunSummary:
+def _evolve_mpi(config, run: EvolveRun, options, log, callbacks) -> RunSummary:
+    """Run the request in an MPI job of ``run.workers`` + 1 ranks (:func:`_mpi_main`), its lines
+    passed to ``log`` and its reports to ``callbacks``."""
     import time
 
     from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import mpi_job
 
-    args = json.dumps(
-        {
-            "config": config.to_json(),
-            "out": str(out),
-            "resume": resume,
-            "force": force,
-            "options": options.__dict__,
-            "reports": bool(callbacks),
-            "task_timeout": task_timeout,
-        }
-    )
-    cmd, env = mpi_job(workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
+    request = {"config": config.to_json(), "run": _jsonable(run), "options": _jsonable(options)}
+    args = json.dumps({**request, "reports": bool(callbacks)})
+    cmd, env = mpi_job(run.workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
     t0 = time.perf_counter()
     tail: list[str] = []
     try:
@@ -125,7 +116,7 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, ta
             bufsize=1,
         ) as proc:
             try:
-                tail = _follow(proc, config, out, log, callbacks)
+                tail = _follow(proc, config, run.out, log, callbacks)
             except BaseException:  # a callback that raises (a pruned trial: synapto.tune) ends the MPI job
                 proc.terminate()
                 raise
@@ -134,7 +125,12 @@ def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, ta
         close_all(callbacks)
     if rc != 0:
         raise RuntimeError(f"the MPI run exited with code {rc}:\n" + "\n".join(tail))
-    return summary_of(out, time.perf_counter() - t0)
+    return summary_of(run.out, time.perf_counter() - t0)
+
+
+def _jsonable(options) -> dict:
+    """A request's options (:class:`EvolveRun`, :class:`RunOptions`) as JSON values."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}
 
 
 def _follow(proc, config, out, log, callbacks) -> list[str]:
@@ -202,27 +198,15 @@ def total_env_steps(run) -> int:
 
 
 def _mpi_main(args_json: str) -> None:
-    """Entry point of every rank of :func:`evolve`'s MPI child."""
-    from synapto.parallel.farm import make_farm
+    """Entry point of every rank of :func:`evolve`'s MPI child: the request runs where the
+    command line's runs (:func:`synapto.evolution.command.run_on_farm`)."""
+    from synapto.evolution.command import run_on_farm
 
     args = json.loads(args_json)
-    farm, coordinator = make_farm(args.get("task_timeout"))
-    if not coordinator:
-        return
-    callbacks = [_report_to_parent] if args.get("reports") else []
-    try:
-        run_evolution(
-            EvolveConfig.from_json(args["config"]),
-            Path(args["out"]),
-            farm,
-            log=lambda m: print(m, flush=True),
-            options=RunOptions(**args["options"]),
-            resume=args["resume"],
-            overwrite=args.get("force", True) or args["resume"],
-            callbacks=callbacks,
-        )
-    finally:
-        farm.close()
+    run = EvolveRun(**args["run"])
+    job = (EvolveConfig.from_json(args["config"]), Path(str(run.out)), run.resume is not None)
+    callbacks = [_report_to_parent] if args["reports"] else []
+    run_on_farm([job], run, RunOptions(**args["options"]), callbacks, log=lambda m: print(m, flush=True), signals=False)
 
 
 def _report_to_parent(report) -> None:

@@ -23,10 +23,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
 app.add_typer(bench_app, name="bench")
 
-#: options taking several space-separated values (``--hidden 8 8``); main() rewrites
-#: them to click's repeated form (``--hidden 8 --hidden 8``).
-MULTI_VALUE_OPTIONS = {"--hidden", "--seed", "--workers-list"}
-
 
 def expand_multi(argv: list[str], names) -> list[str]:
     out, i = [], 0
@@ -112,9 +108,10 @@ def hoist_global_flags(argv: list[str]) -> list[str]:
     return [*flags, *(a for a in argv if a not in GLOBAL_FLAGS)] if flags else argv
 
 
-def _register_optional() -> None:
-    """The commands, from their packages: evolve, bench (learn, compare, envs, nn, evolve, farm, race, ppo), ppo,
-    tune, replay, slurm-script, and the pictures (plot, render, draw, export; need the plot extra only when run)."""
+def _register_optional() -> frozenset[str]:
+    """Register the commands, from their packages: evolve, bench (learn, compare, envs, nn, evolve, farm, race,
+    ppo), ppo, tune, replay, slurm-script, and the pictures (plot, render, draw, export; need the plot extra
+    only when run).  Returns the flags of their options that take several space-separated values."""
     from synapto.bench.compare import register as compare_register
     from synapto.bench.envs import register as envs_register
     from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
@@ -125,7 +122,9 @@ def _register_optional() -> None:
     from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
     from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
     from synapto.commands import register as commands_register
+    from synapto.declare import multi_value_flags
     from synapto.evolution.cli import register as evolve_register
+    from synapto.evolution.config import EVOLVE_OPTIONS
     from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
     from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
     from synapto.viz.cli import register as viz_register
@@ -144,21 +143,14 @@ def _register_optional() -> None:
     bench_ppo_register(bench_app)
     tune_register(app)
     commands_register(app)
-    MULTI_VALUE_OPTIONS.update(
-        {
-            "--backend",
-            "--mode",
-            *bench_evolve_multi,
-            *ppo_multi,
-            *bench_ppo_multi,
-            *sparsity_multi,
-            *race_multi,
-            *tune_multi,
-        }
-    )
+    evolve_multi = multi_value_flags(*EVOLVE_OPTIONS)
+    multi = (evolve_multi, bench_evolve_multi, ppo_multi, bench_ppo_multi, sparsity_multi, race_multi, tune_multi)
+    return frozenset({"--backend", "--mode"}).union(*multi)
 
 
-_register_optional()
+#: options taking several space-separated values (``--hidden 8 8``); main() rewrites
+#: them to click's repeated form (``--hidden 8 --hidden 8``).
+MULTI_VALUE_OPTIONS = _register_optional()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,10 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from synapto.errors import UsageError, option
-
-#: strategy options that have a command-line flag (and a top-level TOML key) of their own
-STRATEGY_SHORTHANDS = ("sigma", "lr", "prune", "mutation_std")
+from synapto.errors import UsageError
 
 
 def key_values(option: str, items: list[str] | None) -> dict:
@@ -40,22 +37,6 @@ def table(values: dict, key: str) -> dict:
         twice = sorted(k for k in out if sum(str(o).replace("-", "_") == k for o in opts) > 1)
         raise UsageError(f"[{key}] sets {', '.join(twice)} twice (dashes and underscores name the same option)")
     return out
-
-
-def strategy_options(values: dict, extra: list[str] | None) -> dict:
-    """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
-    then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
-    opts = table(values, "strategy_options")
-    for key in STRATEGY_SHORTHANDS:
-        if key in values:
-            opts[key] = values.pop(key)
-    opts.update(key_values("--strategy-option", extra))
-    if "prune" in opts and isinstance(opts["prune"], str):
-        word = opts["prune"].lower()
-        if word not in ("on", "off"):
-            raise UsageError(f"{option('prune')} must be 'on' or 'off', got {opts['prune']!r}")
-        opts["prune"] = word == "on"
-    return opts
 
 
 def layer_sizes(option: str, values) -> tuple[int, ...]:

@@ -237,10 +237,9 @@ def test_every_shipped_config_is_accepted():
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
     from synapto.config import load_toml
-    from synapto.evolution.command import check_task_timeout
-    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
+    from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, strategy_options
+    from synapto.evolution.run_options import check_task_timeout
     from synapto.evolution.strategies import make_strategy
-    from synapto.options import strategy_options
     from synapto.ppo.config import build_config, load_ppo_toml
 
     assert len(EXPERIMENTS) >= 5 and ROOT / "experiments" / "quickstart.toml" in EXPERIMENTS

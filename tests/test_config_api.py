@@ -85,8 +85,7 @@ def test_from_toml_refusals_are_one_line_usage_errors(tmp_path):
 def test_the_cli_and_the_api_accept_the_same_keys():
     import dataclasses
 
-    from synapto.evolution.config import EVOLVE_KEYS, EVOLVE_RUN_KEYS, EvolveConfig
-    from synapto.options import STRATEGY_SHORTHANDS
+    from synapto.evolution.config import EVOLVE_KEYS, EVOLVE_RUN_KEYS, STRATEGY_SHORTHANDS, EvolveConfig
 
     assert set(EVOLVE_KEYS) == (
         {f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS | set(STRATEGY_SHORTHANDS)

@@ -8,14 +8,19 @@ Bad input raises :class:`synapto.errors.UsageError` (one line, exit 2, printed b
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import typer
 
+from synapto.declare import Request
 from synapto.errors import DiskFullError, TrackingError, UsageError
+from synapto.evolution.config import TABLES, VALUE_OPTIONS, file_values, run_values
 from synapto.evolution.resuming import nothing_to_do, resume_check, resume_state
+from synapto.evolution.run_options import EVOLVE_RUN_KEYS, EvolveRun, RunOptions, resolve_population
 from synapto.logs import say as _log
+from synapto.options import layer_sizes
 from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import next_lines, synapto_command
 
@@ -66,27 +71,6 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     return agent
 
 
-#: the longest --task-timeout (about 116 days): the interval timer's own limit is near 1e9 s
-MAX_TASK_TIMEOUT = 1e7
-
-
-def check_task_timeout(value) -> float | None:
-    """``--task-timeout`` / ``task_timeout``: None (off) or a number of seconds in
-    (0, :data:`MAX_TASK_TIMEOUT`]."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= MAX_TASK_TIMEOUT):
-        raise UsageError(f"--task-timeout must be a number of seconds in (0, {MAX_TASK_TIMEOUT:,.0f}], got {value!r}")
-    return float(value)
-
-
-def check_restarts(value) -> int:
-    """``--restarts``: how often a ``--workers`` job starts again after a lost rank (>= 0)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"--restarts must be an integer >= 0, got {value!r}")
-    return value
-
-
 def check_evolve_memory(configs, n_params: int) -> None:
     """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
     from synapto.evolution.strategies import strategy_class
@@ -114,21 +98,24 @@ def resume_command(out, workers: int = 0) -> str:
     return synapto_command("evolve", "--resume", out, *(["--workers", workers] if workers else []))
 
 
-def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
-    """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
+def run_on_farm(jobs, run: EvolveRun, options, callbacks=(), log=_log, signals: bool = True) -> None:
+    """Run ``(config, out, resume)`` jobs on this process's farm, as ``run`` asks; report
+    stops.  Where every run ends: the command line's (under MPI after
+    :func:`synapto.parallel.launch.start_ranks`) and :func:`synapto.evolve`'s with workers
+    (its MPI child, :func:`synapto.api._mpi_main`; ``signals=False``: its parent stops it)."""
     from synapto.evolution.loop import RunStopped, run_evolution
     from synapto.evolution.restarts import is_own, restarted_jobs
     from synapto.parallel.farm import make_farm
     from synapto.parallel.stopping import StopSignals
     from synapto.store import check_output_path
 
-    farm, coordinator = make_farm(task_timeout)
+    farm, coordinator = make_farm(run.task_timeout)
     if not coordinator:
         return
-    stop = StopSignals().install()
+    stop = StopSignals().install() if signals else None
     try:
-        for cfg, o, resuming in restarted_jobs(jobs, _log):
-            replace = force or is_own(o)  # a restart starts its own file again when it has no checkpoint
+        for cfg, o, resuming in restarted_jobs(jobs, log):
+            replace = run.force or is_own(o)  # a restart starts its own file again when it has no checkpoint
             if not resuming:
                 check_output_path(o, replace)
             record_run(o)
@@ -138,14 +125,14 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
                     cfg,
                     o,
                     farm,
-                    log=_log,
+                    log=log,
                     options=options,
                     resume=resuming,
                     stop=stop,
                     overwrite=replace or resuming,
                     callbacks=callbacks,
                 )
-                _log(next_steps(o))
+                log(next_steps(o))
             except RunStopped as exc:
                 farm.close()
                 _report_stop(exc, workers(), stop)
@@ -207,22 +194,13 @@ def _report_stop(exc, workers: int, stop) -> None:
     sys.stderr.write(
         f"stopped after {exc.generation} completed generation(s); checkpoint saved.\nresume with: {resume_cmd}\n"
     )
-    raise typer.Exit(stop.exit_code)
+    raise typer.Exit(1 if stop is None else stop.exit_code)
 
 
-def resume_evolution(
-    path: Path,
-    values: dict,
-    given_seeds,
-    n_workers: int,
-    options,
-    task_timeout: float | None = None,
-    check: bool = False,
-    callbacks=(),
-    restarts: int = 0,
-) -> None:
+def resume_evolution(run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
     """``evolve --resume RUN.h5``: check the options against the run, then continue it
-    (``restarts``: how often the ``--workers`` job starts again after a lost rank)."""
+    (``run.restarts``: how often the ``--workers`` job starts again after a lost rank)."""
+    path = run.resume
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -240,155 +218,69 @@ def resume_evolution(
     check_evolve_memory([wanted], build_agent(wanted).n_params)
     if env_rank() == 0:
         check_writable(path)
-    if check:
+    if run.check:
         _log(resume_check(path, wanted, done_generations, steps_done))
         return
-    start_ranks(n_workers + 1, restarts)
-    run_on_farm([(wanted, Path(path), True)], options, task_timeout=task_timeout, callbacks=callbacks)
+    start_ranks(run.workers + 1, run.restarts)
+    run_on_farm([(wanted, Path(path), True)], run, options, callbacks)
 
 
 # --------------------------------------------------------------------------- the evolve command
 
-#: evolve's options that a ``--config`` file (or the default experiment) may set too: given on
-#: the command line, they win over the file's value
-VALUE_OPTIONS = (
-    "env",
-    "agent",
-    "population",
-    "population_per_worker",
-    "generations",
-    "max_env_steps",
-    "hidden",
-    "episodes",
-    "seed",
-    "test_episodes",
-    "workers",
-    "out",
-    "crn",
-    "validate_top",
-    "validate_episodes",
-    "strategy",
-    "sigma",
-    "lr",
-    "prune",
-    "mutation_std",
-    "obs_norm",
-    "select_episodes",
-    "task_timeout",
-)
 
-
-def evolve_command(ctx, opts: dict) -> None:
-    """``synapto evolve``: ``opts`` are its parsed options by name (:mod:`synapto.evolution.cli`).
-    The run's values (the command line's over a config file's), their checks, then
-    ``--resume`` or new runs."""
-    from synapto.evolution.config import RunOptions
-    from synapto.options import given_values, layer_sizes
-
-    given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
+def evolve_command(request: Request) -> None:
+    """``synapto evolve``: ``request`` holds its options (:data:`synapto.evolution.config.EVOLVE_OPTIONS`).  The run's
+    values (the command line's over a config file's), their checks, then ``--resume`` or new runs."""
+    given = {k: request.values[k] for k in VALUE_OPTIONS if k in request.given}
     if "hidden" in given:
         given["hidden"] = layer_sizes("--hidden", given["hidden"])
-    values, file_values = run_values(opts, given)
-    seeds = _seeds(values.pop("seed", [0]))
-    n_workers = workers_of(values)
-    out_path = values.pop("out", None)
-    if out_path is not None and not isinstance(out_path, (str, Path)):
-        raise UsageError(f"--out must be a file path, got {out_path!r}")
-    task_timeout = check_task_timeout(values.pop("task_timeout", None))
-    options = RunOptions(**{k: opts[k] for k in ("schedule", "on_error", "checkpoint_every", "batch", "wire")})
-    restarts = check_restarts(opts["restarts"])
-    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"], len(seeds))
-    if opts["resume"] is not None:
-        if "out" not in given and out_path is not None:
+    run = request.build(EvolveRun)
+    tables = {k: request.values[k] for k in TABLES}
+    file = {} if run.config is None else file_values(run.config)
+    values = run_values(file, given, tables, defaults=run.resume is None)
+    given_seed = values.pop("seed", None)  # (resuming: None when neither the file nor the command line gave it)
+    seeds = _seeds([0] if given_seed is None else given_seed)
+    run = dataclasses.replace(run, **{k: values.pop(k) for k in EVOLVE_RUN_KEYS if k in values})
+    workers_of(values, run.workers)
+    options = request.build(RunOptions)
+    callbacks = tracking_callbacks(run.tensorboard, run.live_log, len(seeds))
+    if run.resume is not None:
+        if "out" not in given and run.out is not None:
             raise UsageError(
-                f"--config {opts['config']} sets out = {str(out_path)!r}, but --resume continues "
+                f"--config {run.config} sets out = {str(run.out)!r}, but --resume continues "
                 f"RUN.h5 in place: resume without --config (the run file holds its config)"
             )
-        if out_path is not None or opts["force"]:
+        if run.out is not None or run.force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
-        given_seeds = None if "seed" not in given and "seed" not in file_values else seeds
-        resume_evolution(
-            opts["resume"],
-            values,
-            given_seeds=given_seeds,
-            n_workers=n_workers,
-            options=options,
-            task_timeout=task_timeout,
-            check=opts["check"],
-            callbacks=callbacks,
-            restarts=restarts,
-        )
+        resume_evolution(run, values, None if given_seed is None else seeds, options, callbacks)
         return
-    default_run = (
-        opts["config"] is None
-        and not opts["strategy_option"]
-        and not opts["agent_option"]
-        and not opts["env_option"]
-        and not set(given) - {"seed", "workers", "out"}
-    )
-    configs, outs = new_runs(values, seeds, out_path)
-    agent = check_runs(configs, outs, opts["force"])  # everything we can, before starting processes
+    default_run = run.config is None and not any(tables.values()) and not set(given) - {"seed", "workers", "out"}
+    new_evolution(run, values, seeds, options, callbacks, default_run)
+
+
+def new_evolution(run: EvolveRun, values: dict, seeds: list[int], options, callbacks=(), default_run=False) -> None:
+    """Start new runs of ``values``, one per seed, as ``run`` says (``default_run``: the
+    default experiment, described first)."""
+    configs, outs = new_runs(values, seeds, run.out)
+    agent = check_runs(configs, outs, run.force)  # everything we can, before starting processes
     if default_run and env_rank() == 0:
         from synapto import defaults
 
-        _log(defaults.describe(configs[0], n_workers))
-    if opts["check"]:
-        _log(would_run(configs, outs, agent, n_workers))
+        _log(defaults.describe(configs[0], run.workers))
+    if run.check:
+        _log(would_run(configs, outs, agent, run.workers))
         return
-    start_ranks(n_workers + 1, restarts)
-    run_on_farm(
-        [(cfg, o, False) for cfg, o in zip(configs, outs)], options, opts["force"], task_timeout, callbacks=callbacks
-    )
+    start_ranks(run.workers + 1, run.restarts)
+    jobs = [(cfg, o, False) for cfg, o in zip(configs, outs)]
+    run_on_farm(jobs, run, options, callbacks)
 
 
-def workers_of(values: dict) -> int:
-    """``--workers`` (popped from the run's ``values``, checked); a population per worker is
-    resolved then, once (:func:`synapto.evolution.config.resolve_population`): against the
-    ranks but one when MPI started this process (``--workers`` is ignored then), else
-    against ``--workers``."""
-    n_workers = values.pop("workers", 0)
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
-        raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
+def workers_of(values: dict, workers: int) -> None:
+    """Resolve a population per worker in the run's ``values``, once
+    (:func:`synapto.evolution.run_options.resolve_population`): against the ranks but one when MPI
+    started this process (``--workers`` is ignored then), else against ``workers``."""
     if "population_per_worker" in values:
-        from synapto.evolution.config import resolve_population
-
-        resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
-    return n_workers
-
-
-def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
-    """``(values, file_values)``: the run's values -- (not resuming) the default experiment's,
-    a ``--config`` file's over them, the ``given`` ones and the KEY=VALUE options over those --
-    and the file's alone."""
-    from synapto import defaults
-    from synapto.config import load_toml
-    from synapto.evolution.config import EVOLVE_KEYS
-    from synapto.options import hidden_layers, key_values, strategy_options, table
-
-    values = {} if opts["config"] is None else load_toml(opts["config"], EVOLVE_KEYS)
-    file_values = dict(values)
-    for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
-        if one in given:  # the command line's choice wins over the file's other one
-            values.pop(other, None)
-    if opts["resume"] is None:  # the default experiment (synapto/defaults.py), changed by the file and options
-        population = "population" in values or "population" in given
-        values = defaults.with_defaults(values, EVOLVE_KEYS, given.get("strategy"))
-        if not population and ("population_per_worker" in values or "population_per_worker" in given):
-            values.pop("population")  # resolved from the share per worker (workers_of), not the default's
-    values.update(given)
-    if "hidden" in values:  # --hidden 0: no hidden layer; hidden = 8: one layer
-        values["hidden"] = hidden_layers(values["hidden"])
-    found = strategy_options(values, opts["strategy_option"])
-    if found:
-        values["strategy_options"] = found
-    for key, flag, items in (
-        ("agent_options", "--agent-option", opts["agent_option"]),
-        ("env_options", "--env-option", opts["env_option"]),
-    ):
-        found = {**table(values, key), **key_values(flag, items)}
-        if found:
-            values[key] = found
-    return values, file_values
+        resolve_population(values, _rank_count() - 1 if under_mpi() else workers)
 
 
 def _seeds(value) -> list[int]:

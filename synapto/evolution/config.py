@@ -1,6 +1,9 @@
 """The evolution run's configuration, frozen dataclasses validated on creation: what a run
-computes (:class:`EvolveConfig`, and the keys its config files may hold) and how it is
-executed (:class:`RunOptions`).
+computes (:class:`EvolveConfig`, whose fields are ``evolve``'s options, declared once:
+:mod:`synapto.declare`), the keys its config files may hold, and the one reading of a run's
+values from a config file, the default experiment and the options given (:func:`file_values`,
+:func:`run_values`).  How a run is executed: :mod:`synapto.evolution.run_options`
+(:class:`RunOptions`, :class:`~synapto.evolution.run_options.EvolveRun`).
 
 Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
 command-line options.  Library code never reads argv; the evolve command
@@ -18,12 +21,24 @@ import contextvars
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
+from synapto.declare import names, opt
 from synapto.errors import UsageError, on_command_line, option
-from synapto.options import STRATEGY_SHORTHANDS
+from synapto.evolution.run_options import (
+    CHOOSE,
+    EVOLVE_RUN_KEYS,
+    RUN,
+    SEARCH,
+    STRATEGY_SHORTHANDS,
+    EvolveRun,
+    RunOptions,
+    Shorthands,
+    _check_share,
+    resolve_population,
+)
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
@@ -69,6 +84,14 @@ class _StrategysOwn(Mapping[str, Any]):
 #: the default of ``EvolveConfig.strategy_options``
 STRATEGYS_OWN: Mapping[str, Any] = _StrategysOwn()
 
+_RUN_VALUE = dict(panel=RUN, config=True, identity=True)
+_CHOOSE_VALUE = dict(panel=CHOOSE, config=True, identity=True)
+
+
+def _table(panel: str, name: str) -> dict:
+    """A table of options, given on the command line as ``--NAME KEY=VALUE`` (repeatable)."""
+    return dict(panel=panel, name=name, cli=list[str] | None, shown=None, show_default=False, table=True, identity=True)
+
 
 @dataclass(frozen=True)
 class EvolveConfig:
@@ -84,58 +107,118 @@ class EvolveConfig:
     give over the default experiment's (``--sigma 0.2`` keeps its pruning): see
     :func:`synapto.defaults.with_defaults`."""
 
-    env: str = "LunarLander-v3"  #: gymnasium environment id
-    agent: str = "hebbian-dag"  #: pruned-mlp, hebbian-dag, or package.module:Class
-    population: int = 64  #: individuals per generation (>= 2)
-    generations: int = 100_000  #: generations to run (at most, with ``max_env_steps``)
-    #: env-step budget of training + validation episodes: the run ends after the generation
-    #: that reaches it (0: no budget; the final selection and test come on top)
-    max_env_steps: int = 2_750_000
-    hidden: tuple[int, ...] = (8, 8)  #: hidden layer sizes
-    episodes: int = 1  #: episodes averaged per fitness evaluation
-    seed: int = 0  #: run seed; every random number of the run derives from it
-    test_episodes: int = 100  #: episodes of the final champion test (0 skips it)
-    agent_options: Mapping[str, Any] = field(default_factory=dict)  #: agent-specific options
+    env: str = opt(
+        "LunarLander-v3",
+        help="Gymnasium environment id; module:Env-v0 imports module first.",
+        panel=RUN,
+        config=True,
+        identity=True,
+    )
     #: how the run's environments are made and its episodes run (:class:`synapto.envs.EnvOptions`):
     #: ``reward_shift`` (synapto's own) and keyword arguments of ``gymnasium.make`` (the env's
     #: constructor's, and ``max_episode_steps``)
-    env_options: Mapping[str, Any] = field(default_factory=dict)
-    crn: bool = True  #: common random numbers: a generation's individuals share training episodes
-    validate_top: int = 2  #: candidates re-evaluated on validation episodes (0: the elite count)
-    validate_episodes: int = 8  #: validation episodes per candidate (0: no validation)
-    #: how the next generation is made: ga, openai-es, pgpe, cmaes, ars (synapto.evolution.strategies)
-    strategy: str = DEFAULT_STRATEGY
+    env_options: Mapping[str, Any] = opt(
+        factory=dict,
+        help="A keyword argument of the env's constructor, KEY=VALUE (repeatable), e.g. continuous=true.",
+        **_table(RUN, "env_option"),
+    )
+    agent: str = opt(
+        "hebbian-dag", help="pruned-mlp, hebbian-dag, or package.module:Class.", panel=RUN, config=True, identity=True
+    )
+    agent_options: Mapping[str, Any] = opt(
+        factory=dict,
+        help="An agent option, KEY=VALUE (repeatable), e.g. neuromodulate=true (hebbian-dag).",
+        **_table(RUN, "agent_option"),
+    )
+    hidden: tuple[int, ...] = opt(
+        (8, 8),
+        help='Hidden layer sizes: --hidden 8 8, --hidden 8,8 or --hidden "[8,8]" (as ppo --hid); '
+        "--hidden 0: none (a linear policy).",
+        cli=list[str],
+        shown=["8", "8"],
+        multi=True,
+        **_RUN_VALUE,
+    )
+    population: int = opt(64, help="Individuals per generation.", **_RUN_VALUE)
+    #: for information: the per-worker population ``population`` was resolved from
+    #: (:func:`resolve_population`); None when the population was given
+    #: as such.  Not part of the run's identity: ``population`` is what the run computes with.
+    population_per_worker: int | None = opt(
+        None,
+        help="Individuals per generation per worker, instead of --population: the population is this times "
+        "the workers (times 1 in a serial run), resolved once at the start and recorded in the run file.",
+        show_default="off",
+        panel=RUN,
+        config=True,
+    )
+    generations: int = opt(100_000, help="Generations to run (at most, with --max-env-steps).", panel=RUN, config=True)
+    #: (0: no budget; the final selection and test come on top)
+    max_env_steps: int = opt(
+        2_750_000,
+        help="Env-step budget of training and validation episodes: the run ends after the generation that "
+        "reaches it; 0 for none.",
+        panel=RUN,
+        config=True,
+    )
+    episodes: int = opt(1, help="Episodes averaged per fitness.", **_RUN_VALUE)
+    #: every random number of the run derives from it
+    seed: int = opt(
+        0, help="Run seed(s); several run one after another.", cli=list[int], shown=[0], multi=True, **_RUN_VALUE
+    )
+    strategy: str = opt(
+        DEFAULT_STRATEGY,
+        help="How the next generation is made: ga, openai-es, pgpe, cmaes or ars (docs/strategies.md).",
+        panel=SEARCH,
+        config=True,
+        identity=True,
+    )
     #: the strategy's options (see ``Strategy.OPTIONS``); unknown names are refused; left out
     #: (:data:`STRATEGYS_OWN`): :data:`DEFAULT_STRATEGY_OPTIONS` for the default strategy, none for another
-    strategy_options: Mapping[str, Any] = STRATEGYS_OWN
-    #: normalise observations by running statistics of the training episodes (synapto.evolution.obs_norm)
-    obs_norm: bool = False
-    #: after the last generation, the strategy's final candidates are re-evaluated on this many fresh
-    #: episodes of the SELECT stream and the best becomes the champion (0: the strategy's champion)
-    select_episodes: int = 30
-    #: for information: the per-worker population ``population`` was resolved from
-    #: (:func:`resolve_population`); None when the population was given as such.  Not part of
-    #: the run's identity: ``population`` is what the run computes with.
-    population_per_worker: int | None = None
-
-    # Fields that change what a run computes; --resume refuses to change them.
-    IDENTITY = (
-        "env",
-        "env_options",
-        "agent",
-        "population",
-        "hidden",
-        "episodes",
-        "seed",
-        "agent_options",
-        "crn",
-        "validate_top",
-        "validate_episodes",
-        "strategy",
-        "strategy_options",
-        "obs_norm",
-        "select_episodes",
+    strategy_options: Mapping[str, Any] = opt(
+        STRATEGYS_OWN,
+        help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
+        **_table(SEARCH, "strategy_option"),
     )
+    #: (synapto.evolution.obs_norm)
+    obs_norm: bool = opt(
+        False,
+        help="Normalise observations by running statistics of the training episodes, frozen per generation.",
+        flags=("--obs-norm/--no-obs-norm",),
+        panel=SEARCH,
+        config=True,
+        identity=True,
+    )
+    crn: bool = opt(
+        True,
+        help="Common random numbers: every individual of a generation gets the same training episodes.",
+        flags=("--crn/--no-crn",),
+        panel=SEARCH,
+        config=True,
+        identity=True,
+    )
+    validate_top: int = opt(
+        2,
+        help="Candidates (top by training fitness) re-evaluated each generation on validation episodes; "
+        "0 means the elite count, ceil(population/8).",
+        **_CHOOSE_VALUE,
+    )
+    validate_episodes: int = opt(
+        8,
+        help="Fresh validation episodes per candidate; the best-ever agent and the hall of fame are chosen "
+        "on them. 0 chooses on training fitness, as the reference does.",
+        **_CHOOSE_VALUE,
+    )
+    #: (episodes of the SELECT stream)
+    select_episodes: int = opt(
+        30,
+        help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
+        "episodes and make the best the champion; 0 keeps the strategy's champion.",
+        **_CHOOSE_VALUE,
+    )
+    test_episodes: int = opt(100, help="Episodes of the final champion test; 0 skips it.", panel=CHOOSE, config=True)
+
+    #: the fields that change what a run computes (declared ``identity``); --resume refuses to change them
+    IDENTITY: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self):
         if isinstance(self.hidden, (list, tuple)):
@@ -151,67 +234,35 @@ class EvolveConfig:
         self.validate()
 
     def validate(self) -> None:
-        def need(ok: bool, msg: str):
-            if not ok:
-                raise UsageError(msg)
-
-        def integer(v) -> bool:  # true and false are not numbers here
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        need(
-            integer(self.population) and self.population >= 2,
-            f"{option('population')} must be an integer >= 2, got {self.population!r}",
-        )
-        need(
-            integer(self.generations) and self.generations >= 1,
-            f"{option('generations')} must be an integer >= 1, got {self.generations!r}",
-        )
-        need(
-            integer(self.max_env_steps) and self.max_env_steps >= 0,
-            f"{option('max_env_steps')} must be an integer >= 0, got {self.max_env_steps!r}",
-        )
-        need(
-            isinstance(self.hidden, tuple) and all(integer(h) and h > 0 for h in self.hidden),
+        for name, low, what in _COUNTS:
+            value = getattr(self, name)
+            _need(_integer(value) and value >= low, f"{option(name)} must be {what}, got {value!r}")
+        _need(
+            isinstance(self.hidden, tuple) and all(_integer(h) and h > 0 for h in self.hidden),
             f"{option('hidden')} must be positive integers (none: no hidden layer), got {_show(self.hidden)!r}",
         )
-        need(
-            integer(self.episodes) and self.episodes >= 1,
-            f"{option('episodes')} must be a positive integer, got {self.episodes!r}",
-        )
-        need(
-            integer(self.seed) and self.seed >= 0, f"{option('seed')} must be a non-negative integer, got {self.seed!r}"
-        )
-        need(
-            integer(self.test_episodes) and self.test_episodes >= 0,
-            f"{option('test_episodes')} must be an integer >= 0, got {self.test_episodes!r}",
-        )
-        need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
+        _need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
         if _CHECK_ENV.get():
             from synapto.envs import check_env_id
 
             check_env_id(self.env)
-        need(isinstance(self.crn, bool), f"{option('crn')} must be true or false, got {self.crn!r}")
-        need(
-            integer(self.validate_top) and 0 <= self.validate_top <= self.population,
+        for name in ("crn", "obs_norm"):
+            _need(
+                isinstance(getattr(self, name), bool),
+                f"{option(name)} must be true or false, got {getattr(self, name)!r}",
+            )
+        _need(
+            _integer(self.validate_top) and 0 <= self.validate_top <= self.population,
             f"{option('validate_top')} must be an integer in 0..population ({self.population}), "
             f"got {self.validate_top!r}",
-        )
-        need(
-            integer(self.validate_episodes) and self.validate_episodes >= 0,
-            f"{option('validate_episodes')} must be an integer >= 0, got {self.validate_episodes!r}",
-        )
-        need(isinstance(self.obs_norm, bool), f"{option('obs_norm')} must be true or false, got {self.obs_norm!r}")
-        need(
-            integer(self.select_episodes) and self.select_episodes >= 0,
-            f"{option('select_episodes')} must be an integer >= 0, got {self.select_episodes!r}",
         )
         _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
         from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
-        need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
-        need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
+        _need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
+        _need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
         from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
@@ -266,24 +317,12 @@ class EvolveConfig:
         values (:func:`synapto.defaults.with_defaults`); ``overrides`` (field values) win over
         the file.  The file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a
         config; a ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
-        from synapto.config import load_toml, one_seed
-        from synapto.defaults import with_defaults
-        from synapto.options import hidden_layers, strategy_options, table
+        from synapto.config import one_seed
 
-        values = load_toml(path, EVOLVE_KEYS)
+        values = run_values(file_values(path), strategy=overrides.get("strategy"))
         resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:
             values.pop(key, None)
-        values = with_defaults(values, EVOLVE_KEYS, overrides.get("strategy"))
-        if "hidden" in values:
-            values["hidden"] = hidden_layers(values["hidden"])
-        opts = strategy_options(values, None)
-        if opts:
-            values["strategy_options"] = opts
-        for key in ("agent_options", "env_options"):
-            found = table(values, key)
-            if found:
-                values[key] = found
         if "seed" in values and "seed" not in overrides:
             values["seed"] = one_seed(values["seed"], path)
         try:
@@ -337,70 +376,100 @@ STORED_DEFAULTS: Mapping[str, Any] = MappingProxyType(
 )
 
 
+EvolveConfig.IDENTITY = names(EvolveConfig, identity=True)
+
+#: EvolveConfig's counts, the lowest value each takes and how an error says so, checked in this order
+_COUNTS = (
+    ("population", 2, "an integer >= 2"),
+    ("generations", 1, "an integer >= 1"),
+    ("max_env_steps", 0, "an integer >= 0"),
+    ("episodes", 1, "a positive integer"),
+    ("seed", 0, "a non-negative integer"),
+    ("test_episodes", 0, "an integer >= 0"),
+    ("validate_episodes", 0, "an integer >= 0"),
+    ("select_episodes", 0, "an integer >= 0"),
+)
+
+
+def _need(ok: bool, msg: str) -> None:
+    if not ok:
+        raise UsageError(msg)
+
+
+def _integer(v) -> bool:
+    """An integer (true and false are not numbers here)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _show(v):
     return list(v) if isinstance(v, tuple) else v
 
 
-def _check_share(share) -> None:
-    """``population_per_worker``: None (the population was given as such) or an integer >= 1."""
-    if share is not None and (isinstance(share, bool) or not isinstance(share, int) or share < 1):
-        raise UsageError(f"--population-per-worker must be an integer >= 1, got {share!r}")
-
-
-def resolve_population(values: dict, workers) -> None:
-    """Resolve ``values["population_per_worker"]`` (a run's values, in place) once, at the
-    start: ``population`` = per worker x ``workers`` (1 in a serial run, ``workers`` = 0), the
-    per-worker value kept for information.  The run file records the resolved population, so
-    ``--resume``, replay and the same config on any number of ranks compute the same run.
-    One line (exit 2): a value below 1, or a population given too."""
-    per_worker = values.get("population_per_worker")
-    if per_worker is None:
-        return
-    _check_share(per_worker)
-    if "population" in values:
-        raise UsageError(
-            "--population and --population-per-worker exclude each other: give the population "
-            "or its share per worker, not both"
-        )
-    count = workers if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1 else 1
-    if per_worker * count < 2:
-        raise UsageError(
-            f"--population-per-worker {per_worker} x {count} worker(s) is a population of {per_worker * count}; "
-            f"it must be >= 2"
-        )
-    values["population"] = per_worker * count
-
-
-#: keys of an ``evolve`` config file that say how a run is executed, not what it computes
-EVOLVE_RUN_KEYS = frozenset({"workers", "out", "task_timeout"})
+#: the classes whose options make ``evolve``'s command line, in the order of its help
+EVOLVE_OPTIONS = (EvolveConfig, Shorthands, EvolveRun, RunOptions)
 #: every key an ``evolve`` config file (and the command line) may set: EvolveConfig's fields,
 #: the run keys and the strategy shorthands (``sigma``, ``lr``, ...)
 EVOLVE_KEYS = frozenset({f.name for f in dataclasses.fields(EvolveConfig)} | EVOLVE_RUN_KEYS | set(STRATEGY_SHORTHANDS))
+#: evolve's options that a config file (or the default experiment) may set too: given on the
+#: command line, they win over the file's value
+VALUE_OPTIONS = names(*EVOLVE_OPTIONS, config=True)
+#: EvolveConfig's tables of options (``--agent-option KEY=VALUE`` ...)
+TABLES = names(EvolveConfig, table=True)
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How a run is executed; none of these change its results.  Validated on creation:
-    a bad value is a one-line :class:`UsageError` naming the command-line option."""
+def file_values(path) -> dict:
+    """An ``evolve`` config file's own values (a file, or a shipped config's name)."""
+    from synapto.config import load_toml
 
-    schedule: str = "dynamic"  #: "dynamic" or "waves" (see synapto.parallel.farm)
-    on_error: str = "abort"  #: "abort": checkpoint and stop; "skip": fitness -inf, go on
-    checkpoint_every: int = 1  #: generations between checkpoints
-    #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
-    #: agent support it (synapto.evolution.worker.batched); "off": one environment at a time
-    batch: str = "auto"
-    #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
-    #: goes to each worker once; "genomes": every task carries its genome
-    wire: str = "keys"
+    return load_toml(path, EVOLVE_KEYS)
 
-    def __post_init__(self):
-        if self.schedule not in ("dynamic", "waves"):
-            raise UsageError(f"{option('schedule')} must be 'dynamic' or 'waves', got {self.schedule!r}")
-        if self.on_error not in ("abort", "skip"):
-            raise UsageError(f"{option('on_error')} must be 'abort' or 'skip', got {self.on_error!r}")
-        if self.checkpoint_every < 1:
-            raise UsageError(f"{option('checkpoint_every')} must be >= 1, got {self.checkpoint_every}")
-        if self.batch not in ("auto", "off"):
-            raise UsageError(f"{option('batch')} must be 'auto' or 'off', got {self.batch!r}")
-        if self.wire not in ("keys", "genomes"):
-            raise UsageError(f"{option('wire')} must be 'keys' or 'genomes', got {self.wire!r}")
+
+def run_values(file: dict, given=None, tables=None, defaults: bool = True, strategy=None) -> dict:
+    """A run's values: (``defaults``) the default experiment's, a config file's (``file``, its
+    :func:`file_values`) over them, the options ``given`` over those (``hidden`` as layer sizes), and the
+    KEY=VALUE items of ``tables`` (``{"agent_options": ["a=1"]}``) over the file's tables.
+    ``strategy``: the strategy whose options the default experiment keeps (else the given's,
+    else the file's)."""
+    from synapto import defaults as experiment
+    from synapto.declare import flag
+    from synapto.options import hidden_layers, key_values, table
+
+    given, tables = dict(given or {}), dict(tables or {})
+    values = dict(file)
+    for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
+        if one in given:  # the command line's choice wins over the file's other one
+            values.pop(other, None)
+    if defaults:  # the default experiment (synapto/defaults.py), changed by the file and options
+        population = "population" in values or "population" in given
+        values = experiment.with_defaults(values, EVOLVE_KEYS, given.get("strategy", strategy))
+        if not population and ("population_per_worker" in values or "population_per_worker" in given):
+            values.pop("population")  # resolved from the share per worker, not the default's
+    values.update(given)
+    if "hidden" in values:  # --hidden 0: no hidden layer; hidden = 8: one layer
+        values["hidden"] = hidden_layers(values["hidden"])
+    found = strategy_options(values, tables.pop("strategy_options", None))
+    if found:
+        values["strategy_options"] = found
+    for key in (k for k in TABLES if k != "strategy_options"):  # (laid over the shorthands above)
+        found = {**table(values, key), **key_values(flag(EvolveConfig, key), tables.get(key))}
+        if found:
+            values[key] = found
+    return values
+
+
+def strategy_options(values: dict, extra: list[str] | None) -> dict:
+    """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
+    then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
+    from synapto.options import key_values, table
+
+    opts = table(values, "strategy_options")
+    for key in STRATEGY_SHORTHANDS:
+        if key in values:
+            opts[key] = values.pop(key)
+    opts.update(key_values("--strategy-option", extra))
+    if "prune" in opts and isinstance(opts["prune"], str):
+        word = opts["prune"].lower()
+        if word not in ("on", "off"):
+            raise UsageError(f"{option('prune')} must be 'on' or 'off', got {opts['prune']!r}")
+        opts["prune"] = word == "on"
+    return opts

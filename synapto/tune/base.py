@@ -32,13 +32,10 @@ def tunable_names() -> list[str]:
 def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
-    from synapto.config import load_toml
-    from synapto.defaults import with_defaults
-    from synapto.evolution.config import EVOLVE_KEYS, resolve_population
-    from synapto.options import hidden_layers, strategy_options, table
+    from synapto.evolution.config import file_values, resolve_population, run_values
 
     try:
-        values = load_toml(path, set(EVOLVE_KEYS))
+        values = run_values(file_values(path))  # the keys it leaves out: the default experiment's
     except UsageError:
         if _is_ppo(path):
             raise UsageError(f"--config {str(path)!r} is a PPO config: tune searches evolve configs only") from None
@@ -46,12 +43,8 @@ def load_base(path) -> dict[str, Any]:
     resolve_population(values, values.get("workers", 0))  # as EvolveConfig.from_toml resolves it
     for key in ("seed", "out", "workers", "task_timeout"):
         values.pop(key, None)
-    values = with_defaults(values, set(EVOLVE_KEYS))  # the keys it leaves out: the default experiment's
-    if "hidden" in values:
-        values["hidden"] = hidden_layers(values["hidden"])
-    values["strategy_options"] = strategy_options(values, None)
-    for key in ("agent_options", "env_options"):
-        values[key] = table(values, key)
+    for key in TABLES:
+        values.setdefault(key, {})
     return values
 
 
@@ -67,7 +60,7 @@ def _is_ppo(path) -> bool:
 
 def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with each sampled ``name = value`` of ``params`` set."""
-    from synapto.options import STRATEGY_SHORTHANDS
+    from synapto.evolution.run_options import STRATEGY_SHORTHANDS
 
     values = copy.deepcopy(dict(base))
     if "population" in params:  # a sampled population is given as such

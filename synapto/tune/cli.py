@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
+from synapto.declare import Request, command, multi_value_flags, opt
 from synapto.errors import UsageError
 
-MULTI_VALUE_OPTIONS = ("--seeds",)
 PRUNERS = ("median", "halving", "hyperband", "none")
 
 TUNE_HELP = (
@@ -28,108 +28,93 @@ def _require_optuna() -> None:
         raise UsageError("tune needs Optuna, the tune extra: pip install 'synapto-evo[tune]'") from None
 
 
-def tune(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            help="Base evolve config: a TOML file or a shipped config's name (cartpole, lunarlander_learn, ...).",
-            show_default=False,
-        ),
-    ] = None,
-    space: Annotated[
-        Path | None,
-        typer.Option(
-            help="Search space TOML (docs/tuning.md), or a shipped one's name (cartpole).", show_default=False
-        ),
-    ] = None,
-    seeds: Annotated[
-        list[int] | None,
-        typer.Option(
-            help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 1002; none of the space's benchmark_seeds.",
-            show_default=False,
-        ),
-    ] = None,
-    trials: Annotated[
-        int, typer.Option(help="Finished trials the study reaches (complete, pruned, or failed to score).")
-    ] = 20,
-    study: Annotated[
-        str | None,
-        typer.Option(
-            help="The study: FILE.db (SQLite) or a database URL Optuna accepts; several processes may share it.",
-            show_default=False,
-        ),
-    ] = None,
-    study_name: Annotated[
-        str | None,
-        typer.Option(
-            help="The study's name in the database; another name than the file's stem writes FILE.NAME.best.toml.",
-            show_default="the study file's stem, or 'synapto'",
-        ),
-    ] = None,
-    pruner: Annotated[str, typer.Option(help="median, halving (successive halving), hyperband, or none.")] = "median",
-    milestones: Annotated[
-        int,
-        typer.Option(help="Env-step milestones per run at which a trial reports its validation mean to the pruner."),
-    ] = 10,
-    score_episodes: Annotated[int, typer.Option(help="TUNE-stream episodes that score each seed's champion.")] = 100,
-    workers: Annotated[
-        int, typer.Option(help="Worker processes of each run (mpiexec -n W+1); 0 runs in this process.")
-    ] = 0,
-    sampler_seed: Annotated[int, typer.Option(help="Seed of the TPE sampler (reseeded per trial from it).")] = 0,
-    heartbeat: Annotated[
-        int,
-        typer.Option(
-            help="Seconds between a running trial's heartbeats; a trial silent "
-            "for twice as long is rerun by another process."
-        ),
-    ] = 60,
-    report: Annotated[
-        str | None,
-        typer.Option(
-            help="Print the study FILE.db's trials and write its plots, instead of tuning.", show_default=False
-        ),
-    ] = None,
-):
+@dataclass(frozen=True)
+class TuneOptions:
+    """``tune``'s options (:mod:`synapto.declare`)."""
+
+    config: Path | None = opt(
+        None,
+        help="Base evolve config: a TOML file or a shipped config's name (cartpole, lunarlander_learn, ...).",
+        show_default=False,
+    )
+    space: Path | None = opt(
+        None, help="Search space TOML (docs/tuning.md), or a shipped one's name (cartpole).", show_default=False
+    )
+    seeds: list[int] | None = opt(
+        None,
+        help="Tuning seeds each trial runs, e.g. --seeds 1000 1001 1002; none of the space's benchmark_seeds.",
+        show_default=False,
+        multi=True,
+    )
+    trials: int = opt(20, help="Finished trials the study reaches (complete, pruned, or failed to score).")
+    study: str | None = opt(
+        None,
+        help="The study: FILE.db (SQLite) or a database URL Optuna accepts; several processes may share it.",
+        show_default=False,
+    )
+    study_name: str | None = opt(
+        None,
+        help="The study's name in the database; another name than the file's stem writes FILE.NAME.best.toml.",
+        show_default="the study file's stem, or 'synapto'",
+    )
+    pruner: str = opt("median", help="median, halving (successive halving), hyperband, or none.")
+    milestones: int = opt(
+        10, help="Env-step milestones per run at which a trial reports its validation mean to the pruner."
+    )
+    score_episodes: int = opt(100, help="TUNE-stream episodes that score each seed's champion.")
+    workers: int = opt(0, help="Worker processes of each run (mpiexec -n W+1); 0 runs in this process.")
+    sampler_seed: int = opt(0, help="Seed of the TPE sampler (reseeded per trial from it).")
+    heartbeat: int = opt(
+        60,
+        help="Seconds between a running trial's heartbeats; a trial silent "
+        "for twice as long is rerun by another process.",
+    )
+    report: str | None = opt(
+        None, help="Print the study FILE.db's trials and write its plots, instead of tuning.", show_default=False
+    )
+
+
+#: the flags of tune's options that take several space-separated values
+MULTI_VALUE_OPTIONS = tuple(multi_value_flags(TuneOptions))
+
+
+def tune(request: Request) -> None:
     from synapto.logs import say
 
+    o: TuneOptions = request.build(TuneOptions)
     _require_optuna()
-    if report is not None:
-        return _report(report, study_name, say)
-    for name, value in (("--config", config), ("--space", space), ("--seeds", seeds), ("--study", study)):
+    if o.report is not None:
+        return _report(o.report, o.study_name, say)
+    for name, value in (("--config", o.config), ("--space", o.space), ("--seeds", o.seeds), ("--study", o.study)):
         if not value:
             raise UsageError(f"tune needs {name} (or --report FILE.db)")
-    plan = _plan(
-        config, space, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers, heartbeat
-    )
-    _run(plan, sampler_seed, say)
+    _run(_plan(o), o.sampler_seed, say)
 
 
-def _plan(
-    config, space_path, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers, heartbeat
-) -> dict:
+def _plan(o: TuneOptions) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
-    from synapto.config import load_toml
-    from synapto.evolution.command import check_task_timeout
-    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.evolution.config import file_values
+    from synapto.evolution.run_options import check_task_timeout
     from synapto.tune.base import load_base
     from synapto.tune.space import check_space, load_space
     from synapto.tune.storage import check_writable
 
     for name, value, low in (
-        ("--trials", trials, 1),
-        ("--milestones", milestones, 1),
-        ("--score-episodes", score_episodes, 1),
-        ("--workers", workers, 0),
-        ("--heartbeat", heartbeat, 1),
+        ("--trials", o.trials, 1),
+        ("--milestones", o.milestones, 1),
+        ("--score-episodes", o.score_episodes, 1),
+        ("--workers", o.workers, 0),
+        ("--heartbeat", o.heartbeat, 1),
     ):
         if value < low:
             raise UsageError(f"{name} must be an integer >= {low}, got {value}")
-    if pruner not in PRUNERS:
-        raise UsageError(f"--pruner must be one of {', '.join(PRUNERS)}, got {pruner!r}")
+    if o.pruner not in PRUNERS:
+        raise UsageError(f"--pruner must be one of {', '.join(PRUNERS)}, got {o.pruner!r}")
+    seeds = list(o.seeds or ())
     if len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise UsageError(f"--seeds must be distinct integers >= 0, got {seeds}")
-    base, raw = load_base(config), load_toml(config, set(EVOLVE_KEYS))
-    space = load_space(space_path)
+    base, raw = load_base(o.config), file_values(o.config)
+    space = load_space(o.space)
     banned = sorted(set(seeds) & set(space.benchmark_seeds))
     if banned:
         raise UsageError(
@@ -137,25 +122,25 @@ def _plan(
             f"the chosen setting can be scored on seeds it never saw"
         )
     check_space(space, base)
-    _check_milestones(config, base, space, pruner, milestones)
-    check_writable(study)
-    name = study_name or _default_name(study)
+    _check_milestones(o.config, base, space, o.pruner, o.milestones)
+    check_writable(o.study)
+    name = o.study_name or _default_name(str(o.study))
     if not name.strip():
         raise UsageError("--study-name must not be empty")
     return dict(
         base=base,
         raw=raw,
         space=space,
-        seeds=list(seeds),
-        trials=trials,
-        study=study,
+        seeds=seeds,
+        trials=o.trials,
+        study=o.study,
         name=name,
-        pruner=pruner,
-        milestones=milestones,
-        score_episodes=score_episodes,
-        workers=workers,
-        heartbeat=heartbeat,
-        config=str(config),
+        pruner=o.pruner,
+        milestones=o.milestones,
+        score_episodes=o.score_episodes,
+        workers=o.workers,
+        heartbeat=o.heartbeat,
+        config=str(o.config),
         task_timeout=check_task_timeout(raw.get("task_timeout")),
     )
 
@@ -271,4 +256,4 @@ def _report(study: str, name: str | None, log) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``tune`` to ``app``."""
-    app.command("tune", help=TUNE_HELP)(tune)
+    app.command("tune", help=TUNE_HELP)(command(tune, TuneOptions))

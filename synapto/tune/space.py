@@ -150,7 +150,7 @@ def load_space(path: str | Path) -> Space:
 
 def option_of(name: str) -> str:
     """The option a sampled name sets: a strategy shorthand (``lr``) is ``strategy_options.lr``."""
-    from synapto.options import STRATEGY_SHORTHANDS
+    from synapto.evolution.run_options import STRATEGY_SHORTHANDS
 
     return f"strategy_options.{name}" if name in STRATEGY_SHORTHANDS else name
 
