@@ -80,77 +80,39 @@ class PPOConfig:
         self.validate()
 
     def validate(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise UsageError(msg)
-
-        def integer(name: str, low: int) -> None:
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= low,
-                f"--{name.replace('_', '-')} must be an integer >= {low}, got {v!r}",
-            )
-
-        def real(name: str, low: float, high: float, low_open: bool = False) -> None:
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (v > low if low_open else v >= low) and v <= high
-            interval = f"{'(' if low_open else '['}{low}, {high}]"
-            need(ok, f"--{name.replace('_', '-')} must be a number in {interval}, got {v!r}")
-
-        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
-        need(
+        _need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
+        _need(
             all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hid),
             f"--hid must be positive integer layer sizes, got {list(self.hid)!r}",
         )
-        integer("epochs", 1)
-        integer("steps_per_epoch", 1)
-        integer("seed", 0)
-        integer("train_pi_iters", 1)
-        integer("train_v_iters", 1)
-        integer("save_freq", 1)
-        if self.max_ep_len is not None:
-            integer("max_ep_len", 1)
-        real("gamma", 0.0, 1.0)
-        real("lam", 0.0, 1.0)
-        real("pi_lr", 0.0, math.inf, low_open=True)
-        real("vf_lr", 0.0, math.inf, low_open=True)
-        real("clip_ratio", 0.0, 1.0, low_open=True)
-        real("target_kl", 0.0, math.inf)  # 0: no early stopping
-        need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
-        integer("n_envs", 1)
-        integer("minibatch_size", 0)
-        integer("update_epochs", 1)
-        integer("test_episodes", 0)
+        for name, low in _INTEGERS[:7]:
+            if name != "max_ep_len" or self.max_ep_len is not None:  # None: the env's time limit
+                _integer(self, name, low)
+        for name, low, high, low_open in _REALS[:6]:
+            _real(self, name, low, high, low_open)
+        _need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
+        for name, low in _INTEGERS[7:]:
+            _integer(self, name, low)
         for name in ("obs_norm", "reward_scale", "ortho_init"):
-            need(
+            _need(
                 isinstance(getattr(self, name), bool),
-                f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}",
+                f"{_flag(name)} must be true or false, got {getattr(self, name)!r}",
             )
-        need(
-            self.minibatch_update in ("gathered", "allreduce"),
-            f"--minibatch-update must be gathered or allreduce, got {self.minibatch_update!r}",
-        )
-        need(
-            self.lr_schedule in ("constant", "linear"),
-            f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}",
-        )
-        real("ent_coef", 0.0, math.inf)
-        real("vf_coef", 0.0, math.inf, low_open=True)
-        real("max_grad_norm", 0.0, math.inf)
-        real("adam_eps", 0.0, 1.0, low_open=True)
-        real("log_std_init", -20.0, 5.0)
+        for name, a, b in (("minibatch_update", "gathered", "allreduce"), ("lr_schedule", "constant", "linear")):
+            _need(getattr(self, name) in (a, b), f"{_flag(name)} must be {a} or {b}, got {getattr(self, name)!r}")
+        for name, low, high, low_open in _REALS[6:]:
+            _real(self, name, low, high, low_open)
         if isinstance(self.n_envs, int) and isinstance(self.steps_per_epoch, int):
-            need(
+            _need(
                 self.steps_per_epoch >= self.n_envs,
                 f"--steps-per-epoch {self.steps_per_epoch} is below --n-envs {self.n_envs}: every env needs a step",
             )
         if isinstance(self.minibatch_size, int) and isinstance(self.steps_per_epoch, int):
-            need(
+            _need(
                 self.minibatch_size <= self.steps_per_epoch,
                 f"--minibatch-size {self.minibatch_size} is above --steps-per-epoch {self.steps_per_epoch}",
             )
-        need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
+        _need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -186,6 +148,54 @@ class PPOConfig:
             for f in dataclasses.fields(self)
             if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)
         ]
+
+
+#: the integer fields and their lowest value, in the order :meth:`PPOConfig.validate` checks them
+_INTEGERS = (
+    *(("epochs", 1), ("steps_per_epoch", 1), ("seed", 0), ("train_pi_iters", 1), ("train_v_iters", 1)),
+    *(("save_freq", 1), ("max_ep_len", 1), ("n_envs", 1), ("minibatch_size", 0), ("update_epochs", 1)),
+    ("test_episodes", 0),
+)
+#: the real-valued fields and their range ``(name, low, high, low_open)``, in the order
+#: :meth:`PPOConfig.validate` checks them (target_kl 0: no early stopping)
+_REALS = (
+    ("gamma", 0.0, 1.0, False),
+    ("lam", 0.0, 1.0, False),
+    ("pi_lr", 0.0, math.inf, True),
+    ("vf_lr", 0.0, math.inf, True),
+    ("clip_ratio", 0.0, 1.0, True),
+    ("target_kl", 0.0, math.inf, False),
+    ("ent_coef", 0.0, math.inf, False),
+    ("vf_coef", 0.0, math.inf, True),
+    ("max_grad_norm", 0.0, math.inf, False),
+    ("adam_eps", 0.0, 1.0, True),
+    ("log_std_init", -20.0, 5.0, False),
+)
+
+
+def _need(ok: bool, msg: str) -> None:
+    if not ok:
+        raise UsageError(msg)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _integer(cfg, name: str, low: int) -> None:
+    v = getattr(cfg, name)
+    _need(
+        isinstance(v, int) and not isinstance(v, bool) and v >= low,
+        f"{_flag(name)} must be an integer >= {low}, got {v!r}",
+    )
+
+
+def _real(cfg, name: str, low: float, high: float, low_open: bool) -> None:
+    v = getattr(cfg, name)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ok = ok and (v > low if low_open else v >= low) and v <= high
+    interval = f"{'(' if low_open else '['}{low}, {high}]"
+    _need(ok, f"{_flag(name)} must be a number in {interval}, got {v!r}")
 
 
 #: fields added after run files were written, with the behaviour those runs had
