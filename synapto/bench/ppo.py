@@ -181,31 +181,7 @@ def run_bench(
         result["runs"][str(p)] = {}
         for seed in seeds:
             run_path = runs_dir / f"ppo_{safe_name(env)}_p{p}_s{seed}.h5"
-            cmd = [
-                sys.executable,
-                "-m",
-                "synapto",
-                "ppo",
-                "--env",
-                env,
-                "--hid",
-                *map(str, hid),
-                "--gamma",
-                str(gamma),
-                "--epochs",
-                str(epochs),
-                "--steps-per-epoch",
-                str(steps),
-                "--seed",
-                str(seed),
-                "--cpu",
-                str(p),
-                "--max-ep-len",
-                str(max_ep_len),
-                "--out",
-                str(run_path),
-                "--force",
-            ]
+            cmd = ppo_command(result["settings"], p, seed, run_path)
             process_s = run_logged(cmd, run_path.with_suffix(".log")).wall
             summary = summarise(run_path)
             summary["process_s"] = process_s
@@ -222,6 +198,18 @@ def run_bench(
     log(md)
     log(f"written: {out_dir / 'ppo.md'}, {out_dir / 'ppo.json'}")
     return result
+
+
+def ppo_command(settings: dict, p: int, seed: int, run_path: Path) -> list[str]:
+    """The ``synapto ppo`` command of the run of ``seed`` at ``p`` processes."""
+    s = settings
+    words = ["--env", s["env"], "--hid", *map(str, s["hid"])]
+    for flag, value in (
+        *(("--gamma", s["gamma"]), ("--epochs", s["epochs"]), ("--steps-per-epoch", s["steps"])),
+        *(("--seed", seed), ("--cpu", p), ("--max-ep-len", s["max_ep_len"]), ("--out", run_path)),
+    ):
+        words += [flag, str(value)]
+    return [sys.executable, "-m", "synapto", "ppo", *words, "--force"]
 
 
 # ----------------------------------------------------------------------------- command
