@@ -213,7 +213,31 @@ def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str,
 
 
 def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
+    parts = [
+        f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
+        f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
+        _modes_table(meta, summary),
+        "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
+        "for `reference`) minus its test mean.  env steps: training + validation + selection "
+        "(the test episodes apart).",
+        _seeds_table(runs),
+        "modes (`python -m synapto evolve ...`):\n\n"
+        + "\n".join(f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _modes_table(meta: dict, summary: dict) -> str:
     thr = meta["threshold"]
+    header = [
+        "mode",
+        f"test mean ({meta['test_episodes']} ep.)",
+        "worst seed",
+        f"solved (>= {thr:g})" if thr is not None else "solved",
+        "chosen-on - test",
+        "env steps",
+        "wall time",
+    ]
     rows = [
         [
             m,
@@ -226,7 +250,12 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
         ]
         for m, s in summary.items()
     ]
-    per_seed = [
+    return md_table(header, rows)
+
+
+def _seeds_table(runs: dict) -> str:
+    header = ["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test", "generations"]
+    rows = [
         [
             m,
             r["seed"],
@@ -241,46 +270,7 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
         for m, items in runs.items()
         for r in items
     ]
-    return (
-        "\n\n".join(
-            [
-                f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
-                f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
-                md_table(
-                    [
-                        "mode",
-                        f"test mean ({meta['test_episodes']} ep.)",
-                        "worst seed",
-                        f"solved (>= {thr:g})" if thr is not None else "solved",
-                        "chosen-on - test",
-                        "env steps",
-                        "wall time",
-                    ],
-                    rows,
-                ),
-                "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
-                "for `reference`) minus its test mean.  env steps: training + validation + selection "
-                "(the test episodes apart).",
-                md_table(
-                    [
-                        "mode",
-                        "seed",
-                        "run's champion fitness (-: the final centre)",
-                        "selection",
-                        "test",
-                        "generations",
-                        "env steps",
-                        "connections",
-                        "wall",
-                    ],
-                    per_seed,
-                ),
-                "modes (`python -m synapto evolve ...`):\n\n"
-                + "\n".join(f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
-            ]
-        )
-        + "\n"
-    )
+    return md_table([*header, "env steps", "connections", "wall"], rows)
 
 
 def plot(path: Path, runs: dict, meta: dict) -> bool:
@@ -381,28 +371,32 @@ def register(bench_app: typer.Typer) -> None:
             "extra": extra,
             "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
         }
-        runs: dict[str, list[dict]] = {m: [] for m in modes}
-        for m in modes:
-            for s in seeds:
-                cmd, out = cmd_of(m, s)
-                print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                wall = run_logged(cmd, out.with_suffix(".log")).wall
-                r = champion_summary(out)
-                r["wall"] = wall
-                runs[m].append(r)
-                print(
-                    f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
-                    f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
-                    f"{r['env_steps']:,} env steps, {r['wall']:.0f} s",
-                    flush=True,
-                )
-                done = {k: v for k, v in runs.items() if v}
-                summary = summarise(done, meta["threshold"])
-                md = render_markdown(meta, summary, done)
-                (out_dir / "learn.md").write_text(md)
-                (out_dir / "learn.json").write_text(
-                    json.dumps({"meta": meta, "summary": summary, "runs": done}, indent=2)
-                )
-        plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
-        print(md)
-        print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))
+        run_modes(modes, seeds, cmd_of, meta, out_dir)
+
+
+def run_modes(modes: list[str], seeds: list[int], cmd_of, meta: dict, out_dir: Path) -> None:
+    """Every mode at every seed in turn (``cmd_of(mode, seed)``: its command and run file);
+    the report and its JSON rewritten after each run, the plot at the end."""
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for m in modes:
+        for s in seeds:
+            cmd, out = cmd_of(m, s)
+            print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
+            wall = run_logged(cmd, out.with_suffix(".log")).wall
+            r = champion_summary(out)
+            r["wall"] = wall
+            runs[m].append(r)
+            print(
+                f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
+                f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
+                f"{r['env_steps']:,} env steps, {r['wall']:.0f} s",
+                flush=True,
+            )
+            done = {k: v for k, v in runs.items() if v}
+            summary = summarise(done, meta["threshold"])
+            md = render_markdown(meta, summary, done)
+            (out_dir / "learn.md").write_text(md)
+            (out_dir / "learn.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": done}, indent=2))
+    plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
+    print(md)
+    print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))
