@@ -196,8 +196,6 @@ MAX_FUNCTION_LINES = 80
 #: option, with its help text): their parameters are exempt, their body is not
 OPTION_TABLES = {
     ("synapto/evolution/cli.py", "evolve"),  # `synapto evolve`
-    ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
-    ("synapto/bench/learn.py", "bench_learn"),  # `synapto bench learn`
     ("synapto/bench/race/cli.py", "bench_race"),  # `synapto bench race`
 }
 

@@ -214,3 +214,10 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False, timeout: flo
         tail = "\n".join(line for _, line in lines[-15:])
         raise UsageError(f"benchmark run failed (exit {rc}), see {log}: {shlex.join(cmd)}\n{tail}")
     return Logged(wall, lines, timed_out)
+
+
+# ----------------------------------------------------------------------------- options
+#: what ``bench learn``'s and ``bench sparsity``'s options of the same name say (``opt(None, **SEEDS)``)
+SEEDS = {"help": "Seeds.", "show_default": "1 2 3 4 5", "multi": True}
+TEST_EPISODES = {"help": "Test episodes per champion."}
+WORKERS = {"help": "Workers per run (mpiexec -n N+1)."}

@@ -26,12 +26,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import typer
 
-from synapto.bench.common import md_table, mean_std, run_logged
+from synapto import declare
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, md_table, mean_std, run_logged
+from synapto.declare import Request, opt
 from synapto.errors import UsageError
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
@@ -306,72 +308,69 @@ def check_command(cmd: list[str]) -> None:
         raise UsageError(lines[-1] if lines else f"evolve refused {shlex.join(cmd[3:])}")
 
 
+@dataclass(frozen=True)
+class LearnOptions:
+    """``synapto bench learn``'s options."""
+
+    long: bool = opt(False, flags=("--long",), help="BipedalWalker-v3 with a 60 M env-step budget (hours per seed).")
+    mode: list[str] | None = opt(
+        None, help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes"
+    )
+    seed: list[int] | None = opt(None, **SEEDS)
+    env: str | None = opt(None, help="Override the budget's environment.", show_default="the budget's")
+    max_env_steps: int | None = opt(
+        None, help="Override the budget's training + validation env steps per run.", show_default="the budget's"
+    )
+    test_episodes: int = opt(100, **TEST_EPISODES)
+    workers: int = opt(2, **WORKERS)
+    extra: str = opt(
+        "", help="Extra evolve options for every mode but reference, e.g. '--obs-norm'.", show_default="none"
+    )
+    out_dir: Path = opt(Path("bench"), help="Where tables and run files go.")
+
+
 def register(bench_app: typer.Typer) -> None:
-    @bench_app.command("learn")
-    def bench_learn(
-        long: Annotated[
-            bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget (hours per seed).")
-        ] = False,
-        mode: Annotated[
-            list[str] | None,
-            typer.Option(help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes"),
-        ] = None,
-        seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        env: Annotated[
-            str | None, typer.Option(help="Override the budget's environment.", show_default="the budget's")
-        ] = None,
-        max_env_steps: Annotated[
-            int | None,
-            typer.Option(
-                help="Override the budget's training + validation env steps per run.", show_default="the budget's"
-            ),
-        ] = None,
-        test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
-        workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        extra: Annotated[
-            str,
-            typer.Option(
-                help="Extra evolve options for every mode but reference, e.g. '--obs-norm'.", show_default="none"
-            ),
-        ] = "",
-        out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
-    ):
-        """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
-        from synapto.folders import check_out_dir
+    bench_app.command("learn")(declare.command(bench_learn, LearnOptions))
 
-        budget = BUDGETS["long" if long else "short"]
-        seeds = list(seed) if seed else [1, 2, 3, 4, 5]
-        modes = list(mode) if mode else list(budget.modes)
-        unknown = [m for m in modes if m not in budget.modes]
-        if unknown:
-            raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(budget.modes)}")
-        if workers < 0:
-            raise UsageError(f"--workers must be >= 0, got {workers}")
-        if max_env_steps is not None and max_env_steps < 1:
-            raise UsageError(f"--max-env-steps must be >= 1, got {max_env_steps}")
-        check_out_dir(out_dir)
-        run_dir = out_dir / "learn_runs"
-        extra_args = shlex.split(extra)
-        env_name = env or budget.env
 
-        def cmd_of(m, s):
-            out = run_dir / f"{env_name.replace('/', '_')}_{m}_s{s}.h5"
-            return command(budget, m, s, out, workers, test_episodes, extra_args, env, max_env_steps), out
+def bench_learn(request: Request) -> None:
+    """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
+    from synapto.folders import check_out_dir
 
-        for m in modes:  # every mode's options checked before the first run
-            check_command(cmd_of(m, seeds[0])[0])
-        run_dir.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {
-            "env": env_name,
-            "max_env_steps": max_env_steps or budget.max_env_steps,
-            "seeds": seeds,
-            "workers": workers,
-            "test_episodes": test_episodes,
-            "threshold": SOLVED.get(env_name),
-            "extra": extra,
-            "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
-        }
-        run_modes(modes, seeds, cmd_of, meta, out_dir)
+    o = request.build(LearnOptions)
+    budget = BUDGETS["long" if o.long else "short"]
+    seeds = list(o.seed) if o.seed else [1, 2, 3, 4, 5]
+    modes = list(o.mode) if o.mode else list(budget.modes)
+    unknown = [m for m in modes if m not in budget.modes]
+    if unknown:
+        raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(budget.modes)}")
+    if o.workers < 0:
+        raise UsageError(f"--workers must be >= 0, got {o.workers}")
+    if o.max_env_steps is not None and o.max_env_steps < 1:
+        raise UsageError(f"--max-env-steps must be >= 1, got {o.max_env_steps}")
+    check_out_dir(o.out_dir)
+    run_dir = o.out_dir / "learn_runs"
+    extra_args = shlex.split(o.extra)
+    env_name = o.env or budget.env
+
+    def cmd_of(m, s):
+        out = run_dir / f"{env_name.replace('/', '_')}_{m}_s{s}.h5"
+        return command(budget, m, s, out, o.workers, o.test_episodes, extra_args, o.env, o.max_env_steps), out
+
+    for m in modes:  # every mode's options checked before the first run
+        check_command(cmd_of(m, seeds[0])[0])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {
+        "env": env_name,
+        "max_env_steps": o.max_env_steps or budget.max_env_steps,
+        "seeds": seeds,
+        "workers": o.workers,
+        "test_episodes": o.test_episodes,
+        "threshold": SOLVED.get(env_name),
+        "extra": o.extra,
+        "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
+    }
+    run_modes(modes, seeds, cmd_of, meta, o.out_dir)
 
 
 def run_modes(modes: list[str], seeds: list[int], cmd_of, meta: dict, out_dir: Path) -> None:
