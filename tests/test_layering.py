@@ -196,7 +196,6 @@ MAX_FUNCTION_LINES = 80
 #: option, with its help text): their parameters are exempt, their body is not
 OPTION_TABLES = {
     ("synapto/evolution/cli.py", "evolve"),  # `synapto evolve`
-    ("synapto/bench/race/cli.py", "bench_race"),  # `synapto bench race`
 }
 
 
