@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,31 +31,15 @@ import numpy as np
 import typer
 
 from synapto import declare
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, md_table, mean_std, run_logged
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, run_logged
 from synapto.declare import Request, opt
 from synapto.errors import UsageError
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
 _GA = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64", "--episodes", "4"]
-_CENTRE = [
-    "--agent",
-    "pruned-mlp",
-    "--hidden",
-    "16",
-    "--population",
-    "64",
-    "--episodes",
-    "1",
-    "--validate-top",
-    "2",
-    "--validate-episodes",
-    "8",
-    "--sigma",
-    "0.1",
-    "--prune",
-    "off",
-]
+_CENTRE = ["--agent", "pruned-mlp", "--hidden", "16", "--population", "64", "--episodes", "1", "--validate-top", "2"]
+_CENTRE += ["--validate-episodes", "8", "--sigma", "0.1", "--prune", "off"]
 
 
 @dataclass(frozen=True)
@@ -89,28 +72,19 @@ BUDGETS = {
         20,
         {
             "openai-es": [
-                "--strategy",
-                "openai-es",
-                "--agent",
-                "pruned-mlp",
-                "--hidden",
-                "40",
-                "40",
-                "--population",
-                "64",
-                "--episodes",
-                "1",
-                "--obs-norm",
-                "--validate-top",
-                "2",
-                "--validate-episodes",
-                "4",
-                "--sigma",
-                "0.05",
-                "--lr",
-                "0.02",
-                "--strategy-option",
-                "prune_every=20",
+                *["--strategy", "openai-es", "--agent", "pruned-mlp", "--hidden", "40", "40", "--population", "64"],
+                *[
+                    "--episodes",
+                    "1",
+                    "--obs-norm",
+                    "--validate-top",
+                    "2",
+                    "--validate-episodes",
+                    "4",
+                    "--sigma",
+                    "0.05",
+                ],
+                *["--lr", "0.02", "--strategy-option", "prune_every=20"],
             ],
         },
     ),
@@ -129,34 +103,12 @@ def command(
     max_env_steps: int | None,
 ) -> list[str]:
     """The ``synapto evolve`` command line of one run."""
-    args = [
-        "--env",
-        env or budget.env,
-        "--max-env-steps",
-        str(max_env_steps or budget.max_env_steps),
-        "--generations",
-        "100000",
-        *budget.modes[mode],
-        "--select-episodes",
-        "0" if mode == "reference" else str(budget.select_episodes),
-    ]
-    return [
-        sys.executable,
-        "-m",
-        "synapto",
-        "evolve",
-        *args,
-        *([] if mode == "reference" else extra),
-        "--seed",
-        str(seed),
-        "--test-episodes",
-        str(test_episodes),
-        "--out",
-        str(out),
-        "--force",
-        "--workers",
-        str(workers),
-    ]
+    args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps)]
+    args += ["--generations", "100000", *budget.modes[mode]]
+    args += ["--select-episodes", "0" if mode == "reference" else str(budget.select_episodes)]
+    return evolve_command(
+        *args, *([] if mode == "reference" else extra), seed=seed, test_episodes=test_episodes, out=out, workers=workers
+    )
 
 
 def champion_summary(path: Path) -> dict:

@@ -27,7 +27,7 @@ from pathlib import Path
 import typer
 
 from synapto import declare
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, run_logged
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, run_logged
 from synapto.bench.learn import champion_summary, check_command
 from synapto.bench.sparsity_report import plot, render_markdown, summarise
 from synapto.declare import Request, multi_value_flags, opt
@@ -48,6 +48,13 @@ class Setting:
     reference: list  #: evolve options of the reference algorithm (no config)
 
 
+def _reference(population: int, episodes: int) -> list[str]:
+    """The reference algorithm's evolve options: the GA of pure synaptolysis on a hebbian-dag."""
+    ga = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--no-crn"]
+    counts = ["--population", str(population), "--episodes", str(episodes)]
+    return [*ga[:7], *counts, *ga[7:], "--validate-episodes", "0", "--mutation-std", "0", "--select-episodes", "0"]
+
+
 SETTINGS = {
     # 2.75 M training + validation steps leave room for the final selection within 3 M.
     "LunarLander-v3": Setting(
@@ -57,26 +64,7 @@ SETTINGS = {
             "pruned-mlp": "experiments/lunarlander_sparse.toml",
             "hebbian-dag": "experiments/lunarlander_hebbian.toml",
         },
-        [
-            "--strategy",
-            "ga",
-            "--agent",
-            "hebbian-dag",
-            "--hidden",
-            "8",
-            "8",
-            "--population",
-            "64",
-            "--episodes",
-            "4",
-            "--no-crn",
-            "--validate-episodes",
-            "0",
-            "--mutation-std",
-            "0",
-            "--select-episodes",
-            "0",
-        ],
+        _reference(64, 4),
     ),
     # the shaped configs that walk within 10 M env steps (docs/results.md), each cut to a level
     "BipedalWalker-v3": Setting(
@@ -86,26 +74,7 @@ SETTINGS = {
             "pruned-mlp": "experiments/bipedal_fast.toml",
             "hebbian-dag": "experiments/bipedal_hebbian.toml",
         },
-        [
-            "--strategy",
-            "ga",
-            "--agent",
-            "hebbian-dag",
-            "--hidden",
-            "8",
-            "8",
-            "--population",
-            "138",
-            "--episodes",
-            "8",
-            "--no-crn",
-            "--validate-episodes",
-            "0",
-            "--mutation-std",
-            "0",
-            "--select-episodes",
-            "0",
-        ],
+        _reference(138, 8),
     ),
 }
 #: agent options of a config's runs for the other agent, where an env has one config for both (none now)
@@ -138,28 +107,9 @@ def command(
     max_env_steps: int | None,
     root: Path,
 ) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "synapto",
-        "evolve",
-        "--env",
-        setting.env,
-        *mode_args(setting, agent, level, root),
-        "--max-env-steps",
-        str(max_env_steps or setting.max_env_steps),
-        "--generations",
-        "100000",
-        "--seed",
-        str(seed),
-        "--test-episodes",
-        str(test_episodes),
-        "--out",
-        str(out),
-        "--force",
-        "--workers",
-        str(workers),
-    ]
+    args = ["--env", setting.env, *mode_args(setting, agent, level, root)]
+    args += ["--max-env-steps", str(max_env_steps or setting.max_env_steps), "--generations", "100000"]
+    return evolve_command(*args, seed=seed, test_episodes=test_episodes, out=out, workers=workers)
 
 
 def finished(path: Path, test_episodes: int) -> bool:

@@ -20,7 +20,7 @@ from synapto.declare import Request, names, opt
 from synapto.errors import UsageError
 from synapto.logs import say as _log
 from synapto.options import agree, check_distinct, out_for_seed
-from synapto.ppo.config import EXEC, PANELS, RUN
+from synapto.ppo.config import EXEC, RUN, TRACK
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,14 @@ class RunOptions:
     )
     tensorboard: Path | None = opt(
         None,
-        panel=PANELS["track"],
+        panel=TRACK,
         help="Write every epoch's statistics as TensorBoard scalars into this folder, stepped by env "
         "steps (TotalEnvInteracts; run/generation: the epoch; needs the tensorboard extra).",
         show_default="off",
     )
     live_log: Path | None = opt(
         None,
-        panel=PANELS["track"],
+        panel=TRACK,
         help="Append every epoch's statistics to this file as it runs: .csv or .jsonl (column generation: the epoch).",
         show_default="off",
     )

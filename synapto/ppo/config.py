@@ -24,15 +24,8 @@ from synapto.errors import UsageError
 RUN_KEYS = frozenset({"cpu", "out"})
 
 
-#: ppo's help in panels: one table of 80 columns per panel stays readable
-PANELS = {
-    "run": "The run",
-    "ppo": "PPO",
-    "norm": "Normalisation and initialisation",
-    "exec": "Execution",
-    "track": "Tracking",
-}
-RUN, PPO, NORM, EXEC = PANELS["run"], PANELS["ppo"], PANELS["norm"], PANELS["exec"]
+#: ppo's help panels: one table of 80 columns per panel stays readable
+RUN, PPO, NORM, EXEC, TRACK = "The run", "PPO", "Normalisation and initialisation", "Execution", "Tracking"
 
 
 def _opt(default, panel: str, help: str, **meta):
@@ -46,7 +39,6 @@ class PPOConfig:
     field an option of ``synapto ppo`` (:mod:`synapto.declare`)."""
 
     env: str = _opt("BipedalWalker-v3", RUN, "Gymnasium environment id.")
-    #: hidden layer sizes of both the policy and the value MLP
     hid: tuple[int, ...] = _opt(
         (64, 64),
         RUN,
@@ -74,9 +66,7 @@ class PPOConfig:
         "Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
         show_default="the env's time limit, 1600 for BipedalWalker-v3",
     )
-    #: keep the parameters after every epoch k with k % save_freq == 0
     save_freq: int = _opt(10, EXEC, "Keep the parameters after epochs 0, N, 2N, ...")
-    #: experiment name in config.json (Spinning Up's plotter groups by it); "" = ppo_<env>
     exp_name: str = _opt(
         "",
         RUN,
