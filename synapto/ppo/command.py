@@ -20,7 +20,7 @@ from synapto.declare import Request, names, opt
 from synapto.errors import UsageError
 from synapto.logs import say as _log
 from synapto.options import agree, check_distinct, out_for_seed
-from synapto.ppo.config import EXEC, RUN, TRACK
+from synapto.ppo.config import EXEC, RUN, TRACK, PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,6 @@ def ppo_command(request: Request) -> None:
     """``synapto ppo``: ``request`` holds its parsed options (:mod:`synapto.ppo.cli`)."""
     from synapto.evolution.command import tracking_callbacks
     from synapto.parallel.launch import start_ranks
-    from synapto.ppo.config import PPOConfig, parse_hid
     from synapto.ppo.threads import update_threads
     from synapto.ppo.train import train
 
@@ -142,7 +141,6 @@ def next_steps(out: Path) -> str:
 def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[list, list[Path], int]:
     """``([config], [run file], ranks)`` of ``--resume``: the run file's config with only
     ``--epochs`` changed, checked against what the run file holds."""
-    from synapto.ppo.config import PPOConfig
     from synapto.store import PPORun
 
     extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
@@ -178,8 +176,6 @@ def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[lis
 def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], int | None]:
     """``(configs, run files, processes)`` of new runs: one per seed, the command line's
     values over the ``--config`` file's; processes None when neither says."""
-    from synapto.ppo.config import build_config, load_ppo_toml
-
     values = load_ppo_toml(config) if config is not None else {}
     values.update(given)
     seeds = values.pop("seed", [0])
@@ -199,8 +195,6 @@ def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], in
 def outputs(out: Path | None, configs) -> list[Path]:
     """The run files: ``--out`` (``_s<seed>`` inserted for several seeds), else
     ``runs/ppo_<env>_s<seed>.h5``."""
-    from synapto.ppo.config import safe_name
-
     if out is None:
         return [Path("runs") / f"ppo_{safe_name(c.env)}_s{c.seed}.h5" for c in configs]
     out = Path(out)
