@@ -139,8 +139,8 @@ class PPOConfig:
         for name, low in _INTEGERS[:7]:
             if name != "max_ep_len" or self.max_ep_len is not None:  # None: the env's time limit
                 _integer(self, name, low)
-        for name, low, high, low_open in _REALS[:6]:
-            _real(self, name, low, high, low_open)
+        for real in _REALS[:6]:
+            _real(self, *real)
         _need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
         for name, low in _INTEGERS[7:]:
             _integer(self, name, low)
@@ -151,8 +151,8 @@ class PPOConfig:
             )
         for name, a, b in (("minibatch_update", "gathered", "allreduce"), ("lr_schedule", "constant", "linear")):
             _need(getattr(self, name) in (a, b), f"{_flag(name)} must be {a} or {b}, got {getattr(self, name)!r}")
-        for name, low, high, low_open in _REALS[6:]:
-            _real(self, name, low, high, low_open)
+        for real in _REALS[6:]:
+            _real(self, *real)
         if isinstance(self.n_envs, int) and isinstance(self.steps_per_epoch, int):
             _need(
                 self.steps_per_epoch >= self.n_envs,
