@@ -195,10 +195,6 @@ MAX_FUNCTION_LINES = 80
 #: typer commands whose parameter list is their option table (one line or a few per
 #: option, with its help text): their parameters are exempt, their body is not
 OPTION_TABLES = {
-    ("synapto/ppo/cli.py", "ppo"),  # `synapto ppo`
-    ("synapto/bench/sparsity.py", "bench_sparsity"),  # `synapto bench sparsity`
-    ("synapto/bench/learn.py", "bench_learn"),  # `synapto bench learn`
-    ("synapto/bench/race/cli.py", "bench_race"),  # `synapto bench race`
 }
 
 

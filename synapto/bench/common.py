@@ -20,6 +20,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -214,3 +215,16 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False, timeout: flo
         tail = "\n".join(line for _, line in lines[-15:])
         raise UsageError(f"benchmark run failed (exit {rc}), see {log}: {shlex.join(cmd)}\n{tail}")
     return Logged(wall, lines, timed_out)
+
+
+def evolve_command(*args: str, seed: int, test_episodes: int, out: Path, workers: int) -> list[str]:
+    """``synapto evolve ARGS``, a benchmark's run: its seed, test, run file (overwritten) and workers."""
+    tail = ["--seed", str(seed), "--test-episodes", str(test_episodes), "--out", str(out), "--force"]
+    return [sys.executable, "-m", "synapto", "evolve", *args, *tail, "--workers", str(workers)]
+
+
+# ----------------------------------------------------------------------------- options
+#: what ``bench learn``'s and ``bench sparsity``'s options of the same name say (``opt(None, **SEEDS)``)
+SEEDS = {"help": "Seeds.", "show_default": "1 2 3 4 5", "multi": True}
+TEST_EPISODES = {"help": "Test episodes per champion."}
+WORKERS = {"help": "Workers per run (mpiexec -n N+1)."}

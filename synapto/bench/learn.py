@@ -23,38 +23,23 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import typer
 
-from synapto.bench.common import md_table, mean_std, run_logged
+from synapto import declare
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, run_logged
+from synapto.declare import Request, opt
 from synapto.errors import UsageError
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
 _GA = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--population", "64", "--episodes", "4"]
-_CENTRE = [
-    "--agent",
-    "pruned-mlp",
-    "--hidden",
-    "16",
-    "--population",
-    "64",
-    "--episodes",
-    "1",
-    "--validate-top",
-    "2",
-    "--validate-episodes",
-    "8",
-    "--sigma",
-    "0.1",
-    "--prune",
-    "off",
-]
+_CENTRE = ["--agent", "pruned-mlp", "--hidden", "16", "--population", "64", "--episodes", "1", "--validate-top", "2"]
+_CENTRE += ["--validate-episodes", "8", "--sigma", "0.1", "--prune", "off"]
 
 
 @dataclass(frozen=True)
@@ -87,28 +72,19 @@ BUDGETS = {
         20,
         {
             "openai-es": [
-                "--strategy",
-                "openai-es",
-                "--agent",
-                "pruned-mlp",
-                "--hidden",
-                "40",
-                "40",
-                "--population",
-                "64",
-                "--episodes",
-                "1",
-                "--obs-norm",
-                "--validate-top",
-                "2",
-                "--validate-episodes",
-                "4",
-                "--sigma",
-                "0.05",
-                "--lr",
-                "0.02",
-                "--strategy-option",
-                "prune_every=20",
+                *["--strategy", "openai-es", "--agent", "pruned-mlp", "--hidden", "40", "40", "--population", "64"],
+                *[
+                    "--episodes",
+                    "1",
+                    "--obs-norm",
+                    "--validate-top",
+                    "2",
+                    "--validate-episodes",
+                    "4",
+                    "--sigma",
+                    "0.05",
+                ],
+                *["--lr", "0.02", "--strategy-option", "prune_every=20"],
             ],
         },
     ),
@@ -127,34 +103,12 @@ def command(
     max_env_steps: int | None,
 ) -> list[str]:
     """The ``synapto evolve`` command line of one run."""
-    args = [
-        "--env",
-        env or budget.env,
-        "--max-env-steps",
-        str(max_env_steps or budget.max_env_steps),
-        "--generations",
-        "100000",
-        *budget.modes[mode],
-        "--select-episodes",
-        "0" if mode == "reference" else str(budget.select_episodes),
-    ]
-    return [
-        sys.executable,
-        "-m",
-        "synapto",
-        "evolve",
-        *args,
-        *([] if mode == "reference" else extra),
-        "--seed",
-        str(seed),
-        "--test-episodes",
-        str(test_episodes),
-        "--out",
-        str(out),
-        "--force",
-        "--workers",
-        str(workers),
-    ]
+    args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps)]
+    args += ["--generations", "100000", *budget.modes[mode]]
+    args += ["--select-episodes", "0" if mode == "reference" else str(budget.select_episodes)]
+    return evolve_command(
+        *args, *([] if mode == "reference" else extra), seed=seed, test_episodes=test_episodes, out=out, workers=workers
+    )
 
 
 def champion_summary(path: Path) -> dict:
@@ -213,7 +167,31 @@ def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str,
 
 
 def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
+    parts = [
+        f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
+        f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
+        _modes_table(meta, summary),
+        "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
+        "for `reference`) minus its test mean.  env steps: training + validation + selection "
+        "(the test episodes apart).",
+        _seeds_table(runs),
+        "modes (`python -m synapto evolve ...`):\n\n"
+        + "\n".join(f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _modes_table(meta: dict, summary: dict) -> str:
     thr = meta["threshold"]
+    header = [
+        "mode",
+        f"test mean ({meta['test_episodes']} ep.)",
+        "worst seed",
+        f"solved (>= {thr:g})" if thr is not None else "solved",
+        "chosen-on - test",
+        "env steps",
+        "wall time",
+    ]
     rows = [
         [
             m,
@@ -226,7 +204,12 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
         ]
         for m, s in summary.items()
     ]
-    per_seed = [
+    return md_table(header, rows)
+
+
+def _seeds_table(runs: dict) -> str:
+    header = ["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test", "generations"]
+    rows = [
         [
             m,
             r["seed"],
@@ -241,46 +224,7 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
         for m, items in runs.items()
         for r in items
     ]
-    return (
-        "\n\n".join(
-            [
-                f"# bench learn: {meta['env']}, {meta['max_env_steps'] / 1e6:g} M env-step budget, "
-                f"{meta['workers']} worker(s), seeds {' '.join(map(str, meta['seeds']))}",
-                md_table(
-                    [
-                        "mode",
-                        f"test mean ({meta['test_episodes']} ep.)",
-                        "worst seed",
-                        f"solved (>= {thr:g})" if thr is not None else "solved",
-                        "chosen-on - test",
-                        "env steps",
-                        "wall time",
-                    ],
-                    rows,
-                ),
-                "chosen-on - test: the fitness the champion was chosen on (selection episodes; training fitness "
-                "for `reference`) minus its test mean.  env steps: training + validation + selection "
-                "(the test episodes apart).",
-                md_table(
-                    [
-                        "mode",
-                        "seed",
-                        "run's champion fitness (-: the final centre)",
-                        "selection",
-                        "test",
-                        "generations",
-                        "env steps",
-                        "connections",
-                        "wall",
-                    ],
-                    per_seed,
-                ),
-                "modes (`python -m synapto evolve ...`):\n\n"
-                + "\n".join(f"- `{m}`: `{' '.join(meta['commands'][m])}`" for m in runs),
-            ]
-        )
-        + "\n"
-    )
+    return md_table([*header, "env steps", "connections", "wall"], rows)
 
 
 def plot(path: Path, runs: dict, meta: dict) -> bool:
@@ -316,93 +260,94 @@ def check_command(cmd: list[str]) -> None:
         raise UsageError(lines[-1] if lines else f"evolve refused {shlex.join(cmd[3:])}")
 
 
+@dataclass(frozen=True)
+class LearnOptions:
+    """``synapto bench learn``'s options."""
+
+    long: bool = opt(False, flags=("--long",), help="BipedalWalker-v3 with a 60 M env-step budget (hours per seed).")
+    mode: list[str] | None = opt(
+        None, help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes"
+    )
+    seed: list[int] | None = opt(None, **SEEDS)
+    env: str | None = opt(None, help="Override the budget's environment.", show_default="the budget's")
+    max_env_steps: int | None = opt(
+        None, help="Override the budget's training + validation env steps per run.", show_default="the budget's"
+    )
+    test_episodes: int = opt(100, **TEST_EPISODES)
+    workers: int = opt(2, **WORKERS)
+    extra: str = opt(
+        "", help="Extra evolve options for every mode but reference, e.g. '--obs-norm'.", show_default="none"
+    )
+    out_dir: Path = opt(Path("bench"), help="Where tables and run files go.")
+
+
 def register(bench_app: typer.Typer) -> None:
-    @bench_app.command("learn")
-    def bench_learn(
-        long: Annotated[
-            bool, typer.Option("--long", help="BipedalWalker-v3 with a 60 M env-step budget (hours per seed).")
-        ] = False,
-        mode: Annotated[
-            list[str] | None,
-            typer.Option(help="Modes to run.", show_default="all of the budget's: reference ga openai-es pgpe cmaes"),
-        ] = None,
-        seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        env: Annotated[
-            str | None, typer.Option(help="Override the budget's environment.", show_default="the budget's")
-        ] = None,
-        max_env_steps: Annotated[
-            int | None,
-            typer.Option(
-                help="Override the budget's training + validation env steps per run.", show_default="the budget's"
-            ),
-        ] = None,
-        test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
-        workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        extra: Annotated[
-            str,
-            typer.Option(
-                help="Extra evolve options for every mode but reference, e.g. '--obs-norm'.", show_default="none"
-            ),
-        ] = "",
-        out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
-    ):
-        """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
-        from synapto.folders import check_out_dir
+    bench_app.command("learn")(declare.command(bench_learn, LearnOptions))
 
-        budget = BUDGETS["long" if long else "short"]
-        seeds = list(seed) if seed else [1, 2, 3, 4, 5]
-        modes = list(mode) if mode else list(budget.modes)
-        unknown = [m for m in modes if m not in budget.modes]
-        if unknown:
-            raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(budget.modes)}")
-        if workers < 0:
-            raise UsageError(f"--workers must be >= 0, got {workers}")
-        if max_env_steps is not None and max_env_steps < 1:
-            raise UsageError(f"--max-env-steps must be >= 1, got {max_env_steps}")
-        check_out_dir(out_dir)
-        run_dir = out_dir / "learn_runs"
-        extra_args = shlex.split(extra)
-        env_name = env or budget.env
 
-        def cmd_of(m, s):
-            out = run_dir / f"{env_name.replace('/', '_')}_{m}_s{s}.h5"
-            return command(budget, m, s, out, workers, test_episodes, extra_args, env, max_env_steps), out
+def bench_learn(request: Request) -> None:
+    """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
+    from synapto.folders import check_out_dir
 
-        for m in modes:  # every mode's options checked before the first run
-            check_command(cmd_of(m, seeds[0])[0])
-        run_dir.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {
-            "env": env_name,
-            "max_env_steps": max_env_steps or budget.max_env_steps,
-            "seeds": seeds,
-            "workers": workers,
-            "test_episodes": test_episodes,
-            "threshold": SOLVED.get(env_name),
-            "extra": extra,
-            "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
-        }
-        runs: dict[str, list[dict]] = {m: [] for m in modes}
-        for m in modes:
-            for s in seeds:
-                cmd, out = cmd_of(m, s)
-                print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
-                wall = run_logged(cmd, out.with_suffix(".log")).wall
-                r = champion_summary(out)
-                r["wall"] = wall
-                runs[m].append(r)
-                print(
-                    f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
-                    f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
-                    f"{r['env_steps']:,} env steps, {r['wall']:.0f} s",
-                    flush=True,
-                )
-                done = {k: v for k, v in runs.items() if v}
-                summary = summarise(done, meta["threshold"])
-                md = render_markdown(meta, summary, done)
-                (out_dir / "learn.md").write_text(md)
-                (out_dir / "learn.json").write_text(
-                    json.dumps({"meta": meta, "summary": summary, "runs": done}, indent=2)
-                )
-        plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
-        print(md)
-        print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))
+    o = request.build(LearnOptions)
+    budget = BUDGETS["long" if o.long else "short"]
+    seeds = list(o.seed) if o.seed else [1, 2, 3, 4, 5]
+    modes = list(o.mode) if o.mode else list(budget.modes)
+    unknown = [m for m in modes if m not in budget.modes]
+    if unknown:
+        raise UsageError(f"--mode {unknown[0]!r} is unknown: expected one of {', '.join(budget.modes)}")
+    if o.workers < 0:
+        raise UsageError(f"--workers must be >= 0, got {o.workers}")
+    if o.max_env_steps is not None and o.max_env_steps < 1:
+        raise UsageError(f"--max-env-steps must be >= 1, got {o.max_env_steps}")
+    check_out_dir(o.out_dir)
+    run_dir = o.out_dir / "learn_runs"
+    extra_args = shlex.split(o.extra)
+    env_name = o.env or budget.env
+
+    def cmd_of(m, s):
+        out = run_dir / f"{env_name.replace('/', '_')}_{m}_s{s}.h5"
+        return command(budget, m, s, out, o.workers, o.test_episodes, extra_args, o.env, o.max_env_steps), out
+
+    for m in modes:  # every mode's options checked before the first run
+        check_command(cmd_of(m, seeds[0])[0])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {
+        "env": env_name,
+        "max_env_steps": o.max_env_steps or budget.max_env_steps,
+        "seeds": seeds,
+        "workers": o.workers,
+        "test_episodes": o.test_episodes,
+        "threshold": SOLVED.get(env_name),
+        "extra": o.extra,
+        "commands": {m: cmd_of(m, seeds[0])[0][4:] for m in modes},
+    }
+    run_modes(modes, seeds, cmd_of, meta, o.out_dir)
+
+
+def run_modes(modes: list[str], seeds: list[int], cmd_of, meta: dict, out_dir: Path) -> None:
+    """Every mode at every seed in turn (``cmd_of(mode, seed)``: its command and run file);
+    the report and its JSON rewritten after each run, the plot at the end."""
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for m in modes:
+        for s in seeds:
+            cmd, out = cmd_of(m, s)
+            print(f"[{m} seed {s}] {shlex.join(cmd[1:])}", flush=True)
+            wall = run_logged(cmd, out.with_suffix(".log")).wall
+            r = champion_summary(out)
+            r["wall"] = wall
+            runs[m].append(r)
+            print(
+                f"    champion test {r['test_mean']:.1f} +/- {r['test_std']:.1f} (selection "
+                f"{r['selection_fitness'] if r['selection_fitness'] is not None else '-'}), "
+                f"{r['env_steps']:,} env steps, {r['wall']:.0f} s",
+                flush=True,
+            )
+            done = {k: v for k, v in runs.items() if v}
+            summary = summarise(done, meta["threshold"])
+            md = render_markdown(meta, summary, done)
+            (out_dir / "learn.md").write_text(md)
+            (out_dir / "learn.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": done}, indent=2))
+    plotted = plot(out_dir / "learn.png", {k: v for k, v in runs.items() if v}, meta)
+    print(md)
+    print(f"wrote {out_dir / 'learn.md'}, {out_dir / 'learn.json'}" + (", learn.png" if plotted else ""))

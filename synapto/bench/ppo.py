@@ -25,13 +25,15 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import typer
 
 from synapto.bench.common import cpu_count, load_average, run_logged
+from synapto.declare import Request, command, multi_value_flags, opt
 from synapto.errors import UsageError
 
 SPLIT = (
@@ -181,31 +183,7 @@ def run_bench(
         result["runs"][str(p)] = {}
         for seed in seeds:
             run_path = runs_dir / f"ppo_{safe_name(env)}_p{p}_s{seed}.h5"
-            cmd = [
-                sys.executable,
-                "-m",
-                "synapto",
-                "ppo",
-                "--env",
-                env,
-                "--hid",
-                *map(str, hid),
-                "--gamma",
-                str(gamma),
-                "--epochs",
-                str(epochs),
-                "--steps-per-epoch",
-                str(steps),
-                "--seed",
-                str(seed),
-                "--cpu",
-                str(p),
-                "--max-ep-len",
-                str(max_ep_len),
-                "--out",
-                str(run_path),
-                "--force",
-            ]
+            cmd = ppo_command(result["settings"], p, seed, run_path)
             process_s = run_logged(cmd, run_path.with_suffix(".log")).wall
             summary = summarise(run_path)
             summary["process_s"] = process_s
@@ -224,57 +202,71 @@ def run_bench(
     return result
 
 
+def ppo_command(settings: dict, p: int, seed: int, run_path: Path) -> list[str]:
+    """The ``synapto ppo`` command of the run of ``seed`` at ``p`` processes."""
+    s = settings
+    words = ["--env", s["env"], "--hid", *map(str, s["hid"])]
+    for flag, value in (
+        *(("--gamma", s["gamma"]), ("--epochs", s["epochs"]), ("--steps-per-epoch", s["steps"])),
+        *(("--seed", seed), ("--cpu", p), ("--max-ep-len", s["max_ep_len"]), ("--out", run_path)),
+    ):
+        words += [flag, str(value)]
+    return [sys.executable, "-m", "synapto", "ppo", *words, "--force"]
+
+
 # ----------------------------------------------------------------------------- command
+@dataclass(frozen=True)
+class BenchPPOOptions:
+    """``synapto bench ppo``'s options."""
+
+    epochs: int = opt(100, help="Epochs per run.")
+    steps: int = opt(4000, help="Env steps per epoch (global).")
+    procs: list[int] | None = opt(None, help="Process counts to run.", show_default="1 2", multi=True)
+    seed: list[int] | None = opt(None, help="Seeds, run one after another.", show_default="13 42 1337")
+    env: str = opt("BipedalWalker-v3", help="Environment.")
+    hid: list[str] | None = opt(None, help="Hidden sizes.", show_default="32 32")
+    gamma: float = opt(0.999, help="Discount factor.")
+    max_ep_len: int = opt(
+        1000,
+        flags=("--max-ep-len", "--max_ep_len"),
+        help="Episode cap (1000 = Spinning Up's default, as in the origin run).",
+    )
+    out_dir: Path = opt(Path("bench"), help="Where the table (Markdown, JSON) and run files go.")
+
+
 #: options taking several space-separated values (see synapto.cli.MULTI_VALUE_OPTIONS)
-MULTI_VALUE_OPTIONS = ("--procs",)
+MULTI_VALUE_OPTIONS = multi_value_flags(BenchPPOOptions)
 
 
-def bench_ppo(
-    epochs: Annotated[int, typer.Option(help="Epochs per run.")] = 100,
-    steps: Annotated[int, typer.Option(help="Env steps per epoch (global).")] = 4000,
-    procs: Annotated[list[int] | None, typer.Option(help="Process counts to run.", show_default="1 2")] = None,
-    seed: Annotated[
-        list[int] | None, typer.Option(help="Seeds, run one after another.", show_default="13 42 1337")
-    ] = None,
-    env: Annotated[str, typer.Option(help="Environment.")] = "BipedalWalker-v3",
-    hid: Annotated[list[str] | None, typer.Option(help="Hidden sizes.", show_default="32 32")] = None,
-    gamma: Annotated[float, typer.Option(help="Discount factor.")] = 0.999,
-    max_ep_len: Annotated[
-        int,
-        typer.Option(
-            "--max-ep-len", "--max_ep_len", help="Episode cap (1000 = Spinning Up's default, as in the origin run)."
-        ),
-    ] = 1000,
-    out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
-):
+def bench_ppo(request: Request) -> None:
     """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
+    from synapto.folders import check_out_dir
     from synapto.ppo.config import parse_hid
 
-    procs = procs or [1, 2]
-    seeds = seed or [13, 42, 1337]
+    o = request.build(BenchPPOOptions)
+    procs = o.procs or [1, 2]
     if any(p < 1 for p in procs):
         raise UsageError(f"--procs must be integers >= 1, got {procs}")
-    if epochs < 1 or steps < 1:
-        raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
-    if steps < max(procs):
-        raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
-    from synapto.folders import check_out_dir
-
-    check_out_dir(out_dir)
+    if o.epochs < 1 or o.steps < 1:
+        raise UsageError(f"--epochs and --steps must be >= 1, got {o.epochs} and {o.steps}")
+    if o.steps < max(procs):
+        raise UsageError(f"--steps {o.steps} is smaller than the largest process count {max(procs)}")
+    check_out_dir(o.out_dir)
+    hid = parse_hid(o.hid) if o.hid else (32, 32)
     run_bench(
-        epochs=epochs,
-        steps=steps,
-        procs=procs,
-        seeds=seeds,
-        env=env,
-        hid=parse_hid(hid) if hid else (32, 32),
-        gamma=gamma,
-        max_ep_len=max_ep_len,
-        out_dir=out_dir,
+        o.epochs,
+        o.steps,
+        procs,
+        o.seed or [13, 42, 1337],
+        o.env,
+        hid,
+        o.gamma,
+        o.max_ep_len,
+        o.out_dir,
         log=lambda msg: print(msg, flush=True),
     )
 
 
 def register(bench_app: typer.Typer) -> None:
     """Add ``bench ppo`` to ``bench_app``."""
-    bench_app.command("ppo")(bench_ppo)
+    bench_app.command("ppo")(command(bench_ppo, BenchPPOOptions))

@@ -23,17 +23,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
-from synapto.bench.common import run_logged
+from synapto import declare
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, run_logged
 from synapto.bench.learn import champion_summary, check_command
 from synapto.bench.sparsity_report import plot, render_markdown, summarise
+from synapto.declare import Request, multi_value_flags, opt
 from synapto.errors import UsageError
-
-#: options taking several values (``--levels off 50``), rewritten by synapto.cli
-MULTI_VALUE_OPTIONS = {"--envs", "--agents", "--levels", "--bipedal-seeds"}
 
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)
 LEVELS = {"off": None, "50": 0.5, "25": 0.25, "10": 0.1}
@@ -50,6 +48,13 @@ class Setting:
     reference: list  #: evolve options of the reference algorithm (no config)
 
 
+def _reference(population: int, episodes: int) -> list[str]:
+    """The reference algorithm's evolve options: the GA of pure synaptolysis on a hebbian-dag."""
+    ga = ["--strategy", "ga", "--agent", "hebbian-dag", "--hidden", "8", "8", "--no-crn"]
+    counts = ["--population", str(population), "--episodes", str(episodes)]
+    return [*ga[:7], *counts, *ga[7:], "--validate-episodes", "0", "--mutation-std", "0", "--select-episodes", "0"]
+
+
 SETTINGS = {
     # 2.75 M training + validation steps leave room for the final selection within 3 M.
     "LunarLander-v3": Setting(
@@ -59,26 +64,7 @@ SETTINGS = {
             "pruned-mlp": "experiments/lunarlander_sparse.toml",
             "hebbian-dag": "experiments/lunarlander_hebbian.toml",
         },
-        [
-            "--strategy",
-            "ga",
-            "--agent",
-            "hebbian-dag",
-            "--hidden",
-            "8",
-            "8",
-            "--population",
-            "64",
-            "--episodes",
-            "4",
-            "--no-crn",
-            "--validate-episodes",
-            "0",
-            "--mutation-std",
-            "0",
-            "--select-episodes",
-            "0",
-        ],
+        _reference(64, 4),
     ),
     # the shaped configs that walk within 10 M env steps (docs/results.md), each cut to a level
     "BipedalWalker-v3": Setting(
@@ -88,26 +74,7 @@ SETTINGS = {
             "pruned-mlp": "experiments/bipedal_fast.toml",
             "hebbian-dag": "experiments/bipedal_hebbian.toml",
         },
-        [
-            "--strategy",
-            "ga",
-            "--agent",
-            "hebbian-dag",
-            "--hidden",
-            "8",
-            "8",
-            "--population",
-            "138",
-            "--episodes",
-            "8",
-            "--no-crn",
-            "--validate-episodes",
-            "0",
-            "--mutation-std",
-            "0",
-            "--select-episodes",
-            "0",
-        ],
+        _reference(138, 8),
     ),
 }
 #: agent options of a config's runs for the other agent, where an env has one config for both (none now)
@@ -140,28 +107,9 @@ def command(
     max_env_steps: int | None,
     root: Path,
 ) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "synapto",
-        "evolve",
-        "--env",
-        setting.env,
-        *mode_args(setting, agent, level, root),
-        "--max-env-steps",
-        str(max_env_steps or setting.max_env_steps),
-        "--generations",
-        "100000",
-        "--seed",
-        str(seed),
-        "--test-episodes",
-        str(test_episodes),
-        "--out",
-        str(out),
-        "--force",
-        "--workers",
-        str(workers),
-    ]
+    args = ["--env", setting.env, *mode_args(setting, agent, level, root)]
+    args += ["--max-env-steps", str(max_env_steps or setting.max_env_steps), "--generations", "100000"]
+    return evolve_command(*args, seed=seed, test_episodes=test_episodes, out=out, workers=workers)
 
 
 def finished(path: Path, test_episodes: int) -> bool:
@@ -198,64 +146,61 @@ def dense_connections(path: Path) -> int:
         return int(run.champion().genome.size)
 
 
-def register(bench_app: typer.Typer) -> None:
-    @bench_app.command("sparsity")
-    def bench_sparsity(
-        envs: Annotated[
-            list[str] | None, typer.Option(help="Environments.", show_default="LunarLander-v3 BipedalWalker-v3")
-        ] = None,
-        agents: Annotated[list[str] | None, typer.Option(help="Agents.", show_default="pruned-mlp hebbian-dag")] = None,
-        levels: Annotated[
-            list[str] | None,
-            typer.Option(help="Pruning levels: off, 50, 25, 10 (% of the dense connections).", show_default="all"),
-        ] = None,
-        reference: Annotated[
-            bool, typer.Option("--reference/--no-reference", help="Add the reference algorithm's row.")
-        ] = True,
-        seed: Annotated[list[int] | None, typer.Option(help="Seeds.", show_default="1 2 3 4 5")] = None,
-        bipedal_seeds: Annotated[
-            list[int] | None,
-            typer.Option(help="Seeds of the BipedalWalker-v3 runs (10 M env steps each).", show_default="1"),
-        ] = None,
-        max_env_steps: Annotated[
-            int | None,
-            typer.Option(
-                help="Override the LunarLander-v3 budget (training + validation env steps per run).",
-                show_default="each config's",
-            ),
-        ] = None,
-        bipedal_steps: Annotated[
-            int | None, typer.Option(help="Override the BipedalWalker-v3 budget.", show_default="10000000")
-        ] = None,
-        test_episodes: Annotated[int, typer.Option(help="Test episodes per champion.")] = 100,
-        workers: Annotated[int, typer.Option(help="Workers per run (mpiexec -n N+1).")] = 2,
-        keep_finished: Annotated[
-            bool,
-            typer.Option(
-                help="Reuse finished run files in OUT_DIR/sparsity_runs, and resume stopped ones from their "
-                "checkpoints, instead of running them again."
-            ),
-        ] = False,
-        out_dir: Annotated[Path, typer.Option(help="Where tables, plot and run files go.")] = Path("bench"),
-    ):
-        """Pruning levels side by side: test return against connections, with the Pareto front."""
-        from synapto.folders import check_out_dir
+@dataclass(frozen=True)
+class SparsityOptions:
+    """``synapto bench sparsity``'s options."""
 
-        envs, agents, levels = _checked_modes(envs, agents, levels)
-        _check_numbers(workers, max_env_steps, bipedal_steps, test_episodes)
-        check_out_dir(out_dir)
-        seeds = {
-            e: list(bipedal_seeds or [1]) if e == "BipedalWalker-v3" else list(seed or [1, 2, 3, 4, 5]) for e in envs
-        }
-        steps = {
-            e: (bipedal_steps if e == "BipedalWalker-v3" else max_env_steps) or SETTINGS[e].max_env_steps for e in envs
-        }
-        modes = [(e, a, lv) for e in envs for a in agents for lv in levels]
-        modes += [(e, "reference", "") for e in envs] if reference else []
-        plan = Plan(modes, seeds, steps, workers, test_episodes, out_dir / "sparsity_runs")
-        for e, a, lv in plan.modes:  # every mode's options checked before the first run
-            check_command(plan.command(e, a, lv, seeds[e][0])[0])
-        run_plan(plan, out_dir, keep_finished)
+    envs: list[str] | None = opt(None, help="Environments.", show_default="LunarLander-v3 BipedalWalker-v3", multi=True)
+    agents: list[str] | None = opt(None, help="Agents.", show_default="pruned-mlp hebbian-dag", multi=True)
+    levels: list[str] | None = opt(
+        None, help="Pruning levels: off, 50, 25, 10 (% of the dense connections).", show_default="all", multi=True
+    )
+    reference: bool = opt(True, flags=("--reference/--no-reference",), help="Add the reference algorithm's row.")
+    seed: list[int] | None = opt(None, **SEEDS)
+    bipedal_seeds: list[int] | None = opt(
+        None, help="Seeds of the BipedalWalker-v3 runs (10 M env steps each).", show_default="1", multi=True
+    )
+    max_env_steps: int | None = opt(
+        None,
+        help="Override the LunarLander-v3 budget (training + validation env steps per run).",
+        show_default="each config's",
+    )
+    bipedal_steps: int | None = opt(None, help="Override the BipedalWalker-v3 budget.", show_default="10000000")
+    test_episodes: int = opt(100, **TEST_EPISODES)
+    workers: int = opt(2, **WORKERS)
+    keep_finished: bool = opt(
+        False,
+        help="Reuse finished run files in OUT_DIR/sparsity_runs, and resume stopped ones from their "
+        "checkpoints, instead of running them again.",
+    )
+    out_dir: Path = opt(Path("bench"), help="Where tables, plot and run files go.")
+
+
+#: options taking several values (``--levels off 50``), rewritten by synapto.cli
+MULTI_VALUE_OPTIONS = multi_value_flags(SparsityOptions)
+
+
+def register(bench_app: typer.Typer) -> None:
+    bench_app.command("sparsity")(declare.command(bench_sparsity, SparsityOptions))
+
+
+def bench_sparsity(request: Request) -> None:
+    """Pruning levels side by side: test return against connections, with the Pareto front."""
+    from synapto.folders import check_out_dir
+
+    o = request.build(SparsityOptions)
+    envs, agents, levels = _checked_modes(o.envs, o.agents, o.levels)
+    _check_numbers(o.workers, o.max_env_steps, o.bipedal_steps, o.test_episodes)
+    check_out_dir(o.out_dir)
+    bipedal = "BipedalWalker-v3"
+    seeds = {e: list(o.bipedal_seeds or [1]) if e == bipedal else list(o.seed or [1, 2, 3, 4, 5]) for e in envs}
+    steps = {e: (o.bipedal_steps if e == bipedal else o.max_env_steps) or SETTINGS[e].max_env_steps for e in envs}
+    modes = [(e, a, lv) for e in envs for a in agents for lv in levels]
+    modes += [(e, "reference", "") for e in envs] if o.reference else []
+    plan = Plan(modes, seeds, steps, o.workers, o.test_episodes, o.out_dir / "sparsity_runs")
+    for e, a, lv in plan.modes:  # every mode's options checked before the first run
+        check_command(plan.command(e, a, lv, seeds[e][0])[0])
+    run_plan(plan, o.out_dir, o.keep_finished)
 
 
 def _checked_modes(envs, agents, levels) -> tuple[list[str], list[str], list[str]]:

@@ -62,42 +62,11 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
 def render_markdown(meta: dict, summary: list[dict], runs: list[dict]) -> str:
     parts = [f"# bench sparsity: {meta['workers']} worker(s), {meta['test_episodes']} test episodes per champion"]
     for env in dict.fromkeys(s["env"] for s in summary):
-        rows = [s for s in summary if s["env"] == env]
-        front = {rows[i]["mode"] for i in pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])}
-        thr = SOLVED.get(env)
         parts.append(
             f"## {env}: seeds {' '.join(map(str, meta['seeds'][env]))}, "
             f"{meta['max_env_steps'][env] / 1e6:g} M training + validation env steps"
         )
-        parts.append(
-            md_table(
-                [
-                    "mode",
-                    "test mean",
-                    "median",
-                    "worst seed",
-                    f"solved (>= {thr:g})" if thr else "solved",
-                    "connections (of dense)",
-                    "env steps",
-                    "wall time",
-                    "Pareto",
-                ],
-                [
-                    [
-                        s["mode"],
-                        f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}",
-                        f"{s['test_median']:.1f}",
-                        f"{s['min_test']:.1f}",
-                        "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}",
-                        f"{s['connections'][0]:.0f} (max {s['max_connections']}) of {s['dense']}",
-                        f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
-                        f"{s['wall'][0]:.0f} s",
-                        "yes" if s["mode"] in front else "",
-                    ]
-                    for s in rows
-                ],
-            )
-        )
+        parts.append(_modes_table([s for s in summary if s["env"] == env], SOLVED.get(env)))
         parts.append(
             md_table(
                 ["mode", "seed", "test", "connections", "generations", "env steps", "wall"],
@@ -128,51 +97,42 @@ def render_markdown(meta: dict, summary: list[dict], runs: list[dict]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _modes_table(rows: list[dict], thr: float | None) -> str:
+    """One environment's modes (its ``summary`` rows), solved against ``thr``, with the Pareto front."""
+    front = {rows[i]["mode"] for i in pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])}
+    solved = f"solved (>= {thr:g})" if thr else "solved"
+    header = ["mode", "test mean", "median", "worst seed", solved, "connections (of dense)", "env steps", "wall time"]
+    return md_table(
+        [*header, "Pareto"],
+        [
+            [
+                s["mode"],
+                f"{s['test_mean'][0]:.1f} ± {s['test_mean'][1]:.1f}",
+                f"{s['test_median']:.1f}",
+                f"{s['min_test']:.1f}",
+                "-" if s["solved"] is None else f"{s['solved']}/{s['seeds']}",
+                f"{s['connections'][0]:.0f} (max {s['max_connections']}) of {s['dense']}",
+                f"{s['env_steps'][0] / 1e6:.2f} M (max {s['max_env_steps'] / 1e6:.2f} M)",
+                f"{s['wall'][0]:.0f} s",
+                "yes" if s["mode"] in front else "",
+            ]
+            for s in rows
+        ],
+    )
+
+
 def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
     except ImportError:
         return False
     envs = list(dict.fromkeys(s["env"] for s in summary))
     fig, axes = plt.subplots(1, len(envs), figsize=(6.2 * len(envs), 4.4), squeeze=False)
-    colours = {"pruned-mlp": "C0", "hebbian-dag": "C1", "reference": "C3"}
-    markers = {"off": "s", "50": "o", "25": "^", "10": "v", "": "X"}
     for ax, env in zip(axes[0], envs):
-        rows = [s for s in summary if s["env"] == env]
-        for s in rows:
-            mine = [r for r in runs if r["env"] == env and r["mode"] == s["mode"]]
-            c, m = colours.get(s["agent"], "C7"), markers.get(s["level"], "o")
-            ax.scatter(
-                [r["connections"] for r in mine], [r["test_mean"] for r in mine], color=c, marker=m, alpha=0.35, s=22
-            )
-            ax.scatter(
-                [s["connections"][0]],
-                [s["test_mean"][0]],
-                color=c,
-                marker=m,
-                s=90,
-                edgecolors="black",
-                label=s["mode"],
-                zorder=3,
-            )
-        front = pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])
-        xs = [rows[i]["connections"][0] for i in front]
-        ys = [rows[i]["test_mean"][0] for i in front]
-        ax.step(xs, ys, where="post", color="black", lw=1, ls=":", label="Pareto front (mode means)")
-        if SOLVED.get(env) is not None:
-            ax.axhline(SOLVED[env], color="grey", ls="--", lw=1)
-        ax.set_xscale("log")
-        conns = [r["connections"] for r in runs if r["env"] == env]
-        ax.set_xticks([t for t in TICKS if min(conns) / 1.5 <= t <= max(conns) * 1.5])
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("champion's connections (log scale)")
-        ax.set_ylabel("champion's test mean return")
-        ax.set_title(env)
+        _panel(ax, env, [s for s in summary if s["env"] == env], [r for r in runs if r["env"] == env])
     labels: dict[str, Any] = {}  # one legend for all panels, below them: it never covers a point
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -190,3 +150,41 @@ def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return True
+
+
+def _panel(ax, env: str, rows: list[dict], runs: list[dict]) -> None:
+    """The plot of one environment: its runs, its modes' means and their Pareto front."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    colours = {"pruned-mlp": "C0", "hebbian-dag": "C1", "reference": "C3"}
+    markers = {"off": "s", "50": "o", "25": "^", "10": "v", "": "X"}
+    for s in rows:
+        mine = [r for r in runs if r["mode"] == s["mode"]]
+        c, m = colours.get(s["agent"], "C7"), markers.get(s["level"], "o")
+        ax.scatter(
+            [r["connections"] for r in mine], [r["test_mean"] for r in mine], color=c, marker=m, alpha=0.35, s=22
+        )
+        ax.scatter(
+            [s["connections"][0]],
+            [s["test_mean"][0]],
+            color=c,
+            marker=m,
+            s=90,
+            edgecolors="black",
+            label=s["mode"],
+            zorder=3,
+        )
+    front = pareto([(s["connections"][0], s["test_mean"][0]) for s in rows])
+    xs = [rows[i]["connections"][0] for i in front]
+    ys = [rows[i]["test_mean"][0] for i in front]
+    ax.step(xs, ys, where="post", color="black", lw=1, ls=":", label="Pareto front (mode means)")
+    if SOLVED.get(env) is not None:
+        ax.axhline(SOLVED[env], color="grey", ls="--", lw=1)
+    ax.set_xscale("log")
+    conns = [r["connections"] for r in runs]
+    ax.set_xticks([t for t in TICKS if min(conns) / 1.5 <= t <= max(conns) * 1.5])
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("champion's connections (log scale)")
+    ax.set_ylabel("champion's test mean return")
+    ax.set_title(env)

@@ -12,68 +12,83 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+from synapto.declare import Request, names, opt
 from synapto.errors import UsageError
 from synapto.logs import say as _log
-from synapto.options import (
-    agree,
-    check_distinct,
-    given_on_command_line,
-    given_values,
-    out_for_seed,
-)
-
-#: ppo's options that a ``--config`` file may set too: given on the command line, they win
-VALUE_OPTIONS = (
-    "env",
-    "hid",
-    "gamma",
-    "lam",
-    "epochs",
-    "steps_per_epoch",
-    "seed",
-    "pi_lr",
-    "vf_lr",
-    "train_pi_iters",
-    "train_v_iters",
-    "clip_ratio",
-    "target_kl",
-    "max_ep_len",
-    "save_freq",
-    "exp_name",
-    "dtype",
-    "out",
-    "n_envs",
-    "obs_norm",
-    "reward_scale",
-    "lr_schedule",
-    "minibatch_size",
-    "update_epochs",
-    "minibatch_update",
-    "ent_coef",
-    "vf_coef",
-    "max_grad_norm",
-    "adam_eps",
-    "log_std_init",
-    "ortho_init",
-    "test_episodes",
-)
+from synapto.options import agree, check_distinct, out_for_seed
+from synapto.ppo.config import EXEC, RUN, TRACK, PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
 
 
-def ppo_command(ctx, opts: dict) -> None:
-    """``synapto ppo``: ``opts`` are its parsed options by name (:mod:`synapto.ppo.cli`)."""
+@dataclass(frozen=True)
+class RunOptions:
+    """``synapto ppo``'s options beside :class:`synapto.ppo.config.PPOConfig`'s: how and where it runs."""
+
+    cpu: int = opt(
+        1,
+        panel=EXEC,
+        after="seed",
+        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).",
+    )
+    out: Path | None = opt(
+        None,
+        panel=RUN,
+        config=True,
+        help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
+        "With several seeds _s<seed> is inserted before .h5.",
+        show_default="runs/ppo_<env>_s<seed>.h5",
+    )
+    config: Path | None = opt(
+        None,
+        panel=RUN,
+        help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
+        show_default=False,
+    )
+    resume: Path | None = opt(
+        None,
+        panel=RUN,
+        help="Continue a stopped PPO run file bit-identically (same number of processes; "
+        "only --epochs and --cpu may be given).",
+        show_default=False,
+    )
+    force: bool = opt(False, panel=RUN, flags=("--force",), help="Overwrite existing output files.")
+    check: bool = opt(
+        False,
+        panel=EXEC,
+        flags=("--check",),
+        help="Check the options, the config and the output paths, print what would run, and exit "
+        "without running or writing anything.",
+    )
+    tensorboard: Path | None = opt(
+        None,
+        panel=TRACK,
+        help="Write every epoch's statistics as TensorBoard scalars into this folder, stepped by env "
+        "steps (TotalEnvInteracts; run/generation: the epoch; needs the tensorboard extra).",
+        show_default="off",
+    )
+    live_log: Path | None = opt(
+        None,
+        panel=TRACK,
+        help="Append every epoch's statistics to this file as it runs: .csv or .jsonl (column generation: the epoch).",
+        show_default="off",
+    )
+
+
+def ppo_command(request: Request) -> None:
+    """``synapto ppo``: ``request`` holds its parsed options (:mod:`synapto.ppo.cli`)."""
     from synapto.evolution.command import tracking_callbacks
     from synapto.parallel.launch import start_ranks
-    from synapto.ppo.config import parse_hid
     from synapto.ppo.threads import update_threads
     from synapto.ppo.train import train
 
-    given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
+    opts = request.values
+    given = {k: opts[k] for k in names(PPOConfig, RunOptions, config=True) if k in request.given}
     if "hid" in given:
         given["hid"] = parse_hid(given["hid"])
-    cpu = opts["cpu"] if "cpu" in given_on_command_line(ctx, ["cpu"]) else None
+    cpu = opts["cpu"] if "cpu" in request.given else None
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
@@ -126,7 +141,6 @@ def next_steps(out: Path) -> str:
 def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[list, list[Path], int]:
     """``([config], [run file], ranks)`` of ``--resume``: the run file's config with only
     ``--epochs`` changed, checked against what the run file holds."""
-    from synapto.ppo.config import PPOConfig
     from synapto.store import PPORun
 
     extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
@@ -162,8 +176,6 @@ def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[lis
 def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], int | None]:
     """``(configs, run files, processes)`` of new runs: one per seed, the command line's
     values over the ``--config`` file's; processes None when neither says."""
-    from synapto.ppo.config import build_config, load_ppo_toml
-
     values = load_ppo_toml(config) if config is not None else {}
     values.update(given)
     seeds = values.pop("seed", [0])
@@ -183,8 +195,6 @@ def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], in
 def outputs(out: Path | None, configs) -> list[Path]:
     """The run files: ``--out`` (``_s<seed>`` inserted for several seeds), else
     ``runs/ppo_<env>_s<seed>.h5``."""
-    from synapto.ppo.config import safe_name
-
     if out is None:
         return [Path("runs") / f"ppo_{safe_name(c.env)}_s{c.seed}.h5" for c in configs]
     out = Path(out)

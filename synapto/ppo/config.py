@@ -17,58 +17,109 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
+from synapto.declare import opt
 from synapto.errors import UsageError
 
 #: keys a ``--config`` TOML file may hold: the fields below plus how to run them.
 RUN_KEYS = frozenset({"cpu", "out"})
 
 
+#: ppo's help panels: one table of 80 columns per panel stays readable
+RUN, PPO, NORM, EXEC, TRACK = "The run", "PPO", "Normalisation and initialisation", "Execution", "Tracking"
+
+
+def _opt(default, panel: str, help: str, **meta):
+    """An option of ``ppo`` that a ``--config`` file may set too."""
+    return opt(default, panel=panel, help=help, config=True, **meta)
+
+
 @dataclass(frozen=True)
 class PPOConfig:
-    """Everything that determines a PPO run's results (given the number of ranks)."""
+    """Everything that determines a PPO run's results (given the number of ranks); each
+    field an option of ``synapto ppo`` (:mod:`synapto.declare`)."""
 
-    env: str = "BipedalWalker-v3"  #: gymnasium environment id
-    hid: tuple[int, ...] = (64, 64)  #: hidden layer sizes of both the policy and the value MLP
-    gamma: float = 0.99  #: discount factor
-    lam: float = 0.97  #: GAE lambda
-    epochs: int = 50  #: epochs (rollout + update) to run
-    steps_per_epoch: int = 4000  #: env steps per epoch over all ranks (each rank runs steps // ranks)
-    seed: int = 0  #: run seed; every random number of the run derives from it
-    pi_lr: float = 3e-4  #: Adam learning rate of the policy
-    vf_lr: float = 1e-3  #: Adam learning rate of the value function
-    train_pi_iters: int = 80  #: maximum policy steps per epoch (fewer on early stopping)
-    train_v_iters: int = 80  #: value-function steps per epoch
-    clip_ratio: float = 0.2  #: PPO clip epsilon
-    target_kl: float = 0.01  #: policy updates stop once rank-averaged approx. KL > 1.5 * target_kl (0: never)
-    max_ep_len: int | None = None  #: episode cap; None = the env's time limit (min of the two when both)
-    save_freq: int = 10  #: keep the parameters after every epoch k with k % save_freq == 0
-    exp_name: str = ""  #: experiment name in config.json (Spinning Up's plotter groups by it); "" = ppo_<env>
-    dtype: str = "float32"  #: network arithmetic: float32 (as PyTorch) or float64
+    env: str = _opt("BipedalWalker-v3", RUN, "Gymnasium environment id.")
+    hid: tuple[int, ...] = _opt(
+        (64, 64),
+        RUN,
+        'Hidden layer sizes of policy and value MLPs: --hid 32 32 or --hid "[32,32]".',
+        cli=list[str],
+        multi=True,
+    )
+    gamma: float = _opt(0.99, PPO, "Discount factor.")
+    lam: float = _opt(0.97, PPO, "GAE lambda.")
+    epochs: int = _opt(50, RUN, "Epochs to run (with --resume: the new total).")
+    steps_per_epoch: int = _opt(4000, RUN, "Env steps per epoch over all ranks; each rank runs steps // ranks.")
+    #: run seed; every random number of the run derives from it (several on the command line: one run each)
+    seed: int = _opt(0, RUN, "Run seed(s); several run one after another.", cli=list[int], shown=[0], multi=True)
+    pi_lr: float = _opt(3e-4, PPO, "Policy learning rate (Adam).")
+    vf_lr: float = _opt(1e-3, PPO, "Value learning rate (Adam).")
+    train_pi_iters: int = _opt(80, PPO, "Maximum policy steps per epoch.")  #: fewer on early stopping
+    train_v_iters: int = _opt(80, PPO, "Value steps per epoch.")
+    clip_ratio: float = _opt(0.2, PPO, "PPO clip epsilon.")
+    #: policy updates stop once rank-averaged approx. KL > 1.5 * target_kl (0: never)
+    target_kl: float = _opt(0.01, PPO, "Stop policy steps when the KL exceeds 1.5 x this.")
+    #: episode cap; None = the env's time limit (min of the two when both)
+    max_ep_len: int | None = _opt(
+        None,
+        PPO,
+        "Episode cap (bootstrapped like a time limit); 1000 reproduces Spinning Up.",
+        show_default="the env's time limit, 1600 for BipedalWalker-v3",
+    )
+    save_freq: int = _opt(10, EXEC, "Keep the parameters after epochs 0, N, 2N, ...")
+    exp_name: str = _opt(
+        "",
+        RUN,
+        "Experiment name in config.json (Spinning Up's plots group by it).",
+        cli=str | None,
+        shown=None,
+        show_default="ppo_<env>",
+    )
+    dtype: str = _opt("float32", EXEC, "Network arithmetic: float32 or float64.")  #: float32 as PyTorch
     # -- beyond Spinning Up: what rl-zoo's tuned PPO uses (docs/ppo.md); the defaults change nothing
     #: environments in all, split evenly over the ranks (each rank steps its n_envs / ranks in lockstep, each
     #: env steps_per_epoch // n_envs steps); 1: one env per rank, steps_per_epoch // ranks steps (Spinning Up)
-    n_envs: int = 1
-    obs_norm: bool = False  #: normalise observations by running mean and std (all ranks' rollouts), clip +-10
-    reward_scale: bool = False  #: divide rewards by the running std of the discounted return, clip +-10
-    lr_schedule: str = "constant"  #: constant, or linear: pi_lr and vf_lr fall from their value to value / epochs
+    n_envs: int = _opt(1, EXEC, "Environments in all, split evenly over the processes (1: one per process).")
+    #: normalise observations by running mean and std (all ranks' rollouts), clip +-10
+    obs_norm: bool = _opt(
+        False, NORM, "Normalise observations by running statistics.", flags=("--obs-norm/--no-obs-norm",)
+    )
+    #: divide rewards by the running std of the discounted return, clip +-10
+    reward_scale: bool = _opt(
+        False,
+        NORM,
+        "Divide rewards by the running std of the discounted return.",
+        flags=("--reward-scale/--no-reward-scale",),
+    )
+    #: constant, or linear: pi_lr and vf_lr fall from their value to value / epochs
+    lr_schedule: str = _opt("constant", PPO, "constant, or linear (decay over the epochs).")
     #: > 0: update_epochs passes over shuffled minibatches of this many steps (over all ranks), policy and value
     #: stepped together (the clipped loss, lambda-returns as value targets, advantages normalised per minibatch);
     #: 0: Spinning Up's full-batch steps (train_pi_iters, train_v_iters)
-    minibatch_size: int = 0
-    update_epochs: int = 10  #: passes over the epoch's steps (minibatch_size > 0)
+    minibatch_size: int = _opt(
+        0, PPO, "> 0: minibatch updates of this many steps (docs/ppo.md); 0: Spinning Up's full-batch steps."
+    )
+    update_epochs: int = _opt(10, PPO, "Passes over an epoch's steps with --minibatch-size.")
     #: with several ranks and minibatch_size > 0: "gathered" (the epoch's rows go to rank 0 once, which runs
     #: the whole update alone and broadcasts the parameters) or "allreduce" (every rank walks its own rows,
     #: minibatch_size // ranks a step, gradients averaged in one Allreduce per minibatch); one rank: the same
-    minibatch_update: str = "gathered"
-    ent_coef: float = 0.0  #: entropy bonus of the policy loss (minibatch_size > 0)
-    vf_coef: float = 0.5  #: weight of the value loss in the gradient norm that max_grad_norm clips (minibatches)
-    max_grad_norm: float = 0.0  #: clip the joint gradient norm of a minibatch to this (0: no clipping)
-    adam_eps: float = 1e-8  #: Adam's epsilon, both networks
-    log_std_init: float = -0.5  #: initial log standard deviation of a Gaussian policy
+    minibatch_update: str = _opt(
+        "gathered",
+        EXEC,
+        "With several processes: gathered (rank 0 updates on every row, then broadcasts) or "
+        "allreduce (one Allreduce per minibatch).",
+    )
+    ent_coef: float = _opt(0.0, PPO, "Entropy bonus.")  #: of the policy loss (minibatch_size > 0)
+    #: weight of the value loss in the gradient norm that max_grad_norm clips (minibatches)
+    vf_coef: float = _opt(0.5, PPO, "Value loss weight in the clipped gradient norm.")
+    max_grad_norm: float = _opt(0.0, PPO, "Clip a minibatch's gradient norm to this; 0: off.")
+    adam_eps: float = _opt(1e-8, PPO, "Adam's epsilon.")  #: both networks
+    log_std_init: float = _opt(-0.5, PPO, "Initial log std of a Gaussian policy.")
     #: orthogonal initial weights (gain sqrt 2 in hidden layers, 0.01 at the policy's output, 1 at the
     #: value's) and zero biases, instead of PyTorch's default uniform
-    ortho_init: bool = False
-    test_episodes: int = 0  #: after training, test the final policy (mean action) on this many PPO_TEST episodes
+    ortho_init: bool = _opt(False, NORM, "Orthogonal initial weights.", flags=("--ortho-init/--no-ortho-init",))
+    #: after training, test the final policy (mean action) on this many PPO_TEST episodes
+    test_episodes: int = _opt(0, RUN, "Test the final policy on this many episodes into the run file.")
 
     #: fields that ``--resume`` may change (everything else would change the run)
     RESUMABLE = ("epochs",)
@@ -80,77 +131,39 @@ class PPOConfig:
         self.validate()
 
     def validate(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise UsageError(msg)
-
-        def integer(name: str, low: int) -> None:
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= low,
-                f"--{name.replace('_', '-')} must be an integer >= {low}, got {v!r}",
-            )
-
-        def real(name: str, low: float, high: float, low_open: bool = False) -> None:
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (v > low if low_open else v >= low) and v <= high
-            interval = f"{'(' if low_open else '['}{low}, {high}]"
-            need(ok, f"--{name.replace('_', '-')} must be a number in {interval}, got {v!r}")
-
-        need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
-        need(
+        _need(isinstance(self.env, str) and bool(self.env), f"--env must be a gymnasium id, got {self.env!r}")
+        _need(
             all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in self.hid),
             f"--hid must be positive integer layer sizes, got {list(self.hid)!r}",
         )
-        integer("epochs", 1)
-        integer("steps_per_epoch", 1)
-        integer("seed", 0)
-        integer("train_pi_iters", 1)
-        integer("train_v_iters", 1)
-        integer("save_freq", 1)
-        if self.max_ep_len is not None:
-            integer("max_ep_len", 1)
-        real("gamma", 0.0, 1.0)
-        real("lam", 0.0, 1.0)
-        real("pi_lr", 0.0, math.inf, low_open=True)
-        real("vf_lr", 0.0, math.inf, low_open=True)
-        real("clip_ratio", 0.0, 1.0, low_open=True)
-        real("target_kl", 0.0, math.inf)  # 0: no early stopping
-        need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
-        integer("n_envs", 1)
-        integer("minibatch_size", 0)
-        integer("update_epochs", 1)
-        integer("test_episodes", 0)
+        for name, low in _INTEGERS[:7]:
+            if name != "max_ep_len" or self.max_ep_len is not None:  # None: the env's time limit
+                _integer(self, name, low)
+        for real in _REALS[:6]:
+            _real(self, *real)
+        _need(self.dtype in ("float32", "float64"), f"--dtype must be float32 or float64, got {self.dtype!r}")
+        for name, low in _INTEGERS[7:]:
+            _integer(self, name, low)
         for name in ("obs_norm", "reward_scale", "ortho_init"):
-            need(
+            _need(
                 isinstance(getattr(self, name), bool),
-                f"--{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}",
+                f"{_flag(name)} must be true or false, got {getattr(self, name)!r}",
             )
-        need(
-            self.minibatch_update in ("gathered", "allreduce"),
-            f"--minibatch-update must be gathered or allreduce, got {self.minibatch_update!r}",
-        )
-        need(
-            self.lr_schedule in ("constant", "linear"),
-            f"--lr-schedule must be constant or linear, got {self.lr_schedule!r}",
-        )
-        real("ent_coef", 0.0, math.inf)
-        real("vf_coef", 0.0, math.inf, low_open=True)
-        real("max_grad_norm", 0.0, math.inf)
-        real("adam_eps", 0.0, 1.0, low_open=True)
-        real("log_std_init", -20.0, 5.0)
+        for name, a, b in (("minibatch_update", "gathered", "allreduce"), ("lr_schedule", "constant", "linear")):
+            _need(getattr(self, name) in (a, b), f"{_flag(name)} must be {a} or {b}, got {getattr(self, name)!r}")
+        for real in _REALS[6:]:
+            _real(self, *real)
         if isinstance(self.n_envs, int) and isinstance(self.steps_per_epoch, int):
-            need(
+            _need(
                 self.steps_per_epoch >= self.n_envs,
                 f"--steps-per-epoch {self.steps_per_epoch} is below --n-envs {self.n_envs}: every env needs a step",
             )
         if isinstance(self.minibatch_size, int) and isinstance(self.steps_per_epoch, int):
-            need(
+            _need(
                 self.minibatch_size <= self.steps_per_epoch,
                 f"--minibatch-size {self.minibatch_size} is above --steps-per-epoch {self.steps_per_epoch}",
             )
-        need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
+        _need(isinstance(self.exp_name, str), f"--exp-name must be a string, got {self.exp_name!r}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -186,6 +199,54 @@ class PPOConfig:
             for f in dataclasses.fields(self)
             if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)
         ]
+
+
+#: the integer fields and their lowest value, in the order :meth:`PPOConfig.validate` checks them
+_INTEGERS = (
+    *(("epochs", 1), ("steps_per_epoch", 1), ("seed", 0), ("train_pi_iters", 1), ("train_v_iters", 1)),
+    *(("save_freq", 1), ("max_ep_len", 1), ("n_envs", 1), ("minibatch_size", 0), ("update_epochs", 1)),
+    ("test_episodes", 0),
+)
+#: the real-valued fields and their range ``(name, low, high, low_open)``, in the order
+#: :meth:`PPOConfig.validate` checks them (target_kl 0: no early stopping)
+_REALS = (
+    ("gamma", 0.0, 1.0, False),
+    ("lam", 0.0, 1.0, False),
+    ("pi_lr", 0.0, math.inf, True),
+    ("vf_lr", 0.0, math.inf, True),
+    ("clip_ratio", 0.0, 1.0, True),
+    ("target_kl", 0.0, math.inf, False),
+    ("ent_coef", 0.0, math.inf, False),
+    ("vf_coef", 0.0, math.inf, True),
+    ("max_grad_norm", 0.0, math.inf, False),
+    ("adam_eps", 0.0, 1.0, True),
+    ("log_std_init", -20.0, 5.0, False),
+)
+
+
+def _need(ok: bool, msg: str) -> None:
+    if not ok:
+        raise UsageError(msg)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _integer(cfg, name: str, low: int) -> None:
+    v = getattr(cfg, name)
+    _need(
+        isinstance(v, int) and not isinstance(v, bool) and v >= low,
+        f"{_flag(name)} must be an integer >= {low}, got {v!r}",
+    )
+
+
+def _real(cfg, name: str, low: float, high: float, low_open: bool) -> None:
+    v = getattr(cfg, name)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ok = ok and (v > low if low_open else v >= low) and v <= high
+    interval = f"{'(' if low_open else '['}{low}, {high}]"
+    _need(ok, f"{_flag(name)} must be a number in {interval}, got {v!r}")
 
 
 #: fields added after run files were written, with the behaviour those runs had

@@ -96,10 +96,7 @@ def minibatch_update(trainer, epoch: int, rows: Rows | None = None) -> dict[str,
         order = generator(cfg.seed, Stream.PPO, 3, rows.rank, epoch, p).permutation(n)
         for start in range(0, n, size):
             idx = order[start : start + size]
-            a = adv[idx]
-            if a.size > 1:
-                a = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
-            a = a.astype(trainer.dtype)
+            a = _normalised(adv[idx]).astype(trainer.dtype)
             loss_pi, kl_local, ent, frac = pi.surrogate(
                 obs[idx], act[idx], a, logp_old[idx], cfg.clip_ratio, cfg.ent_coef
             )
@@ -118,16 +115,7 @@ def minibatch_update(trainer, epoch: int, rows: Rows | None = None) -> dict[str,
             if cfg.target_kl > 0 and kl > 1.5 * cfg.target_kl:
                 stopped = True
                 break
-            grads = comm[:-1]
-            if cfg.max_grad_norm > 0:
-                norm = float(np.sqrt(grads @ grads))
-                scale = cfg.max_grad_norm / (norm + 1e-6)
-                if scale < 1.0:
-                    grads *= scale
-            pi.grad[...] = grads[:n_pi]
-            vf.grad[...] = grads[n_pi:]
-            trainer.pi_opt.step(pi.params, pi.grad)
-            trainer.vf_opt.step(vf.params, vf.grad)
+            _step(trainer, comm[:-1], n_pi)
             steps += 1
         if stopped:
             break
@@ -144,3 +132,23 @@ def minibatch_update(trainer, epoch: int, rows: Rows | None = None) -> dict[str,
         "DeltaLossV": last[1] - first[1],
         "seconds": seconds,
     }
+
+
+def _normalised(a: np.ndarray) -> np.ndarray:
+    """A minibatch's advantages less their mean, over their std (Bessel's) + 1e-8."""
+    return (a - a.mean()) / (a.std(ddof=1) + 1e-8) if a.size > 1 else a
+
+
+def _step(trainer, grads: np.ndarray, n_pi: int) -> None:
+    """The rank-averaged gradients of both networks (``grads``, policy first), their joint
+    norm clipped to ``max_grad_norm``, then one Adam step of each network."""
+    cfg, pi, vf = trainer.cfg, trainer.pi, trainer.vf
+    if cfg.max_grad_norm > 0:
+        norm = float(np.sqrt(grads @ grads))
+        scale = cfg.max_grad_norm / (norm + 1e-6)
+        if scale < 1.0:
+            grads *= scale
+    pi.grad[...] = grads[:n_pi]
+    vf.grad[...] = grads[n_pi:]
+    trainer.pi_opt.step(pi.params, pi.grad)
+    trainer.vf_opt.step(vf.params, vf.grad)

@@ -331,14 +331,8 @@ def train(
     handle, info = open_env(cfg)
     handle.env.close()
 
-    opened = Opened()
-    if rank == 0:
-        opened = open_run(cfg, out, size, info, resume, force)
-    writer, progress, lock = opened.writer, opened.progress, opened.lock
-    start, checkpoint, time_offset = opened.start, opened.checkpoint, opened.time_offset
-    broadcast_error(comm, opened.error)
-    if comm is not None:
-        start, checkpoint = comm.bcast((start, checkpoint), root=0)
+    opened, start, checkpoint = _open_on_every_rank(cfg, out, comm, size, info, resume, force)
+    writer, progress, time_offset = opened.writer, opened.progress, opened.time_offset
 
     try:
         trainer = Trainer(cfg, coll, rank, info, checkpoint)
@@ -363,32 +357,53 @@ def train(
                 notify(callbacks, _report_of(k, stats, timing, out, cfg, elapsed=time.time() - t_start))
         if rank == 0 and cfg.test_episodes:
             _final_test(cfg, trainer, writer, log)
-    except DiskFullError as exc:
-        exc.resume = resume_command(out, size)
-        if comm is not None and size > 1:  # the other ranks wait in a collective: one line, then abort
-            sys.stderr.write(exc.report())
-            abort_job(comm, 1)
-        raise
-    except Exception:
-        if comm is not None and size > 1:
-            traceback.print_exc()
-            abort_job(comm, 1)
+    except Exception as exc:
+        _abort_the_others(exc, comm, size, out)
         raise
     finally:
-        if writer is not None:
-            writer.close()
-        if progress is not None:
-            try:
-                progress.close()
-            except OSError:
-                pass
-        if lock is not None:
-            lock.release()
+        _close(opened)
         if rank == 0 and callbacks:
             from synapto.evolution.callbacks import close_all
 
             close_all(callbacks)
     return out if rank == 0 else None
+
+
+def _open_on_every_rank(cfg: PPOConfig, out: Path, comm, size: int, info, resume: bool, force: bool):
+    """``(opened, start, checkpoint)``: what rank 0 opened (:func:`open_run`; nothing on the
+    other ranks), and where the run starts, on every rank; rank 0's error raised on all."""
+    opened = open_run(cfg, out, size, info, resume, force) if comm is None or comm.Get_rank() == 0 else Opened()
+    start, checkpoint = opened.start, opened.checkpoint
+    broadcast_error(comm, opened.error)
+    if comm is not None:
+        start, checkpoint = comm.bcast((start, checkpoint), root=0)
+    return opened, start, checkpoint
+
+
+def _abort_the_others(exc: Exception, comm, size: int, out: Path) -> None:
+    """A rank failed: the other ranks wait in a collective, so say why (a full disk in one
+    line, with the command that resumes), then abort the job."""
+    if isinstance(exc, DiskFullError):
+        exc.resume = resume_command(out, size)
+    if comm is not None and size > 1:
+        if isinstance(exc, DiskFullError):
+            sys.stderr.write(exc.report())
+        else:
+            traceback.print_exc()
+        abort_job(comm, 1)
+
+
+def _close(opened: Opened) -> None:
+    """Rank 0's run file, progress.txt and lock, each that is open."""
+    if opened.writer is not None:
+        opened.writer.close()
+    if opened.progress is not None:
+        try:
+            opened.progress.close()
+        except OSError:
+            pass
+    if opened.lock is not None:
+        opened.lock.release()
 
 
 def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, out: Path, log) -> None:

@@ -322,6 +322,30 @@ def read_params(
 
 
 # ----------------------------------------------------------------------------- resume
+def _kept_params(old, cfg, done: int) -> dict[str, np.ndarray]:
+    """The kept parameters of the first ``done`` epochs of ``old``, by dataset name."""
+    params = {}
+    for group in _param_groups(cfg):
+        # the final parameters only of a run resumed for its final test (all epochs done)
+        if (group == "params/final" and done == cfg.epochs) or (
+            group != "params/final" and int(group.split("_")[-1]) < done
+        ):
+            for net in ("pi", "v"):
+                params[f"{group}/{net}"] = old[f"{group}/{net}"][()]
+    return params
+
+
+def _kept_slots(old, names, done: int) -> dict[str, dict]:
+    """The checkpoint slots of epochs ``done`` and ``done - 1`` of ``old``, with their ``completed``."""
+    slots = {}
+    for slot in ("slot0", "slot1"):
+        src = old[f"checkpoint/{slot}"]
+        n = int(src["completed"][0])
+        if n in (done, done - 1) and n >= 1:  # the other slot may be mid-rewrite: never read it
+            slots[slot] = {"completed": n, **{name: src[name][()] for name in names}}
+    return slots
+
+
 def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int]:
     """Truncate ``path`` to its completed epochs (a fresh file, fsync-ed and ``os.replace``-d
     over it) and open it for appending under ``cfg``.  Returns ``(writer, checkpoint, completed)``."""
@@ -342,20 +366,8 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
                 name: old[f"timing/{name}"][:done] if f"timing/{name}" in old else np.full(done, np.nan)
                 for name in TIMING
             }
-            params = {}
-            for group in _param_groups(cfg):
-                # the final parameters only of a run resumed for its final test (all epochs done)
-                if (group == "params/final" and done == cfg.epochs) or (
-                    group != "params/final" and int(group.split("_")[-1]) < done
-                ):
-                    for net in ("pi", "v"):
-                        params[f"{group}/{net}"] = old[f"{group}/{net}"][()]
-            slots = {}
-            for slot in ("slot0", "slot1"):
-                src = old[f"checkpoint/{slot}"]
-                n = int(src["completed"][0])
-                if n in (done, done - 1) and n >= 1:  # the other slot may be mid-rewrite: never read it
-                    slots[slot] = {"completed": n, **{name: src[name][()] for name in names}}
+            params = _kept_params(old, cfg, done)
+            slots = _kept_slots(old, names, done)
         except RunFileError:
             raise
         except Exception as exc:

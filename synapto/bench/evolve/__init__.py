@@ -147,19 +147,7 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
         for n in workers:
             for sched in scheds(n):
                 out = runs_dir / f"evolve_{s.tag}_w{n}_{sched}_s{seed}.h5"
-                cmd = evolve_command(s, n, sched, seed, out)
-                load0 = load_average()
-                log(f"seed {seed}, {n} worker(s), {sched}: {shlex.join(cmd[1:])}")
-                logged = run_logged(cmd, out.with_suffix(".log"))
-                summary = summarise_run(read_run(out), n, logged)
-                summary.update(workers=n, schedule=sched, seed=seed, load=[load0, load_average()], out=str(out))
-                result["runs"].append(summary)
-                if not result["commands"]:
-                    result["commands"].append(shlex.join(["python", *cmd[1:]]))
-                log(
-                    f"  {summary['process_wall']:.1f} s ({summary['loop']:.1f} s loop), "
-                    f"{summary['env_steps']:,} env steps, {summary['steps_per_s_per_worker']:,.0f} steps/s per worker"
-                )
+                _timed_run(s, n, sched, seed, out, result, log)
                 if first is None:
                     first = out
                     if s.raw_steps:
@@ -195,6 +183,23 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
     log(md)
     log("written: " + ", ".join(written))
     return result
+
+
+def _timed_run(s: Settings, n: int, sched: str, seed: int, out: Path, result: dict, log) -> None:
+    """One evolve run at ``n`` workers, its summary appended to ``result["runs"]``."""
+    cmd = evolve_command(s, n, sched, seed, out)
+    load0 = load_average()
+    log(f"seed {seed}, {n} worker(s), {sched}: {shlex.join(cmd[1:])}")
+    logged = run_logged(cmd, out.with_suffix(".log"))
+    summary = summarise_run(read_run(out), n, logged)
+    summary.update(workers=n, schedule=sched, seed=seed, load=[load0, load_average()], out=str(out))
+    result["runs"].append(summary)
+    if not result["commands"]:
+        result["commands"].append(shlex.join(["python", *cmd[1:]]))
+    log(
+        f"  {summary['process_wall']:.1f} s ({summary['loop']:.1f} s loop), "
+        f"{summary['env_steps']:,} env steps, {summary['steps_per_s_per_worker']:,.0f} steps/s per worker"
+    )
 
 
 def _json_default(o):

@@ -88,31 +88,7 @@ def derive(result: dict) -> None:
             if sched != "dynamic"
             else sp_dyn
         )
-        parts = {k: sum(r["parts"][k] for r in rs) for k, _ in PARTS}
-        rows.append(
-            {
-                "workers": n,
-                "schedule": sched,
-                "seeds": [r["seed"] for r in rs],
-                "process_wall": [r["process_wall"] for r in rs],
-                "loop": [r["loop"] for r in rs],
-                "steps_per_s": float(np.mean([r["steps_per_s"] for r in rs])),
-                "steps_per_s_per_worker": float(np.mean([r["steps_per_s_per_worker"] for r in rs])),
-                "speedup": sp.get(n, {}).get("speedup", math.nan),
-                "efficiency": sp.get(n, {}).get("efficiency", math.nan),
-                "ceiling": float(np.mean([r["ceiling"] for r in rs])) if all("ceiling" in r for r in rs) else math.nan,
-                "ceiling_reuse": float(np.mean([r["ceiling_reuse"] for r in rs]))
-                if all("ceiling" in r for r in rs)
-                else math.nan,
-                "ratio": float(np.mean([r["ratio"] for r in rs])) if all("ratio" in r for r in rs) else math.nan,
-                "ratio_side_by_side": float(np.mean([r["ratio_side_by_side"] for r in rs]))
-                if all("ratio" in r for r in rs)
-                else math.nan,
-                "productive_share": float(np.mean([r["productive_share"] for r in rs])),
-                "parts": parts,
-                "shares": shares(parts),
-            }
-        )
+        rows.append(_row(n, sched, rs, sp.get(n, {})))
     result["rows"] = rows
     points = {row["workers"]: row["speedup"] for row in rows if row["schedule"] == "dynamic"}
     base = min(points) if points else 1
@@ -121,7 +97,45 @@ def derive(result: dict) -> None:
         "amdahl_serial_fraction": f,
         "amdahl": {R: amdahl(f, R - 1) if math.isfinite(f) else math.nan for R in PROJECT_RANKS},
     }
-    # the task-farm simulation, from the baseline runs (one per seed)
+    sim_sp = _simulated_speedups(result, raw_of, base, keys)
+    if sim_sp is not None:
+        proj["simulated_speedup"] = sim_sp
+    result["projection"] = proj
+
+
+def _row(n: int, sched: str, rs: list[dict], sp: dict) -> dict:
+    """The table row of ``n`` workers and schedule ``sched``: means over its runs ``rs``."""
+
+    def mean(key: str, need: str | None = None) -> float:
+        if need is not None and not all(need in r for r in rs):
+            return math.nan
+        return float(np.mean([r[key] for r in rs]))
+
+    parts = {k: sum(r["parts"][k] for r in rs) for k, _ in PARTS}
+    return {
+        "workers": n,
+        "schedule": sched,
+        "seeds": [r["seed"] for r in rs],
+        "process_wall": [r["process_wall"] for r in rs],
+        "loop": [r["loop"] for r in rs],
+        "steps_per_s": mean("steps_per_s"),
+        "steps_per_s_per_worker": mean("steps_per_s_per_worker"),
+        "speedup": sp.get("speedup", math.nan),
+        "efficiency": sp.get("efficiency", math.nan),
+        "ceiling": mean("ceiling", "ceiling"),
+        "ceiling_reuse": mean("ceiling_reuse", "ceiling"),
+        "ratio": mean("ratio", "ratio"),
+        "ratio_side_by_side": mean("ratio_side_by_side", "ratio"),
+        "productive_share": mean("productive_share"),
+        "parts": parts,
+        "shares": shares(parts),
+    }
+
+
+def _simulated_speedups(result: dict, raw_of: dict, base: int, keys) -> dict | None:
+    """The task-farm simulation's speed-ups, from the baseline runs (one per seed), averaged
+    over the seeds; None without a baseline run and its raw-env sample."""
+    runs = result["runs"]
     sims = []
     for seed in result["settings"]["seeds"]:
         b = next((r for r in runs if r["seed"] == seed and r["workers"] == base and r["schedule"] == "dynamic"), None)
@@ -132,11 +146,10 @@ def derive(result: dict) -> None:
         counts = sorted({max(n, 1) for n, _ in keys} | {R - 1 for R in PROJECT_RANKS})
         sim = project(read_run(Path(b["out"])), raw, b["cycles"], float(np.mean(comm)) if comm else 0.0, counts)
         sims.append({"seed": seed, "loop": sim, "base": max(base, 1)})
-    if sims:
-        one = {seed_sim["seed"]: seed_sim["loop"][f"{seed_sim['base']}/dynamic"] for seed_sim in sims}
-        sim_sp = {}
-        for key in sims[0]["loop"]:
-            n = int(key.split("/")[0])
-            sim_sp[key] = float(np.mean([one[x["seed"]] / x["loop"][key] for x in sims])) * sims[0]["base"]
-        proj["simulated_speedup"] = sim_sp
-    result["projection"] = proj
+    if not sims:
+        return None
+    one = {seed_sim["seed"]: seed_sim["loop"][f"{seed_sim['base']}/dynamic"] for seed_sim in sims}
+    sim_sp = {}
+    for key in sims[0]["loop"]:
+        sim_sp[key] = float(np.mean([one[x["seed"]] / x["loop"][key] for x in sims])) * sims[0]["base"]
+    return sim_sp

@@ -24,7 +24,6 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
     from synapto.agents import build_agent
-    from synapto.envs import make_env
     from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 
@@ -52,19 +51,7 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
         policy = agent.policy(genome)
         episodes = []
         for e, s in enumerate(seeds):
-            env = make_env(cfg["env"])
-            obs, _ = env.reset(seed=int(s))
-            policy.reset()
-            actions, total_r = [], 0.0
-            while True:
-                a = policy.act(obs)
-                actions.append(a)
-                obs, r, terminated, truncated, _ = env.step(a)
-                total_r += float(r)
-                if terminated or truncated:
-                    break
-            env.close()
-            policy.end_episode()
+            total_r, actions = _replay(cfg["env"], policy, int(s))
             mismatches += total_r != returns[e]
             episodes.append((int(s), actions))
         evaluations.append({"generation": g, "individual": i, "genome": genome, "seeds": seeds, "episodes": episodes})
@@ -80,6 +67,26 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
         "episodes": int(sum(len(ev["episodes"]) for ev in evaluations)),
         "mismatches": int(mismatches),
     }
+
+
+def _replay(env_id: str, policy, seed: int) -> tuple[float, list]:
+    """One episode of ``policy`` on a fresh ``env_id`` reset with ``seed``: its return and actions."""
+    from synapto.envs import make_env
+
+    env = make_env(env_id)
+    obs, _ = env.reset(seed=seed)
+    policy.reset()
+    actions, total_r = [], 0.0
+    while True:
+        a = policy.act(obs)
+        actions.append(a)
+        obs, r, terminated, truncated, _ = env.step(a)
+        total_r += float(r)
+        if terminated or truncated:
+            break
+    env.close()
+    policy.end_episode()
+    return total_r, actions
 
 
 def raw_process(sample_path: str, out_path: str) -> None:

@@ -118,68 +118,60 @@ def _runs_table(result: dict) -> list[str]:
 def _raw_ceiling(result: dict) -> list[str]:
     """The raw-environment ceiling's section (none without a ceiling)."""
     runs = result["runs"]
-    lines: list[str] = []
-    if result["raw"]:
-        lines += [
-            "",
-            "### Raw-environment ceiling",
-            "",
-            "Same env (`make_env`), same episode seeds, the run's own actions replayed from a table (the same "
-            "trajectories), no synapto.  Per seed and number of concurrent processes; the side-by-side "
-            "columns run synapto's `evaluate` on the same evaluations in the same processes, interleaved.",
-            "",
-        ]
-        t = []
-        for r in result["raw"]:
-            rs = r["summary"]
-            run = next(
-                (
-                    x
-                    for x in runs
-                    if x["seed"] == r["seed"] and x["workers"] == r["workers"] and x["schedule"] == "dynamic"
-                ),
-                None,
-            )
-            t.append(
-                [
-                    r["seed"],
-                    r["workers"],
-                    rs["processes"],
-                    f"{rs['sample_episodes']} / {rs['sample_steps']:,}",
-                    f"{rs['make_ms']:.2f} + {rs['reset_ms']:.2f} + {rs['close_ms']:.2f}",
-                    f"{rs['step_us']:.0f}",
-                    _f(run.get("ceiling") if run else None, "{:,.0f}"),
-                    _f(run.get("ceiling_reuse") if run else None, "{:,.0f}"),
-                    _f(run.get("ratio") if run else None, "{:.3f}"),
-                    f"{rs['fresh_steps_per_s']:,.0f} / {rs['synapto_steps_per_s']:,.0f}",
-                    f"{rs['worker_ratio_wall']:.3f} / {rs['worker_ratio_cpu']:.3f}",
-                ]
-            )
-        lines.append(
-            md_table(
-                [
-                    "seed",
-                    "after the runs at (workers)",
-                    "processes",
-                    "sample episodes / steps",
-                    "make + reset + close (ms/episode)",
-                    "step (µs)",
-                    "ceiling, fresh env (steps/s)",
-                    "ceiling, reused env (steps/s)",
-                    "run ratio",
-                    "side by side: raw / evaluate (steps/s)",
-                    "evaluate / raw (wall / cpu)",
-                ],
-                t,
-            )
-        )
-        mean_len = [r["env_steps"] / r["episodes"] for r in runs if r["episodes"]]
-        lines += [
-            "",
-            f"Mean episode length in the runs: {np.mean(mean_len):.0f} steps.  Targets: ratio ≥ 0.90 "
-            "(hebbian-dag), ≥ 0.95 (pruned-mlp).",
-        ]
+    if not result["raw"]:
+        return []
+    lines = [
+        "",
+        "### Raw-environment ceiling",
+        "",
+        "Same env (`make_env`), same episode seeds, the run's own actions replayed from a table (the same "
+        "trajectories), no synapto.  Per seed and number of concurrent processes; the side-by-side "
+        "columns run synapto's `evaluate` on the same evaluations in the same processes, interleaved.",
+        "",
+    ]
+    header = [
+        "seed",
+        "after the runs at (workers)",
+        "processes",
+        "sample episodes / steps",
+        "make + reset + close (ms/episode)",
+        "step (µs)",
+        "ceiling, fresh env (steps/s)",
+        "ceiling, reused env (steps/s)",
+        "run ratio",
+        "side by side: raw / evaluate (steps/s)",
+        "evaluate / raw (wall / cpu)",
+    ]
+    lines.append(md_table(header, [_raw_row(r, runs) for r in result["raw"]]))
+    mean_len = [r["env_steps"] / r["episodes"] for r in runs if r["episodes"]]
+    lines += [
+        "",
+        f"Mean episode length in the runs: {np.mean(mean_len):.0f} steps.  Targets: ratio ≥ 0.90 "
+        "(hebbian-dag), ≥ 0.95 (pruned-mlp).",
+    ]
     return lines
+
+
+def _raw_row(r: dict, runs: list[dict]) -> list:
+    """The ceiling table's row of raw measurement ``r``, beside its dynamic run's ratio."""
+    rs = r["summary"]
+    run = next(
+        (x for x in runs if x["seed"] == r["seed"] and x["workers"] == r["workers"] and x["schedule"] == "dynamic"),
+        None,
+    )
+    return [
+        r["seed"],
+        r["workers"],
+        rs["processes"],
+        f"{rs['sample_episodes']} / {rs['sample_steps']:,}",
+        f"{rs['make_ms']:.2f} + {rs['reset_ms']:.2f} + {rs['close_ms']:.2f}",
+        f"{rs['step_us']:.0f}",
+        _f(run.get("ceiling") if run else None, "{:,.0f}"),
+        _f(run.get("ceiling_reuse") if run else None, "{:,.0f}"),
+        _f(run.get("ratio") if run else None, "{:.3f}"),
+        f"{rs['fresh_steps_per_s']:,.0f} / {rs['synapto_steps_per_s']:,.0f}",
+        f"{rs['worker_ratio_wall']:.3f} / {rs['worker_ratio_cpu']:.3f}",
+    ]
 
 
 def _time_shares(result: dict) -> list[str]:

@@ -17,17 +17,8 @@ from synapto.errors import UsageError
 #: the reference's algorithm, as experiments/bipedal_hebbian_dag.toml runs it (EvolveConfig's
 #: defaults spelled out: without --config, evolve's defaults are the default experiment's)
 REFERENCE_MODE = (
-    "--strategy",
-    "ga",
-    "--no-crn",
-    "--validate-episodes",
-    "0",
-    "--mutation-std",
-    "0",
-    "--select-episodes",
-    "0",
-    "--max-env-steps",
-    "0",
+    *("--strategy", "ga", "--no-crn", "--validate-episodes", "0", "--mutation-std", "0"),
+    *("--select-episodes", "0", "--max-env-steps", "0"),
 )
 
 #: parts of the worker-seconds, in report order: (key, label)
