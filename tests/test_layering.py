@@ -171,7 +171,7 @@ COORDINATOR_SIDE = (
     "synapto.evolution.champion",
     "synapto.evolution.command",
     "synapto.evolution.replay",
-    "synapto.evolution.callbacks",
+    "synapto.tracking",
     "synapto.evolution.progress",
     "synapto.evolution.config",
     "synapto.store",

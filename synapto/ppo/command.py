@@ -64,11 +64,11 @@ VALUE_OPTIONS = (
 
 def ppo_command(ctx, opts: dict) -> None:
     """``synapto ppo``: ``opts`` are its parsed options by name (:mod:`synapto.ppo.cli`)."""
-    from synapto.evolution.command import tracking_callbacks
     from synapto.parallel.launch import start_ranks
     from synapto.ppo.config import parse_hid
     from synapto.ppo.threads import update_threads
     from synapto.ppo.train import train
+    from synapto.tracking.writers import tracking_callbacks
 
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
     if "hid" in given:
@@ -77,7 +77,7 @@ def ppo_command(ctx, opts: dict) -> None:
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
-    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # evolution's, one report per epoch
+    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # one report per epoch
     resume, force = opts["resume"], opts["force"]
     n_procs: int | None  # None: as many processes as the MPI world has
     if resume is not None:
