@@ -45,6 +45,7 @@ nothing of this module (the arrow points one way: this module builds on
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -54,6 +55,7 @@ from synapto.errors import UsageError
 from synapto.evolution.worker.batched import CHUNK_ROWS, BatchingFarm, Chunk, batch_results
 from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
 from synapto.evolution.worker.tasks import EvalResult, EvalTask
+from synapto.parallel.farm import SerialFarm
 from synapto.shaping import FALL_PENALTY, Shaping
 
 #: gymnasium ids whose training episodes envpool runs (its task of the same id)
@@ -347,9 +349,5 @@ class TrainingFarm(BatchingFarm):
 
 def training_farm(farm, spec: EvolveSpec) -> TrainingFarm:
     """``farm`` set up for a run whose training episodes run on envpool."""
-    import os
-
-    from synapto.parallel.farm import SerialFarm
-
     farm.setup(FastSpec(spec))
     return TrainingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm))
