@@ -19,26 +19,18 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.envs import EnvOptions, make_env
 from synapto.errors import UsageError
-from synapto.evolution.command import check_runs, check_task_timeout
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.loop import RunSummary, run_evolution
-from synapto.evolution.resuming import nothing_to_do, resume_state
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
-from synapto.parallel.farm import SerialFarm, make_farm
-from synapto.parallel.launch import mpi_job
-from synapto.store import RunData
-from synapto.tracking.callbacks import GenerationReport, StopRun, close_all, report_to
+from synapto.tracking.callbacks import StopRun
 
 
 def evolve(
@@ -67,11 +59,15 @@ def evolve(
     past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
     a ``RuntimeError`` naming it).
     """
+    from synapto.evolution.command import check_runs, check_task_timeout
+
     out = Path(out)
     task_timeout = check_task_timeout(task_timeout)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"workers must be an integer >= 0, got {workers!r}")
     if resume:
+        from synapto.evolution.resuming import nothing_to_do, resume_state
+
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
         config, done, steps, finished = resume_state(out, values)
         if finished and not config.goes_on(done, steps):  # as the command line: the run stays as it is
@@ -80,6 +76,7 @@ def evolve(
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
         return _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout)
+    from synapto.parallel.farm import SerialFarm
 
     return run_evolution(
         config,
@@ -98,6 +95,11 @@ REPORT_MARK = "\x1esynapto-report "
 
 
 def _evolve_mpi(config, out, workers, force, resume, options, log, callbacks, task_timeout=None) -> RunSummary:
+    import time
+
+    from synapto.parallel.launch import mpi_job
+    from synapto.tracking.callbacks import close_all
+
     args = json.dumps(
         {
             "config": config.to_json(),
@@ -139,6 +141,8 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
     """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``, and answer each
     report with the callbacks' verdict (``go``, or ``stop REASON``: :class:`StopRun`); the
     child's last lines."""
+    from synapto.tracking.callbacks import GenerationReport, report_to
+
     tail: list[str] = []
     for line in proc.stdout:
         line = line.rstrip("\n")
@@ -161,6 +165,8 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
 
 def summary_of(out: str | Path, wall: float) -> RunSummary:
     """The :class:`RunSummary` of the finished run file ``out``."""
+    from synapto.store import RunData
+
     with RunData(out, kind="evolve") as run:
         champion = run.champion()
         returns = np.asarray(champion.test_returns, dtype=np.float64)
@@ -197,6 +203,8 @@ def total_env_steps(run) -> int:
 
 def _mpi_main(args_json: str) -> None:
     """Entry point of every rank of :func:`evolve`'s MPI child."""
+    from synapto.parallel.farm import make_farm
+
     args = json.loads(args_json)
     farm, coordinator = make_farm(args.get("task_timeout"))
     if not coordinator:
@@ -220,6 +228,8 @@ def _mpi_main(args_json: str) -> None:
 def _report_to_parent(report) -> None:
     """Send ``report`` to :func:`_follow` and wait for its verdict; an end of input (a launcher
     that does not forward it) goes on."""
+    from synapto.tracking.callbacks import StopRun
+
     print(
         REPORT_MARK
         + json.dumps(
@@ -249,6 +259,10 @@ def rollout(
     """Episodes of ``genome`` on ``env``, one per seed, each in a fresh environment reset
     with that seed (the evaluation ``synapto evolve`` runs): returns, steps, fitness
     (mean return minus the agent's penalty) and the trace statistics."""
+    from functools import partial
+
+    from synapto.envs import EnvOptions, make_env
+
     make = EnvOptions.parse(env_options).make_kwargs()  # the task itself: training shaping never applies here
     return evaluate(
         agent,

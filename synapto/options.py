@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from synapto.config import tomllib
 from synapto.errors import UsageError, option
 
 #: strategy options that have a command-line flag (and a top-level TOML key) of their own
@@ -96,6 +95,8 @@ def hidden_layers(value):
 
 def _literal(text: str):
     """A TOML literal (number, true/false, quoted string), else the text itself."""
+    from synapto.config import tomllib
+
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

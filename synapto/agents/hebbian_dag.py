@@ -50,7 +50,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction
-from synapto.agents.batched.dag import DAGBatchPolicy
 
 
 class DAGPolicy(Policy):
@@ -241,6 +240,7 @@ class HebbianDAG(Agent):
     def batch_policy(self, genomes, want_stats=True, episodes=1):
         if self.options["neuromodulate"]:
             return None  # traces change the weights every step: one-at-a-time only
+        from synapto.agents.batched.dag import DAGBatchPolicy
 
         return DAGBatchPolicy(self, np.asarray(genomes, dtype=np.float64), want_stats, episodes)
 

@@ -33,9 +33,6 @@ import typer
 
 from synapto.bench.common import md_table, mean_std, run_logged
 from synapto.errors import UsageError
-from synapto.evolution.config import EvolveConfig
-from synapto.folders import check_out_dir
-from synapto.store import RunData
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
@@ -162,6 +159,9 @@ def command(
 
 def champion_summary(path: Path) -> dict:
     """What one finished run says about its champion and its cost."""
+    from synapto.evolution.config import EvolveConfig
+    from synapto.store import RunData
+
     with RunData(path, kind="evolve") as run:
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
@@ -347,6 +347,8 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where tables and run files go.")] = Path("bench"),
     ):
         """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
+        from synapto.folders import check_out_dir
+
         budget = BUDGETS["long" if long else "short"]
         seeds = list(seed) if seed else [1, 2, 3, 4, 5]
         modes = list(mode) if mode else list(budget.modes)

@@ -33,9 +33,6 @@ import typer
 
 from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.errors import UsageError
-from synapto.folders import check_out_dir
-from synapto.ppo.config import parse_hid, safe_name
-from synapto.store import PPORun
 
 SPLIT = (
     ("env", "env stepping"),
@@ -54,6 +51,8 @@ ORIGIN = (
 
 
 def summarise(run_path: Path) -> dict:
+    from synapto.store import PPORun
+
     with PPORun(run_path) as run:
         n = run.completed
         timing = {
@@ -159,6 +158,7 @@ def run_bench(
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
+    from synapto.ppo.config import safe_name
 
     result: dict[str, Any] = {
         "settings": {
@@ -248,6 +248,8 @@ def bench_ppo(
     out_dir: Annotated[Path, typer.Option(help="Where the table (Markdown, JSON) and run files go.")] = Path("bench"),
 ):
     """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
+    from synapto.ppo.config import parse_hid
+
     procs = procs or [1, 2]
     seeds = seed or [13, 42, 1337]
     if any(p < 1 for p in procs):
@@ -256,6 +258,7 @@ def bench_ppo(
         raise UsageError(f"--epochs and --steps must be >= 1, got {epochs} and {steps}")
     if steps < max(procs):
         raise UsageError(f"--steps {steps} is smaller than the largest process count {max(procs)}")
+    from synapto.folders import check_out_dir
 
     check_out_dir(out_dir)
     run_bench(

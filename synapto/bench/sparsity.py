@@ -31,8 +31,6 @@ from synapto.bench.common import run_logged
 from synapto.bench.learn import champion_summary, check_command
 from synapto.bench.sparsity_report import plot, render_markdown, summarise
 from synapto.errors import UsageError
-from synapto.folders import check_out_dir
-from synapto.store import RunData
 
 #: options taking several values (``--levels off 50``), rewritten by synapto.cli
 MULTI_VALUE_OPTIONS = {"--envs", "--agents", "--levels", "--bipedal-seeds"}
@@ -168,6 +166,8 @@ def command(
 
 def finished(path: Path, test_episodes: int) -> bool:
     """A run file whose champion was tested on ``test_episodes`` episodes."""
+    from synapto.store import RunData
+
     if not path.exists():
         return False
     try:
@@ -192,6 +192,8 @@ def resumable(path: Path, cmd: Sequence[str]) -> bool:
 
 def dense_connections(path: Path) -> int:
     """The genome length of a run: its network's connections before any pruning."""
+    from synapto.store import RunData
+
     with RunData(path, kind="evolve") as run:
         return int(run.champion().genome.size)
 
@@ -237,6 +239,8 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where tables, plot and run files go.")] = Path("bench"),
     ):
         """Pruning levels side by side: test return against connections, with the Pareto front."""
+        from synapto.folders import check_out_dir
+
         envs, agents, levels = _checked_modes(envs, agents, levels)
         _check_numbers(workers, max_env_steps, bipedal_steps, test_episodes)
         check_out_dir(out_dir)

@@ -10,14 +10,14 @@ from typing import Annotated
 
 import typer
 
-from synapto import defaults
-from synapto.evolution.command import evolve_command
 from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig
 
 
 def _shown_defaults() -> dict:
     """The defaults evolve's options show: the default experiment's (synapto/defaults.toml,
     EvolveConfig's defaults too), EvolveConfig's where it says nothing."""
+    from synapto import defaults
+
     found = {f.name: f.default for f in dataclasses.fields(EvolveConfig)}
     found.update({k: v for k, v in defaults.values(EVOLVE_KEYS).items() if k in found})
     return found
@@ -327,6 +327,8 @@ def evolve(
     ] = None,
 ):
     """Evolve a population on an environment (coordinator + MPI workers)."""
+    from synapto.evolution.command import evolve_command
+
     evolve_command(ctx, dict(locals()))
 
 

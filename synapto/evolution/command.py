@@ -11,38 +11,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import typer
 
-from synapto import defaults
-from synapto.agents import build_agent
-from synapto.config import load_toml
 from synapto.errors import DiskFullError, TrackingError, UsageError
-from synapto.estimate import estimate
-from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, RunOptions, resolve_population
-from synapto.evolution.loop import RunStopped, run_evolution
-from synapto.evolution.progress import Budget, plain_every
-from synapto.evolution.restarts import is_own, restarted_jobs
 from synapto.evolution.resuming import nothing_to_do, resume_check, resume_state
-from synapto.evolution.strategies import make_strategy, strategy_class
-from synapto.evolution.worker import fast_box2d
 from synapto.logs import say as _log
-from synapto.options import (
-    check_distinct,
-    given_values,
-    hidden_layers,
-    key_values,
-    layer_sizes,
-    out_for_seed,
-    strategy_options,
-    table,
-)
-from synapto.parallel.farm import make_farm
-from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi, world
-from synapto.parallel.stopping import StopSignals
-from synapto.resources import check_memory, check_run_file, evolve_memory
+from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import next_lines, synapto_command
-from synapto.store import check_output_path, check_writable
 from synapto.tracking.writers import tracking_callbacks
 
 
@@ -53,13 +28,25 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     agent (it needs a batched policy), the population's memory,
     and -- on rank 0, for new runs -- the output paths and the run files' size against
     HDF5's limits and the free disk.  Returns the agent of ``configs[0]``."""
+    import numpy as np
+
+    from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
+    from synapto.evolution.strategies import make_strategy
+    from synapto.resources import check_run_file
+    from synapto.store import check_output_path
+
     plain_every()  # a bad $SYNAPTO_PROGRESS_EVERY stops here, before anything starts
     agent = build_agent(configs[0])
     if configs[0].envs.train_backend == "envpool":  # the extra, and a batched policy of this agent
+        from synapto.evolution.worker import fast_box2d
+
         fast_box2d.require(configs[0], agent)
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
     if env_rank() == 0 and not resuming:
+        from synapto.evolution.restarts import is_own
+
         for cfg, o in zip(configs, outs):
             check_output_path(o, force or is_own(o))  # a restart replaces or continues its own files
             check_run_file(cfg, agent.n_params, o)
@@ -89,6 +76,9 @@ def check_restarts(value) -> int:
 
 def check_evolve_memory(configs, n_params: int) -> None:
     """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
+    from synapto.evolution.strategies import strategy_class
+    from synapto.resources import check_memory, evolve_memory
+
     for c in configs:
         own = strategy_class(c.strategy).memory(n_params, c.population, c.strategy_options)
         check_memory(
@@ -113,6 +103,12 @@ def resume_command(out, workers: int = 0) -> str:
 
 def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None = None, callbacks=()) -> None:
     """Run ``(config, out, resume)`` jobs on this process's farm; report stops."""
+    from synapto.evolution.loop import RunStopped, run_evolution
+    from synapto.evolution.restarts import is_own, restarted_jobs
+    from synapto.parallel.farm import make_farm
+    from synapto.parallel.stopping import StopSignals
+    from synapto.store import check_output_path
+
     farm, coordinator = make_farm(task_timeout)
     if not coordinator:
         return
@@ -154,6 +150,8 @@ def run_on_farm(jobs, options, force: bool = False, task_timeout: float | None =
 
 
 def _rank_count() -> int:
+    from synapto.parallel.launch import world
+
     return world()[2]
 
 
@@ -221,6 +219,9 @@ def resume_evolution(
         if env_rank() == 0:
             _log(nothing_to_do(path, done_generations, steps_done))
         return
+    from synapto.agents import build_agent
+    from synapto.evolution.progress import plain_every
+    from synapto.store import check_writable
 
     plain_every()
     check_evolve_memory([wanted], build_agent(wanted).n_params)
@@ -268,6 +269,9 @@ def evolve_command(ctx, opts: dict) -> None:
     """``synapto evolve``: ``opts`` are its parsed options by name (:mod:`synapto.evolution.cli`).
     The run's values (the command line's over a config file's), their checks, then
     ``--resume`` or new runs."""
+    from synapto.evolution.config import RunOptions
+    from synapto.options import given_values, layer_sizes
+
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
     if "hidden" in given:
         given["hidden"] = layer_sizes("--hidden", given["hidden"])
@@ -312,6 +316,8 @@ def evolve_command(ctx, opts: dict) -> None:
     configs, outs = new_runs(values, seeds, out_path)
     agent = check_runs(configs, outs, opts["force"])  # everything we can, before starting processes
     if default_run and env_rank() == 0:
+        from synapto import defaults
+
         _log(defaults.describe(configs[0], n_workers))
     if opts["check"]:
         _log(would_run(configs, outs, agent, n_workers))
@@ -331,6 +337,8 @@ def workers_of(values: dict) -> int:
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
         raise UsageError(f"--workers must be an integer >= 0, got {n_workers!r}")
     if "population_per_worker" in values:
+        from synapto.evolution.config import resolve_population
+
         resolve_population(values, _rank_count() - 1 if under_mpi() else n_workers)
     return n_workers
 
@@ -339,6 +347,11 @@ def run_values(opts: dict, given: dict) -> tuple[dict, dict]:
     """``(values, file_values)``: the run's values -- (not resuming) the default experiment's,
     a ``--config`` file's over them, the ``given`` ones and the KEY=VALUE options over those --
     and the file's alone."""
+    from synapto import defaults
+    from synapto.config import load_toml
+    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.options import hidden_layers, key_values, strategy_options, table
+
     values = {} if opts["config"] is None else load_toml(opts["config"], EVOLVE_KEYS)
     file_values = dict(values)
     for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):
@@ -375,6 +388,9 @@ def _seeds(value) -> list[int]:
 def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]]:
     """The configs of new runs, one per seed, and their run files (``--out``, else
     ``runs/<env>_<agent>_s<seed>.h5``)."""
+    from synapto.evolution.config import EvolveConfig
+    from synapto.options import check_distinct, out_for_seed
+
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
     except TypeError as exc:
@@ -391,6 +407,9 @@ def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]
 
 def would_run(configs, outs, agent, n_workers: int) -> str:
     """``--check``'s report: what would run, its budget, where, and how long it may take."""
+    from synapto.estimate import estimate
+    from synapto.evolution.progress import Budget
+
     first = configs[0]
     ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
     share = f" ({first.population_per_worker} per worker)" if first.population_per_worker else ""

@@ -22,13 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from synapto.config import load_toml, one_seed
-from synapto.defaults import with_defaults
-from synapto.envs import EnvOptions, check_env_id
 from synapto.errors import UsageError, on_command_line, option
-from synapto.evolution.strategies import strategy_class
-from synapto.evolution.worker.fast_box2d import check_backend
-from synapto.options import STRATEGY_SHORTHANDS, hidden_layers, strategy_options, table
+from synapto.options import STRATEGY_SHORTHANDS
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
@@ -192,6 +187,8 @@ class EvolveConfig:
         )
         need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
         if _CHECK_ENV.get():
+            from synapto.envs import check_env_id
+
             check_env_id(self.env)
         need(isinstance(self.crn, bool), f"{option('crn')} must be true or false, got {self.crn!r}")
         need(
@@ -210,10 +207,12 @@ class EvolveConfig:
         )
         _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
+        from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
         need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
         need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
+        from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
         cls.check_population(self.population, cls.check_options(self.strategy_options))
@@ -221,6 +220,8 @@ class EvolveConfig:
     @property
     def envs(self):
         """The :class:`synapto.envs.EnvOptions` of ``env_options`` (validated)."""
+        from synapto.envs import EnvOptions
+
         return EnvOptions.parse(self.env_options)
 
     @property
@@ -254,6 +255,8 @@ class EvolveConfig:
     @property
     def options(self) -> dict[str, Any]:
         """The strategy's options completed with its defaults."""
+        from synapto.evolution.strategies import strategy_class
+
         return strategy_class(self.strategy).check_options(self.strategy_options)
 
     @classmethod
@@ -263,6 +266,10 @@ class EvolveConfig:
         values (:func:`synapto.defaults.with_defaults`); ``overrides`` (field values) win over
         the file.  The file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a
         config; a ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
+        from synapto.config import load_toml, one_seed
+        from synapto.defaults import with_defaults
+        from synapto.options import hidden_layers, strategy_options, table
+
         values = load_toml(path, EVOLVE_KEYS)
         resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:

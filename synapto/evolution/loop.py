@@ -44,8 +44,6 @@ from synapto.evolution.obs_norm import ObsStats
 from synapto.evolution.progress import Budget, Eta, RunProgress, fmt_time as _fmt_time, progress_line, shaping_words
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.base import Strategy
-from synapto.evolution.worker import fast_box2d
-from synapto.evolution.worker.batched import batching_farm
 from synapto.evolution.worker.evaluate import EvolveSpec
 from synapto.parallel.results import FarmInterrupted
 from synapto.shell import synapto_command
@@ -53,7 +51,6 @@ from synapto.store import (
     Checkpoint,
     EvolveRunWriter,
     Extras,
-    RunData,
     RunLock,
     grow,
     read_checkpoint,
@@ -363,6 +360,7 @@ def fast_backend(cfg: EvolveConfig):
     (after its one-line checks: the extra, the agent), else None."""
     if cfg.envs.train_backend != "envpool":
         return None
+    from synapto.evolution.worker import fast_box2d
 
     fast_box2d.require(cfg, build_agent(cfg))
     return fast_box2d
@@ -371,6 +369,8 @@ def fast_backend(cfg: EvolveConfig):
 def evaluation_farm(farm, cfg: EvolveConfig, agent, options: RunOptions, fast=None):
     """``farm`` set up for the run: training on envpool (``fast``, whatever ``--batch``
     says: it changes results), else batched where supported and asked for."""
+    from synapto.evolution.worker.batched import batching_farm
+
     spec = spec_of(cfg)
     if fast is not None:
         return fast.training_farm(farm, spec)
@@ -476,5 +476,7 @@ def done_line(run: EvolutionRun, test, out, wall: float, cpu: float, log) -> int
 
 def run_status(out: Path) -> tuple[int, bool]:
     """``(generations completed, finished)`` of an existing run file."""
+    from synapto.store import RunData
+
     with RunData(out, kind="evolve") as run:
         return run.completed, run.tested

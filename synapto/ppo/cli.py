@@ -19,9 +19,7 @@ import typer
 
 from synapto.errors import UsageError
 from synapto.logs import say as _log
-from synapto.ppo.command import ppo_command
 from synapto.ppo.config import PPOConfig
-from synapto.ppo.evaluate import evaluate_run
 
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
@@ -267,6 +265,8 @@ def ppo(
     ] = None,
 ):
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
+    from synapto.ppo.command import ppo_command
+
     ppo_command(ctx, dict(locals()))
 
 
@@ -285,6 +285,8 @@ def ppo_eval(
     ] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
+    from synapto.ppo.evaluate import evaluate_run
+
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
     if max_ep_len is not None and max_ep_len < 1:

@@ -15,9 +15,6 @@ import os
 from itertools import pairwise
 from pathlib import Path
 
-import numpy as np
-
-from synapto.envs import space_info
 from synapto.errors import UsageError
 from synapto.logs import say as _log
 from synapto.options import (
@@ -27,15 +24,6 @@ from synapto.options import (
     given_values,
     out_for_seed,
 )
-from synapto.parallel.launch import start_ranks, under_mpi, world
-from synapto.ppo.config import PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
-from synapto.ppo.progress import log_dir
-from synapto.ppo.threads import update_threads
-from synapto.ppo.train import local_envs, train
-from synapto.resources import check_memory as check_need, ppo_memory
-from synapto.shell import next_lines, synapto_command
-from synapto.store import PPORun, check_output_path, check_writable
-from synapto.tracking.writers import tracking_callbacks
 
 #: ppo's options that a ``--config`` file may set too: given on the command line, they win
 VALUE_OPTIONS = (
@@ -76,6 +64,12 @@ VALUE_OPTIONS = (
 
 def ppo_command(ctx, opts: dict) -> None:
     """``synapto ppo``: ``opts`` are its parsed options by name (:mod:`synapto.ppo.cli`)."""
+    from synapto.parallel.launch import start_ranks
+    from synapto.ppo.config import parse_hid
+    from synapto.ppo.threads import update_threads
+    from synapto.ppo.train import train
+    from synapto.tracking.writers import tracking_callbacks
+
     given = given_values(ctx, {k: opts[k] for k in VALUE_OPTIONS})
     if "hid" in given:
         given["hid"] = parse_hid(given["hid"])
@@ -95,6 +89,8 @@ def ppo_command(ctx, opts: dict) -> None:
     if resume is None:
         agree(comm, rank, lambda: check_new_outputs(outs, force))
     else:
+        from synapto.store import check_writable
+
         agree(comm, rank, lambda: check_writable(resume))
     if opts["check"]:
         if rank == 0:
@@ -115,6 +111,9 @@ def ppo_command(ctx, opts: dict) -> None:
 
 def next_steps(out: Path) -> str:
     """What a PPO run wrote and the commands that look at it, as they run from a fresh shell."""
+    from synapto.ppo.progress import log_dir
+    from synapto.shell import next_lines, synapto_command
+
     stem = Path(out).with_suffix("")
     return next_lines(
         ("run file", out),
@@ -127,6 +126,9 @@ def next_steps(out: Path) -> str:
 def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[list, list[Path], int]:
     """``([config], [run file], ranks)`` of ``--resume``: the run file's config with only
     ``--epochs`` changed, checked against what the run file holds."""
+    from synapto.ppo.config import PPOConfig
+    from synapto.store import PPORun
+
     extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
     if extra:
         raise UsageError(
@@ -160,6 +162,8 @@ def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[lis
 def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], int | None]:
     """``(configs, run files, processes)`` of new runs: one per seed, the command line's
     values over the ``--config`` file's; processes None when neither says."""
+    from synapto.ppo.config import build_config, load_ppo_toml
+
     values = load_ppo_toml(config) if config is not None else {}
     values.update(given)
     seeds = values.pop("seed", [0])
@@ -179,6 +183,8 @@ def new_runs(config, given: dict, cpu: int | None) -> tuple[list, list[Path], in
 def outputs(out: Path | None, configs) -> list[Path]:
     """The run files: ``--out`` (``_s<seed>`` inserted for several seeds), else
     ``runs/ppo_<env>_s<seed>.h5``."""
+    from synapto.ppo.config import safe_name
+
     if out is None:
         return [Path("runs") / f"ppo_{safe_name(c.env)}_s{c.seed}.h5" for c in configs]
     out = Path(out)
@@ -190,6 +196,8 @@ def outputs(out: Path | None, configs) -> list[Path]:
 def processes(n_procs: int | None):
     """``(comm, rank, size)``: this MPI world's (which must have ``n_procs`` ranks when that is
     given), or ``(None, 0, n_procs or 1)`` before the relaunch."""
+    from synapto.parallel.launch import under_mpi, world
+
     if not under_mpi():
         return None, 0, n_procs or 1
     comm, rank, size = world()
@@ -201,6 +209,9 @@ def processes(n_procs: int | None):
 def check_runs(configs, size: int, under_mpi: bool) -> None:
     """Every check of PPO runs on ``size`` processes that needs no file: each process's
     share of an epoch's steps and envs, the env, and the memory."""
+    from synapto.envs import space_info
+    from synapto.ppo.train import local_envs
+
     for cfg in configs:
         if cfg.steps_per_epoch < size:
             raise UsageError(
@@ -215,6 +226,9 @@ def check_runs(configs, size: int, under_mpi: bool) -> None:
 
 def check_new_outputs(outs: list[Path], force: bool) -> None:
     """New runs' files (run file, progress.txt, its folder): refused where they exist, unless ``force``."""
+    from synapto.ppo.progress import log_dir
+    from synapto.store import check_output_path
+
     for o in outs:
         check_output_path(o, force)
         progress = log_dir(o) / "progress.txt"
@@ -227,6 +241,9 @@ def check_new_outputs(outs: list[Path], force: bool) -> None:
 def check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     """Refuse (exit 2, before anything is written) a run whose epoch buffers and networks
     cannot fit this machine's memory (every rank of a local relaunch counts)."""
+    import numpy as np
+
+    from synapto.resources import check_memory as check_need, ppo_memory
 
     def count(sizes):
         return sum((a + 1) * b for a, b in pairwise(sizes))

@@ -8,19 +8,7 @@ from typing import Annotated
 
 import typer
 
-from synapto.config import load_toml
 from synapto.errors import UsageError
-from synapto.evolution.command import check_task_timeout
-from synapto.evolution.config import EVOLVE_KEYS
-from synapto.logs import say
-from synapto.shell import next_lines, synapto_command
-from synapto.tune.base import load_base, with_params
-from synapto.tune.best import best_path, trials_dir, write_best
-from synapto.tune.report import report
-from synapto.tune.space import check_space, load_space
-from synapto.tune.storage import check_writable, creating, open_reader, open_storage
-from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
-from synapto.tune.trial import Objective, TrialStopped
 
 MULTI_VALUE_OPTIONS = ("--seeds",)
 PRUNERS = ("median", "halving", "hyperband", "none")
@@ -102,6 +90,8 @@ def tune(
         ),
     ] = None,
 ):
+    from synapto.logs import say
+
     _require_optuna()
     if report is not None:
         return _report(report, study_name, say)
@@ -118,6 +108,13 @@ def _plan(
     config, space_path, seeds, trials, study, study_name, pruner, milestones, score_episodes, workers, heartbeat
 ) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
+    from synapto.config import load_toml
+    from synapto.evolution.command import check_task_timeout
+    from synapto.evolution.config import EVOLVE_KEYS
+    from synapto.tune.base import load_base
+    from synapto.tune.space import check_space, load_space
+    from synapto.tune.storage import check_writable
+
     for name, value, low in (
         ("--trials", trials, 1),
         ("--milestones", milestones, 1),
@@ -188,6 +185,11 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     import optuna
     import typer
 
+    from synapto.tune.best import best_path, trials_dir
+    from synapto.tune.storage import creating, open_storage
+    from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
+    from synapto.tune.trial import Objective, TrialStopped
+
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     ident = identity(plan["base"], plan["space"], plan["seeds"], plan["milestones"], plan["score_episodes"])
     with creating(plan["study"]):  # processes started together on a new file take turns making it
@@ -222,6 +224,9 @@ def next_steps(plan: dict, best: Path) -> str:
     """What a study wrote and the commands that follow it, as they run from a fresh shell: its
     report, and the best config on seeds never used in tuning (the space's benchmark seeds,
     else the first seeds above the tuning seeds)."""
+    from synapto.shell import next_lines, synapto_command
+    from synapto.tune.best import trials_dir
+
     named = [] if plan["name"] == _default_name(plan["study"]) else ["--study-name", plan["name"]]
     seeds = list(plan["space"].benchmark_seeds) or [max(plan["seeds"]) + 1 + i for i in range(3)]
     return next_lines(
@@ -234,6 +239,9 @@ def next_steps(plan: dict, best: Path) -> str:
 
 def _write_best(study, plan: dict, path: Path) -> bool:
     from optuna.trial import TrialState
+
+    from synapto.tune.base import with_params
+    from synapto.tune.best import write_best
 
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return False
@@ -253,6 +261,9 @@ def _write_best(study, plan: dict, path: Path) -> bool:
 
 
 def _report(study: str, name: str | None, log) -> None:
+    from synapto.tune.report import report
+    from synapto.tune.storage import open_reader
+
     if "://" not in study and not Path(study).is_file():
         raise UsageError(f"--report {study!r}: no such study file")
     report(open_reader(study), name, study, log)

@@ -15,20 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from synapto.agents import build_agent
 from synapto.bench.common import child_env
-from synapto.envs import make_env
 from synapto.errors import UsageError
-from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.evaluate import EvolveSpec
-from synapto.evolution.worker.tasks import EvalTask
-from synapto.store import RunData
 
 
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
+    from synapto.agents import build_agent
+    from synapto.envs import make_env
+    from synapto.evolution.config import EvolveConfig
+    from synapto.store import RunData
+
     with RunData(run_path, kind="evolve") as run:
         cfg = run.config
         agent = build_agent(EvolveConfig.from_json(run.config_json))
@@ -87,6 +86,10 @@ def raw_process(sample_path: str, out_path: str) -> None:
     """One raw-ceiling process: replay the sample's evaluations three ways,
     interleaved (rotating order) so that a change of machine load hits all three:
     fresh env per episode, one reused env, and synapto's ``evaluate``."""
+    from synapto.envs import make_env
+    from synapto.evolution.worker.evaluate import EvolveSpec
+    from synapto.evolution.worker.tasks import EvalTask
+
     with open(sample_path, "rb") as fh:
         sample = pickle.load(fh)
     env_id = sample["env"]
@@ -126,6 +129,8 @@ def raw_process(sample_path: str, out_path: str) -> None:
 
 def _replay_fresh(env_id: str, ev: dict, a: dict) -> None:
     """``ev``'s episodes, each in a new env; make, reset, step and close timed into ``a``."""
+    from synapto.envs import make_env
+
     clock = time.perf_counter
     for seed, actions in ev["episodes"]:
         t0 = clock()

@@ -26,11 +26,11 @@ wall time), the run files and logs in ``runs/``, the test cache ``race_cache.jso
 
 from __future__ import annotations
 
-from synapto.bench.race.cli import register as register_race
-
 #: options taking several space-separated values (see synapto.cli.MULTI_VALUE_OPTIONS)
 MULTI_VALUE_OPTIONS = ("--seeds", "--project-only")
 
 
 def register(bench_app) -> None:
+    from synapto.bench.race.cli import register as register_race
+
     register_race(bench_app)

@@ -11,13 +11,8 @@ from typing import Annotated
 
 import typer
 
-from synapto.bench.race import load as race_load
-from synapto.bench.race.racing import Setup, plan, race
-from synapto.bench.race.reproject import reproject
-from synapto.bench.race.sb3 import ALGOS, require_extra
 from synapto.bench.race.thresholds import parse_thresholds
 from synapto.errors import UsageError
-from synapto.folders import check_out_dir
 
 
 def check(workers, seeds, points, episodes, max_busy, coordinator_us, max_minutes, per_worker, sb3) -> None:
@@ -37,6 +32,8 @@ def check(workers, seeds, points, episodes, max_busy, coordinator_us, max_minute
     if per_worker is not None and per_worker < 1:
         raise UsageError(f"--population-per-worker must be an integer >= 1, got {per_worker}")
     if sb3 is not None:
+        from synapto.bench.race.sb3 import ALGOS, require_extra
+
         if sb3 not in ALGOS:
             raise UsageError(f"--sb3 must be one of {', '.join(ALGOS)}, got {sb3!r}")
         require_extra(sb3)
@@ -59,11 +56,14 @@ def command_line(evolve_config, ppo_config, threshold, options: dict) -> str:
 
 
 def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
+    from synapto.bench.race.load import measure, verdict
+    from synapto.bench.race.racing import Setup, race
+
     for t in tasks:
         if t["task"] not in setup_args["thresholds"]:
             raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
-    load = race_load.measure()
-    why = race_load.verdict(load, setup_args["cores"], max_busy)
+    load = measure()
+    why = verdict(load, setup_args["cores"], max_busy)
     if why and not allow_load:
         raise UsageError(f"{why}: the wall times would be biased; pass --allow-load to race anyway")
     if why:
@@ -72,6 +72,8 @@ def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
 
 
 def reproject_only(paths, threshold: list[str], out_dir: Path, coordinator_us: float, per_worker, words) -> None:
+    from synapto.bench.race.reproject import reproject
+
     command = command_line([], [], threshold, words)
     reproject(paths, threshold, out_dir, coordinator_us * 1e-6, per_worker, command)
 
@@ -162,6 +164,8 @@ def register(bench_app: typer.Typer) -> None:
         ] = None,
     ):
         """Evolution against PPO or SB3 on the same cores: wall time and env steps to each task's threshold."""
+        from synapto.folders import check_out_dir
+
         seeds = list(seeds or [1])
         check(workers, seeds, points, episodes, max_busy, coordinator_us, max_minutes, population_per_worker, sb3)
         thresholds = parse_thresholds(threshold or [])
@@ -188,6 +192,7 @@ def register(bench_app: typer.Typer) -> None:
             reproject_only(project_only, threshold or [], out_dir, coordinator_us, population_per_worker, words)
             return
         cores = workers if shared_coordinator else workers + 1
+        from synapto.bench.race.racing import plan
 
         tasks = plan(evolve_config, ppo_config, cores, sb3, seeds[0])
         setup = {

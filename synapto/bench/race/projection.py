@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.bench.evolve.runs import read_run
 from synapto.bench.race.model import (
     COORDINATOR_S,
     CORES,
@@ -51,7 +50,6 @@ from synapto.bench.race.model import (
     rival_line,
 )
 from synapto.bench.race.runs import reach
-from synapto.store import PPORun
 
 
 def _until(label: str | None, total: int) -> int | None:
@@ -73,6 +71,8 @@ def _tasks(compute: float, steps: np.ndarray) -> np.ndarray:
 
 def evolve_inputs(run: dict) -> tuple[EvolveInputs, int]:
     """A whole evolution run's inputs, and its completed generations."""
+    from synapto.bench.evolve.runs import read_run
+
     data = read_run(Path(run["out"]))
     t = {k: np.nan_to_num(v) for k, v in data["timing"].items()}
     n = data["generations"]
@@ -93,6 +93,8 @@ def evolve_inputs(run: dict) -> tuple[EvolveInputs, int]:
 
 def ppo_inputs(run: dict) -> tuple[PPOInputs, int]:
     """A whole PPO run's inputs, and its completed epochs."""
+    from synapto.store import PPORun
+
     with PPORun(run["out"]) as f:
         rollout = np.nan_to_num(f.timing("rollout"))
         epoch = np.nan_to_num(f.timing("epoch"))

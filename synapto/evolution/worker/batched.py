@@ -43,9 +43,7 @@ time.  ``tests/test_batched.py`` checks all of these.
 
 from __future__ import annotations
 
-import inspect
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -56,8 +54,6 @@ from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
 from synapto.evolution.worker.tasks import EvalResult, EvalTask
 from synapto.evolution.worker.vector_env import SeededVectorEnv
 from synapto.outcomes import LockstepEnds
-from synapto.parallel.farm import SerialFarm
-from synapto.parallel.results import Results, TaskFailed
 
 #: most sub-envs (individual x episode rows) per chunk; a map has at least one chunk per worker
 CHUNK_ROWS = 4096
@@ -137,6 +133,8 @@ def evaluate_batch(
 
 def _batch_policy(agent, genomes: np.ndarray, want_stats: bool, episodes: int):
     """``agent``'s batch policy of ``genomes``, each for ``episodes`` consecutive rows."""
+    import inspect
+
     if "episodes" in inspect.signature(agent.batch_policy).parameters:
         policy = agent.batch_policy(genomes, want_stats, episodes=episodes)
     else:  # an agent written for the former signature: one genome per row
@@ -404,6 +402,8 @@ class BatchingFarm:
         return True
 
     def map(self, payloads, **kw):
+        from synapto.parallel.results import Results, TaskFailed
+
         payloads = list(payloads)
         context = kw.get("context")
         if not self.batched(payloads, context):
@@ -452,6 +452,10 @@ def batching_farm(farm, spec: EvolveSpec, agent, mode: str = "auto"):
     """Set ``farm`` up for ``spec``; batched (returns a :class:`BatchingFarm`) when
     ``mode`` is ``"auto"`` and both the env and the agent support it."""
     if mode == "auto" and batch_unsupported(spec, agent) is None:
+        import os
+
+        from synapto.parallel.farm import SerialFarm
+
         farm.setup(BatchedSpec(spec))
         # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
         return BatchingFarm(

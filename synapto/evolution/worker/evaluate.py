@@ -13,14 +13,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from synapto.agents import build_agent
-from synapto.envs import SpaceInfo, make_env
-from synapto.evolution.obs_norm import NormalisedActor
 from synapto.evolution.worker.tasks import EvalResult, SampleContext
 from synapto.outcomes import NOT_RUN, STOPPED, ActionMeter, outcome
 from synapto.shaping import Shaping
@@ -206,6 +202,8 @@ def acting(agent, policy, obs_norm=None, count_obs: bool = False):
     if len(agent.space.obs_shape) > 1:  # an image, say: the policy sees it flattened
         act = _flattening(act)
     if obs_norm is not None or count_obs:
+        from synapto.evolution.obs_norm import NormalisedActor
+
         act = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
     return act
 
@@ -248,6 +246,11 @@ class Evaluator:
     """A worker's env and agent, reused for every task."""
 
     def __init__(self, spec: EvolveSpec):
+        from functools import partial
+
+        from synapto.agents import build_agent
+        from synapto.envs import SpaceInfo, make_env
+
         self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
         self.shaping, self.env_id, self.fast = spec.shaping, spec.env, spec.train_backend == "envpool"
         env = self.make_env()

@@ -45,7 +45,6 @@ nothing of this module (the arrow points one way: this module builds on
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -55,7 +54,6 @@ from synapto.errors import UsageError
 from synapto.evolution.worker.batched import CHUNK_ROWS, BatchingFarm, Chunk, batch_results
 from synapto.evolution.worker.evaluate import Evaluator, EvolveSpec
 from synapto.evolution.worker.tasks import EvalResult, EvalTask
-from synapto.parallel.farm import SerialFarm
 from synapto.shaping import FALL_PENALTY, Shaping
 
 #: gymnasium ids whose training episodes envpool runs (its task of the same id)
@@ -349,5 +347,9 @@ class TrainingFarm(BatchingFarm):
 
 def training_farm(farm, spec: EvolveSpec) -> TrainingFarm:
     """``farm`` set up for a run whose training episodes run on envpool."""
+    import os
+
+    from synapto.parallel.farm import SerialFarm
+
     farm.setup(FastSpec(spec))
     return TrainingFarm(farm, int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS)), local=isinstance(farm, SerialFarm))
