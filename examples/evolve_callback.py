@@ -3,7 +3,7 @@
     python examples/evolve_callback.py          # CartPole-v1, about 20 seconds on one core
     python examples/evolve_callback.py --tiny   # two small generations, a few seconds
 
-A callback is any function of a generation's report (``synapto.evolution.callbacks``): it is
+A callback is any function of a generation's report (``synapto.tracking.callbacks``): it is
 called after each generation's rows are in the run file, with that row's statistics and
 timings.  This one keeps a table of its own and prints one line per generation; beside it,
 the built-in ``LiveLog`` writes the same statistics as a CSV that ``tail -f`` can follow.
@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import synapto
-from synapto.evolution.callbacks import GenerationReport, LiveLog
+from synapto.tracking.callbacks import GenerationReport
+from synapto.tracking.writers import LiveLog
 
 TINY = "--tiny" in sys.argv[1:]
 OUT = Path("runs/examples")

@@ -23,6 +23,7 @@ The package layout mirrors the architecture (each seam has one owner):
 - :mod:`synapto.store`        HDF5 run files and checkpoints: the only package writing or reading them
 - :mod:`synapto.ppo`          the PPO baseline
 - :mod:`synapto.bench`        benchmarks
+- :mod:`synapto.tracking`     experiment tracking, shared by evolution and PPO (callbacks, TensorBoard, live logs)
 - :mod:`synapto.viz`          plot, render, draw, export
 - :mod:`synapto.noise`        noise keys: a centre strategy's samples rebuilt from a few integers
 - :mod:`synapto.faults`, :mod:`synapto.errors`, :mod:`synapto.fastmath`, :mod:`synapto.blas`

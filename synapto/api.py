@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.evolution.callbacks import StopRun
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import RunSummary, run_evolution
 from synapto.evolution.run_options import EvolveRun, RunOptions
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
+from synapto.tracking.callbacks import StopRun
 
 
 def evolve(
@@ -54,7 +54,7 @@ def evolve(
     reach ``log`` and the ``callbacks`` their reports, as in this process.  ``resume=True``
     continues ``out`` from its checkpoint; it refuses (:class:`~synapto.errors.UsageError`)
     a missing file and a ``config`` that would change the run (only ``generations`` and
-    ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.evolution.callbacks`.
+    ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.tracking.callbacks`.
     ``task_timeout`` (seconds, as ``--task-timeout``) bounds every evaluation: one that runs
     past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
     a ``RuntimeError`` naming it).
@@ -97,8 +97,8 @@ def _evolve_mpi(config, run: EvolveRun, options, log, callbacks) -> RunSummary:
     passed to ``log`` and its reports to ``callbacks``."""
     import time
 
-    from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import mpi_job
+    from synapto.tracking.callbacks import close_all
 
     request = {"config": config.to_json(), "run": _jsonable(run), "options": _jsonable(options)}
     args = json.dumps({**request, "reports": bool(callbacks)})
@@ -137,7 +137,7 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
     """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``, and answer each
     report with the callbacks' verdict (``go``, or ``stop REASON``: :class:`StopRun`); the
     child's last lines."""
-    from synapto.evolution.callbacks import GenerationReport, report_to
+    from synapto.tracking.callbacks import GenerationReport, report_to
 
     tail: list[str] = []
     for line in proc.stdout:
@@ -212,7 +212,7 @@ def _mpi_main(args_json: str) -> None:
 def _report_to_parent(report) -> None:
     """Send ``report`` to :func:`_follow` and wait for its verdict; an end of input (a launcher
     that does not forward it) goes on."""
-    from synapto.evolution.callbacks import StopRun
+    from synapto.tracking.callbacks import StopRun
 
     print(
         REPORT_MARK

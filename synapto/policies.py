@@ -28,7 +28,23 @@ from typing import Any
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.agents import build_agent
+from synapto.agents.base import Agent
+from synapto.agents.hebbian_dag import HebbianDAG
+from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.envs import make_env, space_info
+from synapto.errors import RunFileError, UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.loop import restore_strategy
+from synapto.evolution.obs_norm import CLIP as EVOLVED_CLIP
+from synapto.evolution.worker.evaluate import acting
+from synapto.policy_export import Layer, Network, write_npz, write_onnx
+from synapto.ppo.config import PPOConfig
+from synapto.ppo.normalise import CLIP as PPO_CLIP, normalise
+from synapto.ppo.policy import Policy
+from synapto.seeding import test_seeds
+from synapto.store import PPORun, RunData, read_checkpoint
+from synapto.store.series import run_kind
 
 
 class _Exportable:
@@ -42,22 +58,16 @@ class _Exportable:
     def to_onnx(self, path: str | Path, obs_dtype: str = "float32") -> Path:
         """Write the policy as an ONNX model: raw observation in (``obs``, float32; ``obs_dtype="float64"``
         for a float64 input), :meth:`act`'s action out (:mod:`synapto.policy_export`)."""
-        from synapto.policy_export import write_onnx
-
         write_onnx(self.network(), path, obs_dtype)
         return Path(path)
 
     def to_npz(self, path: str | Path) -> Path:
         """Write the policy's named weight matrices and their layout (:mod:`synapto.policy_export`)."""
-        from synapto.policy_export import write_npz
-
         write_npz(self.network(), path)
         return Path(path)
 
     def make_env(self, **kwargs):
         """A fresh environment of the run (its env options included; ``render_mode=...`` may be given)."""
-        from synapto.envs import make_env
-
         return make_env(self.config.env, **{**getattr(self.config, "make_kwargs", {}), **kwargs})
 
     @property
@@ -85,8 +95,6 @@ class LoadedPolicy(_Exportable):
     fitness_on: str = "training"
 
     def __post_init__(self):
-        from synapto.evolution.worker.evaluate import acting
-
         self._policy = self.agent.policy(self.genome)
         self._act = acting(self.agent, self._policy, self.obs_norm)
 
@@ -103,11 +111,6 @@ class LoadedPolicy(_Exportable):
 
     def network(self):
         """The agent as layers (:class:`synapto.policy_export.Network`): pruned-mlp and static hebbian-dag."""
-        from synapto.agents.hebbian_dag import HebbianDAG
-        from synapto.agents.pruned_mlp import PrunedMLP
-        from synapto.evolution.obs_norm import CLIP
-        from synapto.policy_export import Layer, Network
-
         agent = self.agent
         if isinstance(agent, HebbianDAG) and agent.options["neuromodulate"]:
             raise UsageError(
@@ -141,7 +144,7 @@ class LoadedPolicy(_Exportable):
             head,
             "float64",
             self.obs_norm,
-            CLIP,
+            EVOLVED_CLIP,
             1 if layout.modulation_unit else 0,
             None if bounds is None else (np.asarray(bounds[0], np.float64), np.asarray(bounds[1], np.float64)),
         )
@@ -165,8 +168,6 @@ class PPOPolicy(_Exportable):
     description: str
 
     def __post_init__(self):
-        from synapto.ppo.policy import Policy
-
         self._dtype = np.dtype(self.config.dtype)
         self._policy = Policy(
             self.obs_dim, self.act_dim, self.config.hid, self.discrete, np.asarray(self.params).astype(self._dtype)
@@ -179,15 +180,10 @@ class PPOPolicy(_Exportable):
         """A PPO policy keeps no state between steps."""
 
     def act(self, obs):
-        from synapto.ppo.normalise import normalise
-
         x = np.ravel(obs) if self.obs_norm is None else normalise(np.ravel(obs), *self.obs_norm)
         return self._policy.mode(np.asarray(x).astype(self._dtype))
 
     def network(self):
-        from synapto.policy_export import Layer, Network
-        from synapto.ppo.normalise import CLIP
-
         mlp = self._policy.mlp
         n = len(mlp.W)
         layers = tuple(
@@ -201,7 +197,7 @@ class PPOPolicy(_Exportable):
             "argmax" if self.discrete else "identity",
             self._dtype.name,
             self.obs_norm,
-            CLIP,
+            PPO_CLIP,
         )
 
 
@@ -213,8 +209,6 @@ def load_policy(
     ``generation`` (a :class:`LoadedPolicy`).  A PPO run: its ``params`` ("latest": the final
     parameters, else the last checkpoint's; "final"; or an epoch kept by ``save_freq``), a
     :class:`PPOPolicy`."""
-    from synapto.viz import run_kind
-
     if run_kind(path) == "ppo":
         if generation is not None or individual is not None:
             raise UsageError("generation/individual are for evolution runs; a PPO run takes params=")
@@ -225,10 +219,6 @@ def load_policy(
 
 
 def _load_evolved(path, generation, individual) -> LoadedPolicy:
-    from synapto.seeding import test_seeds
-    from synapto.store import RunData
-    from synapto.viz import pick_genome
-
     pick = pick_genome(path, generation, individual)
     returns = np.asarray(pick.test_returns, dtype=np.float64)
     seeds = np.asarray(test_seeds(pick.config.seed, returns.size), dtype=np.int64)
@@ -250,11 +240,6 @@ def _load_evolved(path, generation, individual) -> LoadedPolicy:
 
 
 def _load_ppo(path: Path, which: str) -> PPOPolicy:
-    from synapto.envs import space_info
-    from synapto.errors import RunFileError
-    from synapto.ppo.config import PPOConfig
-    from synapto.store import PPORun
-
     with PPORun(path) as run:
         cfg = run.parse_config(PPOConfig.from_json)
         pi, _, label = run.params(which)
@@ -273,3 +258,128 @@ def _load_ppo(path: Path, which: str) -> PPOPolicy:
     return PPOPolicy(
         cfg, pi, label, *dims, norm, seeds, returns, fitness, on, f"PPO {list(cfg.hid)}, parameters {label}"
     )
+
+
+# ------------------------------------------------------------------------- picking a genome
+@dataclass
+class Pick:
+    """A genome chosen from an evolution run, with the agent that runs it."""
+
+    config: EvolveConfig
+    agent: Agent
+    genome: np.ndarray
+    generation: int
+    individual: int | None  #: None for the champion of a finished run
+    fitness: float
+    what: str  #: e.g. "champion of generation 12 (fitness 253.10)"
+    test_returns: np.ndarray  #: the run's stored test returns of this genome (champion only)
+    label: str = ""  #: short: "champion of gen 12", "best so far (gen 7)", "gen 3 individual 5"
+    obs_norm: tuple | None = None  #: the observation normalisation the genome runs with
+
+    def act(self, policy):
+        """``policy``'s action for a raw observation (flattened, normalised as in the run)."""
+        return acting(self.agent, policy, self.obs_norm)
+
+
+def fitness_words(fitness: float) -> str:
+    """``fitness 12.30``, or what a NaN fitness means (a strategy's final centre, never evaluated)."""
+    if np.isnan(fitness):
+        return "not evaluated: a final centre"
+    return f"fitness {fitness:.2f}"
+
+
+def pick_genome(path: str | Path, generation: int | None = None, individual: int | None = None) -> Pick:
+    """The champion of a finished run (else the best individual so far), or ``--generation G
+    --individual I``; with the agent built from the run's config."""
+    path = Path(path)
+    if (generation is None) != (individual is None):
+        raise UsageError("give both --generation G and --individual I, or neither (the champion)")
+    with RunData(path, kind="evolve") as run:
+        cfg = EvolveConfig.from_json(run.config_json)
+        agent = build_agent(cfg)
+        if generation is not None and individual is not None:
+            found = _pick_individual(run, path, cfg, agent, generation, individual)
+        elif run.tested:
+            found = _pick_champion(run, cfg, agent)
+        else:
+            found = _pick_best_so_far(run, path, cfg, agent)
+    found.genome = np.asarray(found.genome, dtype=np.float64)
+    if found.genome.shape != (agent.n_params,):
+        raise RunFileError(
+            f"{str(path)!r}: genome of length {found.genome.shape[0]} does not fit agent "
+            f"{cfg.agent} {list(cfg.hidden)} on {cfg.env} ({agent.n_params} parameters)"
+        )
+    return found
+
+
+def _pick_individual(run, path: Path, cfg, agent, generation: int, individual: int) -> Pick:
+    """``--generation G --individual I``, its range checked."""
+    done = run.completed
+    if not 0 <= generation < done:
+        raise UsageError(
+            f"--generation {generation} is out of range: {str(path)!r} has "
+            f"{done} completed generation(s) (0..{done - 1})"
+        )
+    if not 0 <= individual < cfg.population:
+        raise UsageError(
+            f"--individual {individual} is out of range: population {cfg.population} (0..{cfg.population - 1})"
+        )
+    fitness = float(run.fitness(generation, individual))
+    what = f"generation {generation} individual {individual} ({fitness_words(fitness)})"
+    return Pick(
+        cfg, agent, run.population(generation, individual), generation, individual, fitness, what,
+        np.zeros(0), f"gen {generation} individual {individual}", run.obs_norm(generation),
+    )  # fmt: skip
+
+
+def _pick_champion(run, cfg, agent) -> Pick:
+    """The tested champion of a finished run."""
+    done, champion = run.completed, run.champion()
+    generation, fitness, test_returns = champion.generation, champion.fitness, champion.test_returns
+    tested_on = f", test {test_returns.mean():.1f} over {test_returns.size} episodes" if test_returns.size else ""
+    if generation >= done:  # a strategy's final centre: the run's last generation made it
+        what = f"champion: the final centre after generation {done - 1} ({fitness_words(fitness)}{tested_on})"
+        label = f"final centre after gen {done - 1}"
+    else:
+        what = f"champion of generation {generation} ({fitness_words(fitness)}{tested_on})"
+        label = f"champion of gen {generation}"
+    returns = np.asarray(test_returns)
+    return Pick(cfg, agent, champion.genome, generation, None, fitness, what, returns, label, champion.obs_norm)
+
+
+def _pick_best_so_far(run, path: Path, cfg, agent) -> Pick:
+    """An unfinished run's best agent: its strategy's own best-ever (from the checkpoint), else
+    the individual of the best training fitness."""
+    done = run.completed
+    if done < 1:
+        raise RunFileError(f"{str(path)!r} has no completed generation yet")
+    unfinished = "the run is unfinished, no tested champion"
+    best = _checkpoint_best(path, cfg)
+    if best is not None and best[2] < done:  # an ES centre not evaluated yet has no normalisation to show
+        genome, fitness, generation = best
+        individual = None
+        what = f"best so far: from generation {generation} ({fitness_words(fitness)}; {unfinished})"
+    else:
+        fit = np.asarray(run.fitness(), dtype=np.float64)
+        fit = np.where(np.isnan(fit), -np.inf, fit)
+        generation, individual = (int(v) for v in np.unravel_index(int(np.argmax(fit)), fit.shape))
+        genome, fitness = run.population(generation, individual), float(fit[generation, individual])
+        what = f"best so far: generation {generation} individual {individual} ({fitness_words(fitness)}; {unfinished})"
+    label = f"best so far (gen {generation})"
+    norm = run.obs_norm(generation)
+    return Pick(cfg, agent, genome, generation, individual, fitness, what, np.zeros(0), label, norm)
+
+
+def _checkpoint_best(path: Path, cfg):
+    """``(genome, fitness, generation)`` of the strategy's champion in the run's checkpoint, or None."""
+    try:
+        found = read_checkpoint(path)
+        if found is None:
+            return None
+        champion = restore_strategy(cfg, found).champion
+        genome = np.asarray(champion.genome, dtype=np.float64)
+        if genome.ndim != 1 or not np.isfinite(champion.fitness):
+            return None
+        return genome, float(champion.fitness), int(champion.generation)
+    except Exception:  # no usable checkpoint: fall back to the best training fitness
+        return None

@@ -163,6 +163,51 @@ def test_no_import_cycle():
     )
 
 
+def package_of(name: str) -> str:
+    """``synapto.evolution.worker.tasks`` -> ``synapto.evolution``; a root module stays itself."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or PKG.joinpath(*parts[1:2]).is_dir() else name
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to synapto's packages (a root module is its own package)."""
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        me = package_of(name)
+        out.setdefault(me, set()).update(package_of(t) for t in targets if package_of(t) != me)
+    return out
+
+
+def test_packages_are_found():
+    graph = {
+        "synapto.ppo.train": {"synapto.tracking.callbacks", "synapto.ppo.nn"},
+        "synapto.tracking": {"synapto.envs"},
+    }
+    assert package_graph(graph) == {"synapto.ppo": {"synapto.tracking"}, "synapto.tracking": {"synapto.envs"}}
+
+
+def test_no_package_cycle():
+    """Packages form no circle either: no module of a package imports, however indirectly, a
+    module of a package that imports the first (so a package can be read, tested and moved
+    with what it stands on, and nothing above it)."""
+    graph = package_graph(GRAPH)
+    found = cycles(graph)
+    assert not found, "package circles:\n" + "\n".join(
+        "  " + ", ".join(c) + "\n    " + "; ".join(f"{m} -> {', '.join(sorted(graph[m] & set(c)))}" for m in c)
+        for c in found
+    )
+
+
+@pytest.mark.parametrize("low, high", [("synapto.ppo", "synapto.evolution"), ("synapto.evolution", "synapto.ppo")])
+def test_ppo_and_evolution_are_siblings(low, high):
+    """PPO and evolution share what stands below them (tracking, the store, the farm, envs)
+    and never import each other."""
+    wrong = sorted(
+        (m, t) for m in GRAPH if package_of(m) == low for t in GRAPH[m] if t == high or t.startswith(high + ".")
+    )
+    assert not wrong, wrong
+
+
 #: the coordinator's side of evolution, and the run store: a worker rank runs none of it
 COORDINATOR_SIDE = (
     "synapto.evolution.loop",
@@ -171,7 +216,7 @@ COORDINATOR_SIDE = (
     "synapto.evolution.champion",
     "synapto.evolution.command",
     "synapto.evolution.replay",
-    "synapto.evolution.callbacks",
+    "synapto.tracking",
     "synapto.evolution.progress",
     "synapto.evolution.config",
     "synapto.store",
@@ -188,6 +233,74 @@ def test_farm_results_stand_alone():
     """The types every farm and its callers share sit below the farms."""
     wrong = sorted(m for m in module_imports(PKG / "parallel" / "results.py") if m.startswith("synapto.parallel"))
     assert not wrong, wrong
+
+
+# ----------------------------------------------------------------------------- lazy imports
+#: the libraries a function may import when it needs them: heavy or optional ones (the extras:
+#: plot, tune, tensorboard, onnx, envpool, mujoco, the race's torch and SB3), the command line's
+#: (a worker rank and the Python API never load them), h5py and gymnasium (slow to load: the
+#: commands that never open a run file or an env start without them), and mpi4py (it starts MPI)
+LAZY_LIBRARIES = {
+    "matplotlib", "imageio", "imageio_ffmpeg", "av", "optuna", "tensorboardX", "onnx", "onnxruntime", "envpool",
+    "mujoco", "torch", "stable_baselines3", "sb3_contrib", "typer", "rich", "threadpoolctl", "h5py", "gymnasium",
+    "mpi4py",
+}  # fmt: skip
+#: the modules of synapto a function of the given file may import, with the reason
+LAZY_INTERNAL = {
+    ("synapto/__init__.py", "synapto.api"): "`import synapto` loads nothing: the API loads on first use",
+}
+
+
+def lazy_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import inside a function of ``path`` (``if TYPE_CHECKING``
+    blocks aside), relative imports made absolute, ``from package import module`` as the module."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+
+    def visit(node, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if in_function and isinstance(child, ast.Import):
+                found.extend((child.lineno, a.name) for a in child.names)
+            elif in_function and isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                found.extend(
+                    (child.lineno, f"{base}.{a.name}" if f"{base}.{a.name}" in NAMES else base) for a in child.names
+                )
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def test_lazy_imports_are_found():
+    assert [m for _, m in lazy_imports(PKG / "__init__.py")] == ["synapto.api"]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=rel)
+def test_imports_inside_functions_follow_the_rule(path):
+    """An import stands at the top of its module, where a reader sees what the module stands
+    on and a circle shows at once.  A function imports only (a) a library of
+    :data:`LAZY_LIBRARIES` (heavy or optional: what a command does not use it neither loads
+    nor needs installed), (b) a module of synapto that :data:`LAZY_INTERNAL` names for its file,
+    with the reason; the standard library and numpy load at the top."""
+    wrong = [
+        f"line {line}: {name}"
+        for line, name in lazy_imports(path)
+        if name.split(".")[0] not in LAZY_LIBRARIES and (rel(path), name) not in LAZY_INTERNAL
+    ]
+    assert not wrong, f"{rel(path)} imports inside functions: {'; '.join(wrong)}"
+
+
+def test_lazy_internal_entries_are_used():
+    """Every exception is still needed (a stale one would let a newcomer in)."""
+    for file, name in LAZY_INTERNAL:
+        assert name in [m for _, m in lazy_imports(PKG.parent / file)], (file, name)
 
 
 # ----------------------------------------------------------------------------- function length

@@ -186,7 +186,7 @@ def shaped_run(tmp_path_factory):
 
 
 def test_plot_names_shaped_training_and_the_unmodified_validation(shaped_run):
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import curves_figure
 
     fig, _ = curves_figure([read_run(shaped_run)], ["generation"], connections=False)
@@ -202,7 +202,7 @@ def test_plot_names_shaped_training_and_the_unmodified_validation(shaped_run):
 
 # ---------------------------------------------------------------------------- the final centre
 def test_a_final_centre_champion_is_named_after_the_last_generation(tmp_path):
-    from synapto.viz import pick_genome
+    from synapto.policies import pick_genome
 
     lines: list[str] = []
     out = tmp_path / "c.h5"

@@ -123,7 +123,7 @@ def test_tracking_paths_that_cannot_be_written_are_refused_before_the_run(tmp_pa
 
 
 def test_a_tracking_write_that_fails_mid_run_stops_it_resumably(tmp_path, capsys, monkeypatch):
-    from synapto.evolution.callbacks import LiveLog
+    from synapto.tracking.writers import LiveLog
 
     write = LiveLog._write
 

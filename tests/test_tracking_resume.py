@@ -115,7 +115,7 @@ def test_a_ppo_kill_before_the_tracking_rows_loses_no_row(tmp_path):
 def test_a_cut_row_is_dropped_and_written_again_on_resume(tmp_path, capsys, monkeypatch):
     """A write that fails part-way (a full disk) leaves half a row; the resumed run ends the
     file on a whole row first, then writes that generation again: no row glued to another."""
-    from synapto.evolution.callbacks import LiveLog
+    from synapto.tracking.writers import LiveLog
 
     write = LiveLog._write
 

@@ -143,7 +143,7 @@ def test_plot_evolution_and_ppo_on_two_axes(runs, tmp_path):
 
 @pytest.mark.parametrize("width", [420, 900])
 def test_plot_legend_stays_inside_the_figure_with_a_colour_per_line(runs, width):
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import curves_figure
 
     fig, _ = curves_figure(
@@ -160,7 +160,7 @@ def test_plot_legend_stays_inside_the_figure_with_a_colour_per_line(runs, width)
 
 
 def test_plot_panels_only_for_what_the_runs_have(runs):
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import curves_figure
 
     fig, _ = curves_figure([read_run(runs["es"])], ["generation"])  # openai-es, --prune off: nothing pruned
@@ -174,7 +174,7 @@ def test_plot_panels_only_for_what_the_runs_have(runs):
 
 
 def test_plot_of_two_envs_gives_each_its_own_y_axis(runs, tmp_path):
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import curves_figure
 
     other = read_run(runs["mlp"])
@@ -209,7 +209,7 @@ def test_plot_legend_names_runs_by_their_files_or_their_labels(runs, tmp_path, c
     name: evolve --config NAME writes runs/NAME.h5), not by the options that differ;
     --label names each run, and runs with one label are one group."""
     from synapto.cli import main
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import curves_figure
 
     data = [read_run(runs[k]) for k in ("dag1", "dag2", "mlp", "es")]
@@ -232,7 +232,7 @@ def test_plot_legend_names_runs_by_their_files_or_their_labels(runs, tmp_path, c
 
 
 def test_grouping_of_seeds(runs):
-    from synapto.viz import read_run
+    from synapto.store.series import read_run
     from synapto.viz.plot import aggregate, group_runs
 
     data = [read_run(runs[k]) for k in ("dag1", "mlp", "dag2", "ppo")]
@@ -259,7 +259,8 @@ def test_grouping_of_seeds(runs):
 
 def test_readers_trust_completed(runs, tmp_path):
     """A run cut after generation 2 of 3: plot/export read 2 rows; render/draw take the best so far."""
-    from synapto.viz import pick_genome, read_run
+    from synapto.policies import pick_genome
+    from synapto.store.series import read_run
 
     cut = tmp_path / "cut.h5"
     shutil.copy(runs["dag1"], cut)
@@ -411,7 +412,7 @@ def test_draw_hebbian_dag_with_activity(runs, tmp_path):
 
 
 def test_draw_pruned_mlp_svg(runs, tmp_path):
-    from synapto.viz import pick_genome
+    from synapto.policies import pick_genome
     from synapto.viz.draw import draw_run, network
 
     info = draw_run(runs["mlp"], tmp_path / "net.svg", log=quiet)
@@ -430,7 +431,7 @@ def test_draw_of_a_linear_policy_names_it_linear(tmp_path):
     """A pruned-mlp without hidden layers (experiments/bipedal_sparse.toml's): every edge runs
     from an input to an output, and the title and log say linear rather than '0 of 0 hidden
     units'."""
-    from synapto.viz import pick_genome
+    from synapto.policies import pick_genome
     from synapto.viz.draw import draw_run, network
 
     run = tmp_path / "lin.h5"
@@ -447,7 +448,7 @@ def test_draw_of_a_linear_policy_names_it_linear(tmp_path):
 
 
 def test_network_of_hebbian_dag_matches_its_matrices(runs):
-    from synapto.viz import pick_genome
+    from synapto.policies import pick_genome
     from synapto.viz.draw import network
 
     pick = pick_genome(runs["dag1"])

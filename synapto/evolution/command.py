@@ -23,20 +23,7 @@ from synapto.logs import say as _log
 from synapto.options import layer_sizes
 from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
 from synapto.shell import next_lines, synapto_command
-
-
-def tracking_callbacks(tensorboard: Path | None, live_log: Path | None, runs: int = 1) -> list:
-    """The per-generation callbacks of ``--tensorboard`` and ``--live-log`` (checked now);
-    ``runs`` > 1 (several seeds): one TensorBoard subfolder per run file."""
-    from synapto.evolution.callbacks import LiveLog, TensorBoardWriter, timing_debug
-    from synapto.logs import debug
-
-    found = [timing_debug(debug)]
-    if tensorboard is not None:
-        found.append(TensorBoardWriter.checked(tensorboard, per_run=runs > 1))
-    if live_log is not None:
-        found.append(LiveLog.checked(live_log))
-    return found
+from synapto.tracking.writers import tracking_callbacks
 
 
 def check_runs(configs, outs, force: bool = False, resuming: bool = False):

@@ -30,7 +30,6 @@ import numpy as np
 from synapto import seeding
 from synapto.agents import build_agent
 from synapto.evolution import champion as final
-from synapto.evolution.callbacks import GenerationReport, catch_up, close_all, report_to
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.generation import (
     EvaluationFailed,
@@ -61,6 +60,7 @@ from synapto.store import (
     write_checkpoint,
 )
 from synapto.store.evolve_rows import record, strategy_figures
+from synapto.tracking.callbacks import GenerationReport, catch_up, close_all, report_to
 
 
 @dataclass
@@ -399,8 +399,8 @@ def run_evolution(
     ``on_error="abort"``.  The run holds ``out``'s lock (:class:`synapto.store.RunLock`) from
     before it reads or creates anything until it returns; ``overwrite=False`` refuses an
     existing ``out`` (checked under the lock).  ``callbacks`` are called with a
-    :class:`~synapto.evolution.callbacks.GenerationReport` after each generation's rows
-    are written (:mod:`synapto.evolution.callbacks`).
+    :class:`~synapto.tracking.callbacks.GenerationReport` after each generation's rows
+    are written (:mod:`synapto.tracking.callbacks`).
     """
     t_start, cpu_start = time.perf_counter(), time.process_time()
     require(cfg)  # envpool's one-line checks come before the run file is touched

@@ -83,6 +83,7 @@ def ppo_command(request: Request) -> None:
     from synapto.parallel.launch import start_ranks
     from synapto.ppo.threads import update_threads
     from synapto.ppo.train import train
+    from synapto.tracking.writers import tracking_callbacks
 
     opts = request.values
     given = {k: opts[k] for k in names(PPOConfig, RunOptions, config=True) if k in request.given}
@@ -92,7 +93,7 @@ def ppo_command(request: Request) -> None:
     if cpu is not None and (isinstance(cpu, bool) or cpu < 1):
         raise UsageError(f"--cpu must be an integer >= 1, got {cpu!r}")
     update_threads()  # a bad $SYNAPTO_PPO_THREADS stops here, before anything starts
-    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # evolution's, one report per epoch
+    callbacks = tracking_callbacks(opts["tensorboard"], opts["live_log"])  # one report per epoch
     resume, force = opts["resume"], opts["force"]
     n_procs: int | None  # None: as many processes as the MPI world has
     if resume is not None:

@@ -321,7 +321,7 @@ def train(
 ) -> Path | None:
     """Run (or, with ``resume``, continue) one PPO run writing ``out``, as checked by
     :mod:`synapto.ppo.command`; rank 0 writes and logs, and calls ``callbacks``
-    (:mod:`synapto.evolution.callbacks`) once per epoch with a report whose ``generation`` is
+    (:mod:`synapto.tracking.callbacks`) once per epoch with a report whose ``generation`` is
     the epoch."""
     t_start = time.time()
     limit_blas_threads(1)
@@ -342,7 +342,7 @@ def train(
                 f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
                 f"epochs {start}..{cfg.epochs - 1} -> {out}"
             )
-        from synapto.evolution.callbacks import catch_up, notify
+        from synapto.tracking.callbacks import catch_up, notify
 
         if rank == 0 and resume:  # the tracking rows a kill or a failed write left out, from the run file
             catch_up(callbacks, start, lambda k: _stored_report(writer, k, out, cfg), Path(out), cfg)
@@ -363,7 +363,7 @@ def train(
     finally:
         _close(opened)
         if rank == 0 and callbacks:
-            from synapto.evolution.callbacks import close_all
+            from synapto.tracking.callbacks import close_all
 
             close_all(callbacks)
     return out if rank == 0 else None
@@ -435,7 +435,7 @@ def _stored_report(writer, epoch: int, out, cfg):
 def _report_of(epoch, stats, timing, out, cfg, elapsed: float | None = None):
     """Epoch ``epoch``'s report to the callbacks; ``elapsed`` defaults to the run's ``Time``
     (a report from the run file, on resume)."""
-    from synapto.evolution.callbacks import GenerationReport
+    from synapto.tracking.callbacks import GenerationReport
 
     return GenerationReport(
         epoch,

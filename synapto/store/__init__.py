@@ -9,6 +9,7 @@
 - :mod:`synapto.store.checkpoint`  the checkpoint beside an evolution run (``RUN.h5.ckpt``)
 - :mod:`synapto.store.reader`      :class:`RunData`, the one reader of run files
 - :mod:`synapto.store.compare`     "identical outside /timing" for two run files
+- :mod:`synapto.store.series`      a run's statistics as ``synapto plot`` and ``export`` read them
 
 The store knows file layouts, not algorithms: writers take the run's config as an
 object with a ``to_json()`` and the few sizes they need, readers hand back the config

@@ -7,7 +7,7 @@ generations' validation means (the population mean where validation is off) sinc
 milestone before; on the s-th seed (0-based) the trial reports, at step s M + k M / K, the
 mean of that value over seeds 0..s.  Every trial thus reports at the same steps (the env
 steps it has spent), on the same seeds in the same order, and the pruner compares like
-with like.  The hook is an evolution callback (:mod:`synapto.evolution.callbacks`): the
+with like.  The hook is an evolution callback (:mod:`synapto.tracking.callbacks`): the
 loop is unchanged; a pruned trial's run stops at the generation that reported.
 
 Run files: ``TRIALS/<n>/s<seed>.h5`` where ``n`` is the trial's number (a trial rerun after

@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import Pick, check_image_out, matplotlib_figure, pick_genome, run_kind, write_output
+from synapto.policies import Pick, pick_genome
+from synapto.store.series import run_kind
+from synapto.viz import check_image_out, matplotlib_figure, write_output
 
 
 @dataclass
@@ -238,37 +240,42 @@ def _edge_paths(net: Net, v: View, ys: list[dict[int, float]], dx: float) -> lis
 
 def _panel(ax, net: Net, v: View, strength: np.ndarray, subtitle: str) -> None:
     """One drawing; ``strength`` per edge of ``net`` sets the widths."""
-    from matplotlib.collections import LineCollection
-
     dx = 3.0
     ys = _positions(v, net.sizes)
-    paths = _edge_paths(net, v, ys, dx)
-    if len(paths):
-        s = strength[v.edges]
-        top = float(np.max(s)) if np.max(s) > 0 else 1.0
-        widths = 0.15 + 2.85 * np.clip(s / top, 0.0, 1.0)
-        alpha = 0.6 if len(paths) <= 100 else max(0.3, 0.6 * np.sqrt(100 / len(paths)))  # crowded: lighter
-        w = net.weight[v.edges]
-        colors = np.where(w[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]), np.array([[0.12, 0.47, 0.71, alpha]]))
-        colors[v.inert] = (0.6, 0.6, 0.6, 0.5)
-        for inert, style in ((False, "solid"), (True, (0, (2, 2)))):
-            pick = np.flatnonzero(v.inert == inert)
-            order = pick[np.argsort(widths[pick], kind="stable")]
-            if order.size:
-                ax.add_collection(
-                    LineCollection(
-                        [paths[k] for k in order],
-                        linewidths=widths[order],
-                        colors=colors[order],
-                        linestyles=style,
-                        capstyle="round",
-                        zorder=1,
-                    )
+    _draw_edges(ax, net, v, _edge_paths(net, v, ys, dx), strength)
+    _draw_units(ax, net, v, ys, dx)
+    _frame(ax, net, v, dx, subtitle)
+
+
+def _draw_edges(ax, net: Net, v: View, paths: list[np.ndarray], strength: np.ndarray) -> None:
+    """The edges: width by ``strength``, red positive, blue negative, inert ones grey and dashed."""
+    from matplotlib.collections import LineCollection
+
+    if not len(paths):
+        return
+    s = strength[v.edges]
+    top = float(np.max(s)) if np.max(s) > 0 else 1.0
+    widths = 0.15 + 2.85 * np.clip(s / top, 0.0, 1.0)
+    alpha = 0.6 if len(paths) <= 100 else max(0.3, 0.6 * np.sqrt(100 / len(paths)))  # crowded: lighter
+    w = net.weight[v.edges]
+    colors = np.where(w[:, None] > 0, np.array([[0.84, 0.15, 0.16, alpha]]), np.array([[0.12, 0.47, 0.71, alpha]]))
+    colors[v.inert] = (0.6, 0.6, 0.6, 0.5)
+    for inert, style in ((False, "solid"), (True, (0, (2, 2)))):
+        pick = np.flatnonzero(v.inert == inert)
+        order = pick[np.argsort(widths[pick], kind="stable")]
+        if order.size:
+            lines = [paths[k] for k in order]
+            ax.add_collection(
+                LineCollection(
+                    lines, linewidths=widths[order], colors=colors[order], linestyles=style, capstyle="round", zorder=1
                 )
-    # units: inputs green, hidden grey, outputs orange (modulation purple); hollow without a path
+            )
+
+
+def _draw_units(ax, net: Net, v: View, ys: list[dict[int, float]], dx: float) -> None:
+    """The units: inputs green, hidden grey, outputs orange (modulation purple); hollow without a path."""
     n_layers = len(net.sizes)
-    n_rows = max(len(r) for r in v.rows)
-    fontsize = 7 if n_rows <= 30 else 5
+    fontsize = 7 if max(len(r) for r in v.rows) <= 30 else 5
     for layer, units in enumerate(v.rows):
         color = "C2" if layer == 0 else ("C1" if layer == n_layers - 1 else "0.35")
         for u in units:
@@ -281,17 +288,14 @@ def _panel(ax, net: Net, v: View, strength: np.ndarray, subtitle: str) -> None:
             label = v.labels[layer][u]
             if label:
                 ha, off = ("right", -0.35) if layer == 0 else ("left", 0.35)
-                ax.text(
-                    x + off,
-                    y,
-                    label,
-                    ha=ha,
-                    va="center",
-                    fontsize=fontsize,
-                    zorder=4,
-                    color="black" if v.used[layer][u] else "0.55",
-                )
-    span = max(n_rows - 1, 1)
+                shade = "black" if v.used[layer][u] else "0.55"
+                ax.text(x + off, y, label, ha=ha, va="center", fontsize=fontsize, zorder=4, color=shade)
+
+
+def _frame(ax, net: Net, v: View, dx: float, subtitle: str) -> None:
+    """Limits, layer names and the subtitle of one drawing."""
+    n_layers = len(net.sizes)
+    span = max(max(len(r) for r in v.rows) - 1, 1)
     ax.set_xlim(
         -1.2 - (1.0 if any(len(t) > 4 for t in v.labels[0]) else 0.0),
         (n_layers - 1) * dx + 1.2 + (1.0 if any(len(t) > 4 for t in v.labels[-1]) else 0.0),
@@ -338,7 +342,32 @@ def draw_run(
     layout = pick.agent.layout()
     assert layout is not None  # network() refuses agents without one
     v = view(net, pick.config.env, layout.inert_outputs, all_units)
+    panels = _panels(pick, net, v, activity)
+    width = width or 720 * len(panels)
+    height = height or 600
+    if width < 100 or height < 100:
+        raise UsageError(f"--width and --height must be >= 100 pixels, got {width}x{height}")
+    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (strength, subtitle) in zip(axes, panels):
+        _panel(ax, net, v, strength, subtitle)
     n_edges, total = len(net.weight), pick.agent.n_params
+    hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
+    units = _title(fig, pick, v, n_edges, hidden_used)
+    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
+    log(f"draw: {pick.what}: {n_edges} of {total} connections ({units}) -> {out}")
+    return {
+        "connections": n_edges,
+        "n_params": total,
+        "panels": len(panels),
+        "hidden_used": hidden_used,
+        "drawn_edges": int(v.edges.size),
+        "inert": int(v.inert.sum()),
+    }
+
+
+def _panels(pick: Pick, net: Net, v: View, activity: bool) -> list[tuple[np.ndarray, str]]:
+    """``(strength per edge, subtitle)`` of each drawing: the weights, and a Hebbian agent's activity."""
     panels = [
         (
             np.abs(net.weight),
@@ -356,16 +385,12 @@ def draw_run(
                     f"(one test episode: return {ret:.1f}, {steps} steps)",
                 )
             )
-    width = width or 720 * len(panels)
-    height = height or 600
-    if width < 100 or height < 100:
-        raise UsageError(f"--width and --height must be >= 100 pixels, got {width}x{height}")
-    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (strength, subtitle) in zip(axes, panels):
-        _panel(ax, net, v, strength, subtitle)
-    cfg = pick.config
-    hidden_used = sum(int(np.count_nonzero(u)) for u in v.used[1:-1])
+    return panels
+
+
+def _title(fig, pick: Pick, v: View, n_edges: int, hidden_used: int) -> str:
+    """The figure's title (env, agent, the pick, connections and units in use); the units' words."""
+    cfg, total = pick.config, pick.agent.n_params
     notes = [f"{int(v.inert.sum())} inert (dashed)"] if v.inert.any() else []
     notes += [f"{v.left_out} without a path left out"] if v.left_out else []
     units = f"{hidden_used} of {sum(cfg.hidden)} hidden units in use" if cfg.hidden else "linear, no hidden units"
@@ -375,13 +400,4 @@ def draw_run(
         + (f" ({', '.join(notes)})" if notes else ""),
         fontsize="medium",
     )
-    write_output(out, lambda path: fig.savefig(path, format=suffix[1:], dpi=dpi))
-    log(f"draw: {pick.what}: {n_edges} of {total} connections ({units}) -> {out}")
-    return {
-        "connections": n_edges,
-        "n_params": total,
-        "panels": len(panels),
-        "hidden_used": hidden_used,
-        "drawn_edges": int(v.edges.size),
-        "inert": int(v.inert.sum()),
-    }
+    return units

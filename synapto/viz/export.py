@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import RunSeries, read_run
+from synapto.store.series import RunSeries, read_run
 
 INTEGER_COLUMNS = {
     "generation",

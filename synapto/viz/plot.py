@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import AXES, RunSeries, check_image_out, matplotlib_figure, read_run, write_output
+from synapto.store.series import RunSeries, read_run
+from synapto.viz import AXES, check_image_out, matplotlib_figure, write_output
 
 BANDS = ("minmax", "std", "none")
 EVOLVE_CURVES = ("best", "elite-mean", "pop-mean", "validation")

@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
-from synapto.viz import check_image_out, pick_genome, require, run_kind, write_output
+from synapto.policies import pick_genome
+from synapto.store.series import run_kind
+from synapto.viz import check_image_out, require, write_output
 
 
 @dataclass
