@@ -79,7 +79,6 @@ class RunOptions:
 
 def ppo_command(request: Request) -> None:
     """``synapto ppo``: ``request`` holds its parsed options (:mod:`synapto.ppo.cli`)."""
-    from synapto.evolution.command import tracking_callbacks
     from synapto.parallel.launch import start_ranks
     from synapto.ppo.threads import update_threads
     from synapto.ppo.train import train
