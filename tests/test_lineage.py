@@ -405,3 +405,22 @@ def test_the_undamaged_lineage_reads(ga_file):
     with RunData(ga_file) as run:
         genome = run.population(GEN, ROW)
     assert genome.shape == (24,) and synapto.load_policy(ga_file, GEN, ROW) is not None
+
+
+def test_perturb_in_place_writes_the_bits_of_a_fresh_perturbation():
+    """perturb into the genome itself (the GA's children) or into a copy: the surviving weights
+    get ``w + std * noise`` as numpy adds them, pruned ones (0.0 and -0.0) keep their bits."""
+    from synapto.lineage import perturb
+
+    rng = np.random.default_rng(5)
+    genome = rng.normal(size=3000)
+    genome[rng.random(3000) < 0.3] = 0.0
+    genome[rng.random(3000) < 0.1] = -0.0
+    alive = np.flatnonzero(genome)
+    expected = genome.copy()
+    expected[alive] = genome[alive] + 0.5 * np.random.default_rng(9).standard_normal(alive.size)
+    fresh = perturb(genome, 0.5, np.random.default_rng(9))
+    row = genome.copy()
+    assert perturb(row, 0.5, np.random.default_rng(9), in_place=True) is row
+    assert fresh.tobytes() == row.tobytes() == expected.tobytes()
+    assert fresh is not genome and not np.array_equal(fresh, genome)

@@ -96,7 +96,7 @@ class CMAES(CentreStrategy):
     }
     STATE = (*CentreStrategy.STATE, "sigma", "updates", "cov", "ps", "pc")
 
-    _eigen = None  #: (alive indices, B, D) of the current C, a function of the state
+    _eigen: tuple | None = None  #: (alive indices, B, D) of the current C, a function of the state
 
     @classmethod
     def check_population(cls, population, options):

@@ -203,10 +203,8 @@ def breed(
     if schedule is not None:
         _forget_over_budget(state, schedule.budget(state.generation))
     order = _rank(state, fitness, stats, fitness if select_fitness is None else select_fitness, k)
-    pool_g, pool_s, draws, slots = _draw_parents(state, fitness, stats, order, P - k)
+    parents, slots, traced = _draw_parents(state, fitness, stats, order, P - k)
     bounds = state.lineage.bounds if state.lineage is not None else None
-    # an agent without traces: every statistic is 0, and the children's are zeros, not gathered
-    traced = any(row.any() for row in (*pool_s, state.best_stats, *stats[order[: k - 1]]))
     brood = Brood(state.generation, genomes, order, np.empty_like(genomes), np.zeros(stats.shape))
     if bounds is not None:
         brood.origin = np.empty((P, len(bounds) - 1), np.int64)
@@ -215,11 +213,10 @@ def breed(
         brood.pruned = np.zeros((P, -(-genomes.shape[1] // 8)), np.uint8)
         brood.keys = np.zeros((P, KEY_WIDTH), np.uint64)
     children, child_stats = brood.children, brood.stats
-    sources = [(state.best_genome, state.best_stats)]
-    sources += [(genomes[i], stats[i]) for i in order[: k - 1]] + [(pool_g[d], pool_s[d]) for d in draws]
+    sources = [(state.best_genome, state.best_stats), *((genomes[i], stats[i]) for i in order[: k - 1]), *parents]
     for i, (genome, row) in enumerate(sources):
         children[i] = genome
-        if traced:
+        if traced:  # else every statistic is 0 (an agent without traces): the children's stay zeros
             child_stats[i] = row
     elite_conn = np.concatenate([[agent.connections(state.best_genome)], connections[order[:k]]])
     state.rate = float(agent.next_rate(state.rate, elite_conn, float(np.mean(connections))))
@@ -256,17 +253,17 @@ def _rank(state: EvolutionState, fitness, stats, select_fitness, k: int) -> np.n
 
 def _draw_parents(state: EvolutionState, fitness, stats, order, n: int) -> tuple:
     """``n`` parents drawn from the pool (hall of fame, best-ever, this generation's top ``k``)
-    by :func:`rank_weights`: ``(pool genomes, pool stats, draws, the pool slot of each draw)``,
-    the pool as lists of rows (views, not copies) of its members with a finite fitness."""
+    by :func:`rank_weights`: ``(their (genome, stats) rows, their pool slots, whether any
+    statistic in the pool is not 0)``; rows are views, not copies."""
     k, hof, top = state.hof.size, state.hof, order[: state.hof.size]
-    pool_g = [*hof.genomes, state.best_genome, *(state.genomes[i] for i in top)]
-    pool_s = [*hof.columns["stats"], state.best_stats, *(stats[i] for i in top)]
+    pool = [*zip(hof.genomes, hof.columns["stats"]), (state.best_genome, state.best_stats)]
+    pool += [(state.genomes[i], stats[i]) for i in top]
     valid = np.isfinite(np.concatenate([hof.fitness, [state.best_fitness], fitness[top]]))
     # the pool's slots: hall of fame 0..k-1, best-ever k, this generation's top k+1..2k; with
     # every fitness non-finite, this generation's top (the population kept as it is)
     slots = np.flatnonzero(valid) if valid.any() else np.arange(k + 1, 2 * k + 1)
-    draws = state.rng.choice(len(slots), size=n, p=rank_weights(len(slots)))
-    return [pool_g[s] for s in slots], [pool_s[s] for s in slots], draws, slots[draws]
+    slots = slots[state.rng.choice(len(slots), size=n, p=rank_weights(len(slots)))]
+    return [pool[s] for s in slots], slots, any(row.any() for _, row in pool)
 
 
 def vary(state: EvolutionState, brood: Brood, agent, mutation_std: float, prune: bool, assign: bool) -> None:
