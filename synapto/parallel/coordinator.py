@@ -137,6 +137,8 @@ class MPIFarm:
     POLL_FRACTION = 0.05
     #: ... and never longer than this (seconds)
     MAX_POLL = 0.02
+    #: its first sleep after an event, as a fraction of a typical task (10 µs to 1 ms)
+    FIRST_POLL_FRACTION = 0.01
 
     def __init__(
         self,
@@ -365,6 +367,8 @@ class MPIFarm:
             if event:
                 wait.reset()
                 wait.max_sleep = min(max(self.max_sleep, self.POLL_FRACTION * self._typical), self.MAX_POLL)
+                # a coordinator that woke every 10 µs spent a third of its CPU on empty polls
+                wait.first = min(max(1e-5, self.FIRST_POLL_FRACTION * self._typical), 1e-3)
             elif hard is not None and self._retire_silent(m, hard):
                 self._fill(m)
             else:

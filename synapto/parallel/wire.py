@@ -58,16 +58,17 @@ class Tag(IntEnum):
 
 
 class Backoff:
-    """Sleeps between polls: 10 µs doubling to ``max_sleep``; :meth:`reset` after an event."""
+    """Sleeps between polls: ``first`` (10 µs) doubling to ``max_sleep``; :meth:`reset` after
+    an event."""
 
-    __slots__ = ("delay", "max_sleep")
+    __slots__ = ("delay", "first", "max_sleep")
 
     def __init__(self, max_sleep: float = 1e-3):
         self.max_sleep = max_sleep
-        self.delay = 1e-5
+        self.first = self.delay = 1e-5
 
     def reset(self) -> None:
-        self.delay = 1e-5
+        self.delay = self.first
 
     def sleep(self) -> None:
         time.sleep(self.delay)
