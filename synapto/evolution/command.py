@@ -197,10 +197,9 @@ def _report_stop(exc, workers: int, stop) -> None:
     raise typer.Exit(1 if stop is None else stop.exit_code)
 
 
-def resume_evolution(run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it
-    (``run.restarts``: how often the ``--workers`` job starts again after a lost rank)."""
-    path = run.resume
+def resume_evolution(path: Path, run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
+    """``evolve --resume RUN.h5`` (``path``): check the options against the run, then continue
+    it (``run.restarts``: how often the ``--workers`` job starts again after a lost rank)."""
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -252,7 +251,7 @@ def evolve_command(request: Request) -> None:
             )
         if run.out is not None or run.force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
-        resume_evolution(run, values, None if given_seed is None else seeds, options, callbacks)
+        resume_evolution(run.resume, run, values, None if given_seed is None else seeds, options, callbacks)
         return
     default_run = run.config is None and not any(tables.values()) and not set(given) - {"seed", "workers", "out"}
     new_evolution(run, values, seeds, options, callbacks, default_run)
