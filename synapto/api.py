@@ -103,8 +103,8 @@ def _evolve_mpi(config, out: Path, run: EvolveRun, options, log, callbacks) -> R
     from synapto.evolution.callbacks import close_all
     from synapto.parallel.launch import mpi_job
 
-    request = {"config": config.to_json(), "run": _jsonable(run), "options": _jsonable(options)}
-    args = json.dumps({**request, "reports": bool(callbacks)})
+    request = {"config": config.to_json(), "run": dataclasses.asdict(run), "options": dataclasses.asdict(options)}
+    args = json.dumps({**request, "reports": bool(callbacks)}, default=str)  # (paths as text)
     cmd, env = mpi_job(run.workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
     t0 = time.perf_counter()
     tail: list[str] = []
@@ -129,11 +129,6 @@ def _evolve_mpi(config, out: Path, run: EvolveRun, options, log, callbacks) -> R
     if rc != 0:
         raise RuntimeError(f"the MPI run exited with code {rc}:\n" + "\n".join(tail))
     return summary_of(out, time.perf_counter() - t0)
-
-
-def _jsonable(options) -> dict:
-    """A request's options (:class:`EvolveRun`, :class:`RunOptions`) as JSON values."""
-    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}
 
 
 def _follow(proc, config, out, log, callbacks) -> list[str]:

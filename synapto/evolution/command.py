@@ -240,7 +240,8 @@ def evolve_command(request: Request) -> None:
     given_seed = values.pop("seed", None)  # (resuming: None when neither the file nor the command line gave it)
     seeds = _seeds([0] if given_seed is None else given_seed)
     run = dataclasses.replace(run, **{k: values.pop(k) for k in EVOLVE_RUN_KEYS if k in values})
-    workers_of(values, run.workers)
+    if "population_per_worker" in values:  # resolved once, against the ranks but one under MPI (--workers ignored)
+        resolve_population(values, _rank_count() - 1 if under_mpi() else run.workers)
     options = request.build(RunOptions)
     callbacks = tracking_callbacks(run.tensorboard, run.live_log, len(seeds))
     if run.resume is not None:
@@ -272,14 +273,6 @@ def new_evolution(run: EvolveRun, values: dict, seeds: list[int], options, callb
     start_ranks(run.workers + 1, run.restarts)
     jobs = [(cfg, o, False) for cfg, o in zip(configs, outs)]
     run_on_farm(jobs, run, options, callbacks)
-
-
-def workers_of(values: dict, workers: int) -> None:
-    """Resolve a population per worker in the run's ``values``, once
-    (:func:`synapto.evolution.run_options.resolve_population`): against the ranks but one when MPI
-    started this process (``--workers`` is ignored then), else against ``workers``."""
-    if "population_per_worker" in values:
-        resolve_population(values, _rank_count() - 1 if under_mpi() else workers)
 
 
 def _seeds(value) -> list[int]:

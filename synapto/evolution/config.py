@@ -140,9 +140,8 @@ class EvolveConfig:
         **_RUN_VALUE,
     )
     population: int = opt(64, help="Individuals per generation.", **_RUN_VALUE)
-    #: for information: the per-worker population ``population`` was resolved from
-    #: (:func:`resolve_population`); None when the population was given
-    #: as such.  Not part of the run's identity: ``population`` is what the run computes with.
+    #: for information: the per-worker population ``population`` was resolved from; None when the
+    #: population was given as such.  Not part of the run's identity: ``population`` is.
     population_per_worker: int | None = opt(
         None,
         help="Individuals per generation per worker, instead of --population: the population is this times "
@@ -152,7 +151,6 @@ class EvolveConfig:
         config=True,
     )
     generations: int = opt(100_000, help="Generations to run (at most, with --max-env-steps).", panel=RUN, config=True)
-    #: (0: no budget; the final selection and test come on top)
     max_env_steps: int = opt(
         2_750_000,
         help="Env-step budget of training and validation episodes: the run ends after the generation that "
@@ -161,7 +159,6 @@ class EvolveConfig:
         config=True,
     )
     episodes: int = opt(1, help="Episodes averaged per fitness.", **_RUN_VALUE)
-    #: every random number of the run derives from it
     seed: int = opt(
         0, help="Run seed(s); several run one after another.", cli=list[int], shown=[0], multi=True, **_RUN_VALUE
     )
@@ -179,7 +176,6 @@ class EvolveConfig:
         help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
         **_table(SEARCH, "strategy_option"),
     )
-    #: (synapto.evolution.obs_norm)
     obs_norm: bool = opt(
         False,
         help="Normalise observations by running statistics of the training episodes, frozen per generation.",
@@ -208,7 +204,6 @@ class EvolveConfig:
         "on them. 0 chooses on training fitness, as the reference does.",
         **_CHOOSE_VALUE,
     )
-    #: (episodes of the SELECT stream)
     select_episodes: int = opt(
         30,
         help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
