@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from synapto.declare import names, opt
+from synapto.declare import flag, names, opt
 from synapto.errors import UsageError, on_command_line, option
 from synapto.evolution.run_options import (
     CHOOSE,
@@ -39,6 +39,7 @@ from synapto.evolution.run_options import (
     _check_share,
     resolve_population,
 )
+from synapto.options import hidden_layers, key_values, table
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
@@ -426,8 +427,6 @@ def run_values(file: dict, given=None, tables=None, defaults: bool = True, strat
     ``strategy``: the strategy whose options the default experiment keeps (else the given's,
     else the file's)."""
     from synapto import defaults as experiment
-    from synapto.declare import flag
-    from synapto.options import hidden_layers, key_values, table
 
     given, tables = dict(given or {}), dict(tables or {})
     values = dict(file)
@@ -455,13 +454,11 @@ def run_values(file: dict, given=None, tables=None, defaults: bool = True, strat
 def strategy_options(values: dict, extra: list[str] | None) -> dict:
     """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
     then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
-    from synapto.options import key_values, table
-
     opts = table(values, "strategy_options")
     for key in STRATEGY_SHORTHANDS:
         if key in values:
             opts[key] = values.pop(key)
-    opts.update(key_values("--strategy-option", extra))
+    opts.update(key_values(flag(EvolveConfig, "strategy_options"), extra))
     if "prune" in opts and isinstance(opts["prune"], str):
         word = opts["prune"].lower()
         if word not in ("on", "off"):
