@@ -143,6 +143,8 @@ class EvolveRun:
             raise UsageError(f"{option('workers')} must be an integer >= 0, got {self.workers!r}")
         if self.out is not None and not isinstance(self.out, (str, Path)):
             raise UsageError(f"--out must be a file path, got {self.out!r}")
+        if self.out is not None:  # (a config file's is text)
+            object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "task_timeout", check_task_timeout(self.task_timeout))
         if isinstance(self.restarts, bool) or not isinstance(self.restarts, int) or self.restarts < 0:
             raise UsageError(f"--restarts must be an integer >= 0, got {self.restarts!r}")
