@@ -48,10 +48,13 @@ def evolve(
     does (the run file is bit-identical to the command line's), and return its
     :class:`RunSummary`.
 
-    ``workers=0`` evaluates in this process; ``workers=N`` starts ``mpiexec -n N+1`` (the
-    coordinator and N workers; :func:`synapto.parallel.launch.mpi_job`, the command line's
-    way into MPI too) as a child process and waits for it: its output lines
-    reach ``log`` and the ``callbacks`` their reports, as in this process.  ``resume=True``
+    The run's own options make the command line's request
+    (:class:`~synapto.evolution.run_options.EvolveRun`, checked the same way).  ``workers=0``
+    evaluates in this process; ``workers=N`` starts ``mpiexec -n N+1`` (the coordinator and N
+    workers; :func:`synapto.parallel.launch.mpi_job`, the command line's way into MPI too) as a
+    child process, whose ranks run the request where the command line's do
+    (:func:`synapto.evolution.command.run_on_farm`), and waits for it: its output lines reach
+    ``log`` and the ``callbacks`` their reports, as in this process.  ``resume=True``
     continues ``out`` from its checkpoint; it refuses (:class:`~synapto.errors.UsageError`)
     a missing file and a ``config`` that would change the run (only ``generations`` and
     ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.tracking.callbacks`.
@@ -73,7 +76,7 @@ def evolve(
             return summary_of(out, 0.0)
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
-        return _evolve_mpi(config, run, options, log, callbacks)
+        return _evolve_mpi(config, out, run, options, log, callbacks)
     from synapto.parallel.farm import SerialFarm
 
     return run_evolution(
@@ -92,16 +95,16 @@ def evolve(
 REPORT_MARK = "\x1esynapto-report "
 
 
-def _evolve_mpi(config, run: EvolveRun, options, log, callbacks) -> RunSummary:
-    """Run the request in an MPI job of ``run.workers`` + 1 ranks (:func:`_mpi_main`), its lines
+def _evolve_mpi(config, out: Path, run: EvolveRun, options, log, callbacks) -> RunSummary:
+    """Run the request (into ``out``) in an MPI job of ``run.workers`` + 1 ranks (:func:`_mpi_main`), its lines
     passed to ``log`` and its reports to ``callbacks``."""
     import time
 
     from synapto.parallel.launch import mpi_job
     from synapto.tracking.callbacks import close_all
 
-    request = {"config": config.to_json(), "run": _jsonable(run), "options": _jsonable(options)}
-    args = json.dumps({**request, "reports": bool(callbacks)})
+    request = {"config": config.to_json(), "run": dataclasses.asdict(run), "options": dataclasses.asdict(options)}
+    args = json.dumps({**request, "reports": bool(callbacks)}, default=str)  # (paths as text)
     cmd, env = mpi_job(run.workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
     t0 = time.perf_counter()
     tail: list[str] = []
@@ -116,7 +119,7 @@ def _evolve_mpi(config, run: EvolveRun, options, log, callbacks) -> RunSummary:
             bufsize=1,
         ) as proc:
             try:
-                tail = _follow(proc, config, run.out, log, callbacks)
+                tail = _follow(proc, config, out, log, callbacks)
             except BaseException:  # a callback that raises (a pruned trial: synapto.tune) ends the MPI job
                 proc.terminate()
                 raise
@@ -125,12 +128,7 @@ def _evolve_mpi(config, run: EvolveRun, options, log, callbacks) -> RunSummary:
         close_all(callbacks)
     if rc != 0:
         raise RuntimeError(f"the MPI run exited with code {rc}:\n" + "\n".join(tail))
-    return summary_of(run.out, time.perf_counter() - t0)
-
-
-def _jsonable(options) -> dict:
-    """A request's options (:class:`EvolveRun`, :class:`RunOptions`) as JSON values."""
-    return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()}
+    return summary_of(out, time.perf_counter() - t0)
 
 
 def _follow(proc, config, out, log, callbacks) -> list[str]:

@@ -4,8 +4,8 @@ line is built from them.
 Each option is a dataclass field made by :func:`opt`; its ``metadata["option"]`` (an
 :class:`Opt`) carries what the command line and the code around it need to know: the help,
 the help panel, the flag(s), the command-line type and default when they differ from the
-field's, whether it takes several space-separated values, whether a config file may set it,
-whether it is part of a run's identity.  A field made by plain ``field()`` (or with no
+field's, whether it takes several space-separated values or KEY=VALUE items, whether a
+config file may set it, whether it is part of a run's identity.  A field made by plain ``field()`` (or with no
 default) is no option.  Declare::
 
     @dataclass(frozen=True)

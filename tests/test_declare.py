@@ -14,11 +14,11 @@ from synapto.declare import Request, command, flag, multi_value_flags, names, op
 
 @dataclass(frozen=True)
 class Train:
+    steps: int = opt(10, help="Steps.", panel="The run", config=True, after="env")  # declared first, listed after --env
     env: str = opt("CartPole-v1", help="Gymnasium environment id.", panel="The run", config=True, identity=True)
     hid: tuple[int, ...] = opt((32, 32), help="Hidden sizes.", cli=list[str], shown=["32", "32"], multi=True)
     force: bool = opt(False, help="Overwrite.", flags=("--force",))
     agent_options: dict = opt(factory=dict, help="KEY=VALUE.", name="agent_option", cli=list[str] | None, shown=None)
-    steps: int = opt(10, help="Steps.", panel="The run", config=True, after="env")
     plain: int = 3  # no option
 
 

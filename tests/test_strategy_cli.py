@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from synapto.cli import main
+from synapto.errors import UsageError
 from synapto.store import RunData
 
 
@@ -160,7 +161,7 @@ def test_ask_tell_api_continues_exactly_from_its_state():
         a.tell(fit(x))
         b.tell(fit(y))
     assert a.champion.fitness == b.champion.fitness
-    with pytest.raises(synapto.api.UsageError):
+    with pytest.raises(UsageError):
         a.tell([1.0, 2.0])
 
 

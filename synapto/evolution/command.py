@@ -184,10 +184,9 @@ def _report_stop(exc, workers: int, stop) -> None:
     raise typer.Exit(1 if stop is None else stop.exit_code)
 
 
-def resume_evolution(run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
-    """``evolve --resume RUN.h5``: check the options against the run, then continue it
-    (``run.restarts``: how often the ``--workers`` job starts again after a lost rank)."""
-    path = run.resume
+def resume_evolution(path: Path, run: EvolveRun, values: dict, given_seeds, options, callbacks=()) -> None:
+    """``evolve --resume RUN.h5`` (``path``): check the options against the run, then continue
+    it (``run.restarts``: how often the ``--workers`` job starts again after a lost rank)."""
     if given_seeds is not None:
         if len(given_seeds) != 1:
             raise UsageError("--resume continues one run: give at most one --seed")
@@ -228,7 +227,8 @@ def evolve_command(request: Request) -> None:
     given_seed = values.pop("seed", None)  # (resuming: None when neither the file nor the command line gave it)
     seeds = _seeds([0] if given_seed is None else given_seed)
     run = dataclasses.replace(run, **{k: values.pop(k) for k in EVOLVE_RUN_KEYS if k in values})
-    workers_of(values, run.workers)
+    if "population_per_worker" in values:  # resolved once, against the ranks but one under MPI (--workers ignored)
+        resolve_population(values, _rank_count() - 1 if under_mpi() else run.workers)
     options = request.build(RunOptions)
     callbacks = tracking_callbacks(run.tensorboard, run.live_log, len(seeds))
     if run.resume is not None:
@@ -239,7 +239,7 @@ def evolve_command(request: Request) -> None:
             )
         if run.out is not None or run.force:
             raise UsageError("--resume continues RUN.h5 in place; --out/--force cannot be used with it")
-        resume_evolution(run, values, None if given_seed is None else seeds, options, callbacks)
+        resume_evolution(run.resume, run, values, None if given_seed is None else seeds, options, callbacks)
         return
     default_run = run.config is None and not any(tables.values()) and not set(given) - {"seed", "workers", "out"}
     new_evolution(run, values, seeds, options, callbacks, default_run)
@@ -260,14 +260,6 @@ def new_evolution(run: EvolveRun, values: dict, seeds: list[int], options, callb
     start_ranks(run.workers + 1, run.restarts)
     jobs = [(cfg, o, False) for cfg, o in zip(configs, outs)]
     run_on_farm(jobs, run, options, callbacks)
-
-
-def workers_of(values: dict, workers: int) -> None:
-    """Resolve a population per worker in the run's ``values``, once
-    (:func:`synapto.evolution.run_options.resolve_population`): against the ranks but one when MPI
-    started this process (``--workers`` is ignored then), else against ``workers``."""
-    if "population_per_worker" in values:
-        resolve_population(values, _rank_count() - 1 if under_mpi() else workers)
 
 
 def _seeds(value) -> list[int]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from synapto.declare import names, opt
+from synapto.declare import flag, names, opt
 from synapto.errors import UsageError, on_command_line, option
 from synapto.evolution.run_options import (
     CHOOSE,
@@ -39,6 +39,7 @@ from synapto.evolution.run_options import (
     _check_share,
     resolve_population,
 )
+from synapto.options import hidden_layers, key_values, table
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)
@@ -140,9 +141,8 @@ class EvolveConfig:
         **_RUN_VALUE,
     )
     population: int = opt(64, help="Individuals per generation.", **_RUN_VALUE)
-    #: for information: the per-worker population ``population`` was resolved from
-    #: (:func:`resolve_population`); None when the population was given
-    #: as such.  Not part of the run's identity: ``population`` is what the run computes with.
+    #: for information: the per-worker population ``population`` was resolved from; None when the
+    #: population was given as such.  Not part of the run's identity: ``population`` is.
     population_per_worker: int | None = opt(
         None,
         help="Individuals per generation per worker, instead of --population: the population is this times "
@@ -152,7 +152,6 @@ class EvolveConfig:
         config=True,
     )
     generations: int = opt(100_000, help="Generations to run (at most, with --max-env-steps).", panel=RUN, config=True)
-    #: (0: no budget; the final selection and test come on top)
     max_env_steps: int = opt(
         2_750_000,
         help="Env-step budget of training and validation episodes: the run ends after the generation that "
@@ -161,7 +160,6 @@ class EvolveConfig:
         config=True,
     )
     episodes: int = opt(1, help="Episodes averaged per fitness.", **_RUN_VALUE)
-    #: every random number of the run derives from it
     seed: int = opt(
         0, help="Run seed(s); several run one after another.", cli=list[int], shown=[0], multi=True, **_RUN_VALUE
     )
@@ -179,7 +177,6 @@ class EvolveConfig:
         help="Any other strategy option, KEY=VALUE (repeatable); docs/strategies.md lists them with defaults.",
         **_table(SEARCH, "strategy_option"),
     )
-    #: (synapto.evolution.obs_norm)
     obs_norm: bool = opt(
         False,
         help="Normalise observations by running statistics of the training episodes, frozen per generation.",
@@ -208,7 +205,6 @@ class EvolveConfig:
         "on them. 0 chooses on training fitness, as the reference does.",
         **_CHOOSE_VALUE,
     )
-    #: (episodes of the SELECT stream)
     select_episodes: int = opt(
         30,
         help="After the last generation, re-evaluate the strategy's final candidates on this many fresh "
@@ -431,8 +427,6 @@ def run_values(file: dict, given=None, tables=None, defaults: bool = True, strat
     ``strategy``: the strategy whose options the default experiment keeps (else the given's,
     else the file's)."""
     from synapto import defaults as experiment
-    from synapto.declare import flag
-    from synapto.options import hidden_layers, key_values, table
 
     given, tables = dict(given or {}), dict(tables or {})
     values = dict(file)
@@ -460,13 +454,11 @@ def run_values(file: dict, given=None, tables=None, defaults: bool = True, strat
 def strategy_options(values: dict, extra: list[str] | None) -> dict:
     """Pop the strategy's options out of ``values`` (a TOML ``[strategy_options]`` table,
     then the shorthand keys, then ``--strategy-option KEY=VALUE``, later ones winning)."""
-    from synapto.options import key_values, table
-
     opts = table(values, "strategy_options")
     for key in STRATEGY_SHORTHANDS:
         if key in values:
             opts[key] = values.pop(key)
-    opts.update(key_values("--strategy-option", extra))
+    opts.update(key_values(flag(EvolveConfig, "strategy_options"), extra))
     if "prune" in opts and isinstance(opts["prune"], str):
         word = opts["prune"].lower()
         if word not in ("on", "off"):

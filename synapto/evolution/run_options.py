@@ -143,6 +143,8 @@ class EvolveRun:
             raise UsageError(f"{option('workers')} must be an integer >= 0, got {self.workers!r}")
         if self.out is not None and not isinstance(self.out, (str, Path)):
             raise UsageError(f"--out must be a file path, got {self.out!r}")
+        if self.out is not None:  # (a config file's is text)
+            object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "task_timeout", check_task_timeout(self.task_timeout))
         if isinstance(self.restarts, bool) or not isinstance(self.restarts, int) or self.restarts < 0:
             raise UsageError(f"--restarts must be an integer >= 0, got {self.restarts!r}")
@@ -163,7 +165,6 @@ class RunOptions:
     """How a run is executed; none of these change its results.  Validated on creation:
     a bad value is a one-line :class:`UsageError` naming the command-line option."""
 
-    #: "abort": checkpoint and stop; "skip": fitness -inf, go on
     on_error: str = opt(
         "abort",
         help="abort: an evaluation that raises stops the run (checkpoint kept, replay command printed); "
@@ -171,23 +172,18 @@ class RunOptions:
         panel=EXEC,
     )
     checkpoint_every: int = opt(1, help="Generations between checkpoints.", panel=EXEC)
-    #: "dynamic" or "waves" (see synapto.parallel.farm)
     schedule: str = opt(
         "dynamic",
         help="dynamic: a worker gets its next individual as soon as it is free; waves: the reference's "
         "blocking waves (one individual per worker, all wait for the slowest). Results are identical.",
         panel=EXEC,
     )
-    #: "auto": evaluate chunks of individuals in lockstep on a numpy-batched env where the env and
-    #: agent support it (synapto.evolution.worker.batched); "off": one environment at a time
     batch: str = opt(
         "auto",
         help="auto: where the env has a numpy-batched implementation (e.g. CartPole-v1) and the agent a "
         "batched policy, evaluate chunks of individuals x episodes in lockstep; off: one env at a time.",
         panel=EXEC,
     )
-    #: "keys": a centre strategy's tasks carry noise keys (:mod:`synapto.noise`), its generation
-    #: goes to each worker once; "genomes": every task carries its genome
     wire: str = opt(
         "keys",
         help="keys: for openai-es, pgpe and separable cmaes, workers get each generation's centre once and "

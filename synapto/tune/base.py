@@ -1,7 +1,7 @@
 """The base config of a study, and a trial's config: the base with sampled values.
 
 A base config is an ``evolve`` TOML (a file or a shipped config's name).  Its values are
-read as ``evolve --config`` reads them (:mod:`synapto.config`, :mod:`synapto.options`):
+read as ``evolve --config`` reads them (:func:`synapto.evolution.config.run_values`):
 the strategy's shorthands (``sigma``, ``lr``, ``prune``, ``mutation_std``) go into
 ``strategy_options``.  A sampled value named ``strategy_options.KEY``,
 ``agent_options.KEY`` or ``env_options.KEY`` sets that table's option; any other name sets

@@ -93,6 +93,7 @@ def tune(request: Request) -> None:
 
 def _plan(o: TuneOptions) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
+    assert o.space is not None and o.study is not None  # (tune() refuses a study without them)
     from synapto.evolution.config import file_values
     from synapto.evolution.run_options import check_task_timeout
     from synapto.tune.base import load_base
