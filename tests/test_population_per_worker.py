@@ -54,8 +54,8 @@ def test_resolved_once_recorded_and_the_same_run_on_1_and_3_ranks(tmp_path, caps
     evolve(dataclasses.replace(resolved, generations=3), longer, log=lambda s: None)
     assert_same_run(out, longer)
     # naming the share again under other workers would change the run: refused
-    code, _, err = call(capsys, "evolve", "--resume", out, "--population-per-worker", "3", "--workers", "1")
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "population: 6 (run file) vs 3" in err, err
+    code, _, err = call(capsys, "evolve", "--resume", out, "--population-per-worker", "4", "--workers", "1")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "population: 6 (run file) vs 4" in err, err
 
 
 def test_a_serial_run_counts_one_worker_and_a_config_file_resolves_with_its_workers(tmp_path, capsys):
