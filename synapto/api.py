@@ -19,18 +19,26 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from synapto.agents import build_agent
+from synapto.envs import EnvOptions, make_env
+from synapto.evolution.command import check_runs, run_on_farm
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import RunSummary, run_evolution
+from synapto.evolution.resuming import nothing_to_do, resume_state
 from synapto.evolution.run_options import EvolveRun, RunOptions
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.evolution.worker.tasks import EvalResult
-from synapto.tracking.callbacks import StopRun
+from synapto.parallel.farm import SerialFarm
+from synapto.parallel.launch import mpi_job
+from synapto.store import RunData
+from synapto.tracking.callbacks import GenerationReport, StopRun, close_all, report_to
 
 
 def evolve(
@@ -62,13 +70,9 @@ def evolve(
     past it stops the run (:class:`synapto.evolution.loop.RunStopped`; with ``workers``,
     a ``RuntimeError`` naming it).
     """
-    from synapto.evolution.command import check_runs
-
     out = Path(out)
     run = EvolveRun(out=out, workers=workers, force=force, resume=out if resume else None, task_timeout=task_timeout)
     if resume:
-        from synapto.evolution.resuming import nothing_to_do, resume_state
-
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(EvolveConfig)}
         config, done, steps, finished = resume_state(out, values)
         if finished and not config.goes_on(done, steps):  # as the command line: the run stays as it is
@@ -77,7 +81,6 @@ def evolve(
     check_runs([config], [out], force, resuming=resume)  # the command line's checks
     if workers:
         return _evolve_mpi(config, out, run, options, log, callbacks)
-    from synapto.parallel.farm import SerialFarm
 
     return run_evolution(
         config,
@@ -98,11 +101,6 @@ REPORT_MARK = "\x1esynapto-report "
 def _evolve_mpi(config, out: Path, run: EvolveRun, options, log, callbacks) -> RunSummary:
     """Run the request (into ``out``) in an MPI job of ``run.workers`` + 1 ranks (:func:`_mpi_main`), its lines
     passed to ``log`` and its reports to ``callbacks``."""
-    import time
-
-    from synapto.parallel.launch import mpi_job
-    from synapto.tracking.callbacks import close_all
-
     request = {"config": config.to_json(), "run": dataclasses.asdict(run), "options": dataclasses.asdict(options)}
     args = json.dumps({**request, "reports": bool(callbacks)}, default=str)  # (paths as text)
     cmd, env = mpi_job(run.workers + 1, ["-c", "import sys, synapto.api as a; a._mpi_main(sys.argv[1])", args])
@@ -135,8 +133,6 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
     """Pass the MPI child's lines to ``log`` and its reports to ``callbacks``, and answer each
     report with the callbacks' verdict (``go``, or ``stop REASON``: :class:`StopRun`); the
     child's last lines."""
-    from synapto.tracking.callbacks import GenerationReport, report_to
-
     tail: list[str] = []
     for line in proc.stdout:
         line = line.rstrip("\n")
@@ -159,8 +155,6 @@ def _follow(proc, config, out, log, callbacks) -> list[str]:
 
 def summary_of(out: str | Path, wall: float) -> RunSummary:
     """The :class:`RunSummary` of the finished run file ``out``."""
-    from synapto.store import RunData
-
     with RunData(out, kind="evolve") as run:
         champion = run.champion()
         returns = np.asarray(champion.test_returns, dtype=np.float64)
@@ -198,8 +192,6 @@ def total_env_steps(run) -> int:
 def _mpi_main(args_json: str) -> None:
     """Entry point of every rank of :func:`evolve`'s MPI child: the request runs where the
     command line's runs (:func:`synapto.evolution.command.run_on_farm`)."""
-    from synapto.evolution.command import run_on_farm
-
     args = json.loads(args_json)
     run = EvolveRun(**args["run"])
     job = (EvolveConfig.from_json(args["config"]), Path(str(run.out)), run.resume is not None)
@@ -210,8 +202,6 @@ def _mpi_main(args_json: str) -> None:
 def _report_to_parent(report) -> None:
     """Send ``report`` to :func:`_follow` and wait for its verdict; an end of input (a launcher
     that does not forward it) goes on."""
-    from synapto.tracking.callbacks import StopRun
-
     print(
         REPORT_MARK
         + json.dumps(
@@ -241,10 +231,6 @@ def rollout(
     """Episodes of ``genome`` on ``env``, one per seed, each in a fresh environment reset
     with that seed (the evaluation ``synapto evolve`` runs): returns, steps, fitness
     (mean return minus the agent's penalty) and the trace statistics."""
-    from functools import partial
-
-    from synapto.envs import EnvOptions, make_env
-
     make = EnvOptions.parse(env_options).make_kwargs()  # the task itself: training shaping never applies here
     return evaluate(
         agent,

@@ -14,8 +14,26 @@ from typing import Annotated, Any
 
 import typer
 
+from synapto import __version__
+from synapto.bench.compare import register as compare_register
+from synapto.bench.envs import register as envs_register
+from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
+from synapto.bench.farm import register as farm_register
+from synapto.bench.learn import register as learn_register
+from synapto.bench.nn import register as nn_register
+from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
+from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
+from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
+from synapto.commands import register as commands_register
+from synapto.declare import multi_value_flags
 from synapto.errors import DiskFullError, TrackingError, UsageError, command_line_names
-from synapto.parallel.launch import env_rank
+from synapto.evolution.cli import register as evolve_register
+from synapto.evolution.config import EVOLVE_OPTIONS
+from synapto.logs import setup
+from synapto.parallel.launch import announce, env_rank, record_crash, record_exit
+from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
+from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
+from synapto.viz.cli import register as viz_register
 
 #: -h works as --help, for every command (click hands help_option_names down to subcommands)
 HELP = {"help_option_names": ["-h", "--help"]}
@@ -78,8 +96,6 @@ GLOBAL_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
 
 def _print_version(value: bool) -> None:
     if value:
-        from synapto import __version__
-
         typer.echo(f"synapto {__version__} (Python {sys.version.split()[0]})")
         raise typer.Exit(0)
 
@@ -97,8 +113,6 @@ def _global(
 ):
     """Distributed, reproducible evolution of pruned and Hebbian networks (synaptolysis).
     -v / -q may also follow the command."""
-    from synapto.logs import setup
-
     setup(1 if verbose else -1 if quiet else 0)
 
 
@@ -112,23 +126,6 @@ def _register_optional() -> frozenset[str]:
     """Register the commands, from their packages: evolve, bench (learn, compare, envs, nn, evolve, farm, race,
     ppo), ppo, tune, replay, slurm-script, and the pictures (plot, render, draw, export; need the plot extra
     only when run).  Returns the flags of their options that take several space-separated values."""
-    from synapto.bench.compare import register as compare_register
-    from synapto.bench.envs import register as envs_register
-    from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
-    from synapto.bench.farm import register as farm_register
-    from synapto.bench.learn import register as learn_register
-    from synapto.bench.nn import register as nn_register
-    from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
-    from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
-    from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
-    from synapto.commands import register as commands_register
-    from synapto.declare import multi_value_flags
-    from synapto.evolution.cli import register as evolve_register
-    from synapto.evolution.config import EVOLVE_OPTIONS
-    from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
-    from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
-    from synapto.viz.cli import register as viz_register
-
     evolve_register(app)
     envs_register(bench_app)
     nn_register(bench_app)
@@ -154,8 +151,6 @@ MULTI_VALUE_OPTIONS = _register_optional()
 
 
 def main(argv: list[str] | None = None) -> None:
-    from synapto.parallel.launch import announce
-
     announce()  # a rank of a relaunched job: its parent forwards Ctrl-C here
     try:
         _main(argv)
@@ -163,8 +158,6 @@ def main(argv: list[str] | None = None) -> None:
         _finish(exc.code)
         raise
     except BaseException as exc:  # a traceback follows: the parent must not start the job again
-        from synapto.parallel.launch import record_crash
-
         record_crash(exc)
         raise
 
@@ -172,8 +165,6 @@ def main(argv: list[str] | None = None) -> None:
 def _finish(code) -> None:
     """Rank 0's exit code for the parent of a relaunched job; a job with a worker rank that
     stopped answering is ended with MPI_Abort (nothing else can stop that rank)."""
-    from synapto.parallel.launch import record_exit
-
     code = 0 if code is None else code if isinstance(code, int) else 1
     record_exit(code)
     farm = sys.modules.get("synapto.parallel.farm")

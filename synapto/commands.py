@@ -4,13 +4,19 @@ registered on the app by :func:`register`."""
 
 from __future__ import annotations
 
+import shlex
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from synapto.evolution.replay import plan_replay, run_replay
 from synapto.logs import say as _log
+from synapto.parallel.farm import make_farm
+from synapto.parallel.launch import start_ranks
+from synapto.show import as_json, read_report, render
 
 
 # --------------------------------------------------------------------------- replay
@@ -40,12 +46,8 @@ def replay(
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
-    from synapto.evolution.replay import plan_replay, run_replay
-    from synapto.parallel.launch import start_ranks
-
     plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
     start_ranks(workers + 1)
-    from synapto.parallel.farm import make_farm
 
     farm, coordinator = make_farm()
     if not coordinator:
@@ -65,8 +67,6 @@ def show(
     """What a run is (task, agent, strategy, connections, env steps, wall time) and how its
     test episodes ended: count, mean return, mean action cost and mean length by outcome
     (finished, fell, out of time).  Reads the run file only: no episode is run."""
-    from synapto.show import as_json, read_report, render
-
     report = read_report(run)
     typer.echo(as_json(report) if json else render(report), nl=False)
 
@@ -78,9 +78,6 @@ def slurm_script(
 ):
     """Print the Slurm job script of `synapto evolve` (synapto slurm-script > job.sh; OUT=runs/x.h5
     sbatch job.sh): a requeued or resubmitted job resumes its run file."""
-    import shlex
-    from importlib import resources
-
     text = (resources.files("synapto") / "slurm_evolve.sh").read_text()
     default = "PY=${PY:-.venv/bin/python}"
     typer.echo(text.replace(default, f"PY=${{PY:-{shlex.quote(python or sys.executable)}}}", 1), nl=False)

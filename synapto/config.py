@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Set as AbstractSet
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,6 @@ else:  # pragma: no cover
 
 def shipped_configs() -> dict[str, Path]:
     """The configs shipped with synapto (``experiments/*.toml``, package data), by name."""
-    from importlib import resources
-
     folder = Path(str(resources.files("synapto") / "experiments"))
     return {p.stem: p for p in sorted(folder.glob("*.toml"))} if folder.is_dir() else {}
 

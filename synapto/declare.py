@@ -45,6 +45,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Annotated, Any
 
+from synapto.options import given_on_command_line
+
 #: the key of a field's metadata that declares it an option
 KEY = "option"
 #: an :class:`Opt`'s ``shown`` left out: the field's default
@@ -151,8 +153,6 @@ def command(run: Callable[[Request], Any], *classes: type) -> Callable[..., Any]
     """The function typer registers for ``run``: its parameters are the options of
     ``classes``; typer's call becomes ``run(Request(...))``."""
     import typer
-
-    from synapto.options import given_on_command_line
 
     by_param = {o.name or f.name: f.name for f, o in declared(*classes)}
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from synapto.config import load_toml
 from synapto.estimate import estimate, expect, expected_seconds
+from synapto.options import table
 
 __all__ = ["PATH", "describe", "estimate", "expected_seconds", "values"]
 
@@ -31,8 +33,6 @@ PATH = Path(__file__).with_name("defaults.toml")
 
 def values(allowed: AbstractSet[str]) -> dict:
     """The default experiment's options, as a config file's (keys with underscores)."""
-    from synapto.config import load_toml
-
     return load_toml(PATH, allowed)
 
 
@@ -43,8 +43,6 @@ def with_defaults(given: dict, allowed: AbstractSet[str], strategy=None) -> dict
     options, which are its strategy's; strategy options given in a ``[strategy_options]`` table
     are laid over them (the shorthands ``sigma``, ``lr`` ... stay keys of their own, laid over
     them later, as the command line's)."""
-    from synapto.options import table
-
     base = values(allowed)
     own = table(base, "strategy_options")
     if (strategy or given.get("strategy", base["strategy"])) != base["strategy"]:

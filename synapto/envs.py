@@ -7,6 +7,9 @@ with one line naming it.
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,7 +88,6 @@ def import_env_module(env_id: str) -> None:
     """Import the module of ``module:EnvId`` ids (gymnasium's own convention)."""
     if ":" in env_id:
         module = env_id.split(":", 1)[0]
-        import importlib
 
         if not module.strip():
             raise UsageError(f"{option_value('env', env_id)}: no module before ':' (module:EnvId)")
@@ -187,7 +189,6 @@ def _quiet_mujoco(gym, env_id: str) -> None:
         return
     except Exception as exc:  # mujoco loads its OpenGL backend on import: a bad MUJOCO_GL fails here
         raise _opengl_error(f"{env_id}: MuJoCo cannot start", exc) from None
-    import sys
 
     def warn(message: str) -> None:
         if not message.startswith(_MUJOCO_MODEL_NOTES):
@@ -199,14 +200,10 @@ def _quiet_mujoco(gym, env_id: str) -> None:
 def prepare_headless_render() -> None:
     """Choose MuJoCo's headless OpenGL backend (EGL) unless ``MUJOCO_GL`` says otherwise;
     call before the process makes its first env (MuJoCo reads it on import)."""
-    import os
-
     os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def _opengl_error(what: str, exc: BaseException) -> UsageError:
-    import os
-
     text = str(exc).splitlines()[0] if str(exc) else "no OpenGL context"
     return UsageError(
         f"{what} with MUJOCO_GL={os.environ.get('MUJOCO_GL', '(unset)')} ({type(exc).__name__}: "

@@ -11,6 +11,7 @@ run store's own checks included).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from synapto.errors import UsageError
@@ -45,8 +46,6 @@ def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:
 def _probe_folder(folder: Path, what: str) -> None:
     """Make and remove an empty folder in ``folder``: the permission bits say yes to root
     in /sys or /proc, where making anything fails; nothing is left behind."""
-    import tempfile
-
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".synapto-probe-", dir=folder))
     except OSError as exc:

@@ -26,12 +26,16 @@ file does not hold.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from synapto.agents import build_agent
+from synapto.envs import EnvOptions
 from synapto.errors import RunFileError
 from synapto.noise import KEY_WIDTH, generator_at
 
@@ -198,8 +202,6 @@ def read_lineage(f, generation: int, where: str) -> Lineage:
 
 def _bounds(text, n: int) -> np.ndarray | None:
     """``lineage_bounds`` (JSON) as segment bounds, or None unless integers rising strictly from 0 to ``n``."""
-    import json
-
     try:
         values = json.loads(text)
     except (TypeError, ValueError):
@@ -280,11 +282,6 @@ def rebuild(generation_of, wanted: list[tuple[int, int]], agent_of, where: str) 
 def agent_of(config: dict):
     """The agent of a run file's stored ``config`` (its env, agent, hidden sizes, agent and
     env options): what generation 0's ``init_genome`` needs, built where a file is read."""
-    from types import SimpleNamespace
-
-    from synapto.agents import build_agent
-    from synapto.envs import EnvOptions
-
     return build_agent(
         SimpleNamespace(
             env=config["env"],

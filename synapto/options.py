@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from synapto.config import tomllib
 from synapto.errors import UsageError
 
 
@@ -76,8 +77,6 @@ def hidden_layers(value):
 
 def _literal(text: str):
     """A TOML literal (number, true/false, quoted string), else the text itself."""
-    from synapto.config import tomllib
-
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

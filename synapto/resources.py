@@ -23,6 +23,7 @@ import resource
 from pathlib import Path
 
 from synapto.errors import UsageError, option_value
+from synapto.store import EvolveRunWriter
 
 #: genome-sized arrays the coordinator holds at once at the least: the population evaluated,
 #: the next one, the rows handed to the run file, and the per-individual results
@@ -163,8 +164,6 @@ def check_run_file(cfg, n_params: int, out: str | Path) -> None:
     """Refuse (one line, exit code 2, nothing written) a run whose episode counts cannot
     work: per-episode arrays beyond this machine's memory, or a run file beyond the free
     disk space of its folder (its rows for the first generations are allocated at once)."""
-    from synapto.store import EvolveRunWriter
-
     counts = (
         f"population {cfg.population:,} x {cfg.episodes:,} episodes, validation "
         f"{cfg.validation_count:,} x {cfg.validate_episodes:,}, selection {cfg.select_episodes:,}, "

@@ -21,6 +21,7 @@ import numpy as np
 
 from synapto import outcomes as oc
 from synapto.errors import RunFileError
+from synapto.store import RunData
 
 #: BipedalWalker's torque cost of one step is 0.00035 * MOTORS_TORQUE (80) * sum_i min(|a_i|, 1)
 #: over its 4 motors: 0.112 times the step's action magnitude (the mean of min(|a_i|, 1))
@@ -105,8 +106,6 @@ def column(report: Report) -> Cost:
 def read_report(path: str | Path) -> Report:
     """The :class:`Report` of the run file ``path``; a one-line :class:`RunFileError` for
     anything that is not a readable run file."""
-    from synapto.store import RunData
-
     path = Path(path)
     with RunData(path) as run:
         try:

@@ -307,8 +307,7 @@ def test_lazy_internal_entries_are_used():
 MAX_FUNCTION_LINES = 80
 #: typer commands whose parameter list is their option table (one line or a few per
 #: option, with its help text): their parameters are exempt, their body is not
-OPTION_TABLES = {
-}
+OPTION_TABLES = {}
 
 
 def function_lengths(path: Path) -> list[tuple[str, int]]:

@@ -7,12 +7,10 @@ for a user's own subclass of :class:`synapto.agents.base.Agent`.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
+from synapto.agents.base import Agent
+from synapto.envs import space_info
 from synapto.errors import UsageError, option_value
-
-if TYPE_CHECKING:
-    from synapto.agents.base import Agent
 
 BUILTIN = {
     "pruned-mlp": "synapto.agents.pruned_mlp:PrunedMLP",
@@ -22,8 +20,6 @@ BUILTIN = {
 
 def load_agent_class(spec: str):
     """The agent class named by ``spec`` (a short name or ``module:Class``)."""
-    from synapto.agents.base import Agent
-
     target = BUILTIN.get(spec, spec)
     if ":" not in target:
         raise UsageError(
@@ -50,9 +46,6 @@ def build_agent(cfg, space=None) -> Agent:
 
     The one place agents are constructed.  A class that cannot be instantiated
     (abstract) or whose constructor raises is refused with one line."""
-    from synapto.agents.base import Agent
-    from synapto.envs import space_info
-
     cls = load_agent_class(cfg.agent)
     if space is None:
         space = space_info(cfg.env, getattr(cfg, "make_kwargs", None))

@@ -22,6 +22,7 @@ touches global random state.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -276,8 +277,6 @@ def layer_shapes(sizes: list[int]) -> list[tuple[int, int]]:
 def check_option_type(name: str, value: Any, default: Any) -> None:
     """Refuse an agent option ``name = value`` whose type is not its ``default``'s (see
     :attr:`Agent.OPTIONS`): ``neuromodulate = "no"`` would otherwise be a true value."""
-    import math
-
     if isinstance(default, bool):
         ok, want = isinstance(value, bool), "true or false"
     elif isinstance(default, int):

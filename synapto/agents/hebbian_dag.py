@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction
+from synapto.agents.batched.dag import DAGBatchPolicy
 
 
 class DAGPolicy(Policy):
@@ -240,7 +241,6 @@ class HebbianDAG(Agent):
     def batch_policy(self, genomes, want_stats=True, episodes=1):
         if self.options["neuromodulate"]:
             return None  # traces change the weights every step: one-at-a-time only
-        from synapto.agents.batched.dag import DAGBatchPolicy
 
         return DAGBatchPolicy(self, np.asarray(genomes, dtype=np.float64), want_stats, episodes)
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction, layer_shapes
+from synapto.agents.batched.mlp import MLPBatchPolicy
 from synapto.errors import UsageError
 
 
@@ -101,8 +102,6 @@ class PrunedMLP(Agent):
         return MLPPolicy(self, np.array(genome, dtype=np.float64))
 
     def batch_policy(self, genomes, want_stats=True, episodes=1):
-        from synapto.agents.batched.mlp import MLPBatchPolicy
-
         return MLPBatchPolicy(self, np.asarray(genomes, dtype=np.float64), episodes)
 
     def groups(self):

@@ -19,6 +19,15 @@ import time
 
 import numpy as np
 
+from synapto import seeding
+from synapto.agents import build_agent
+from synapto.bench.common import md_table
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.worker.evaluate import Evaluator
+from synapto.evolution.worker.fast_box2d import evaluate_tasks
+from synapto.evolution.worker.spec import EvolveSpec
+from synapto.evolution.worker.tasks import Episodes, EvalTask
+
 ENV = "BipedalWalker-v3"
 HIDDEN = (40, 40)
 #: genomes' weights: init times SCALE times (1 + 0.5 N(0, 1)); init's all-ones net saturates
@@ -26,9 +35,6 @@ SCALE = 0.3
 
 
 def genomes(n: int, seed: int = 0):
-    from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
-
     agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=tuple(HIDDEN)))
     rng = np.random.default_rng(seed)
     g = np.stack([agent.init_genome(rng) for _ in range(n)])
@@ -41,12 +47,6 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
     """CPU-time steps/s of both paths, alternating rounds of ``rows`` one-episode
     evaluations (the same genomes and seeds for both) until the two have had about
     ``2 * seconds`` of CPU time together."""
-    from synapto import seeding
-    from synapto.evolution.worker.evaluate import Evaluator
-    from synapto.evolution.worker.fast_box2d import evaluate_tasks
-    from synapto.evolution.worker.spec import EvolveSpec
-    from synapto.evolution.worker.tasks import Episodes, EvalTask
-
     agent, gen = genomes(rows)
     serial = Evaluator(EvolveSpec(ENV, "pruned-mlp", HIDDEN, {}))
     cpu = {"gymnasium": 0.0, "envpool": 0.0}
@@ -80,8 +80,6 @@ def bench_bipedal(rows: int = 64, seconds: float = 20.0) -> dict:
 
 
 def table(data: dict) -> str:
-    from synapto.bench.common import md_table
-
     p = data["paths"]
     rows = [
         [

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from synapto.errors import UsageError
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -153,8 +157,6 @@ class Logged:
 
 def children_cpu() -> float:
     """User + system CPU seconds of this process's finished children (and theirs, waited for)."""
-    import resource
-
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
@@ -176,10 +178,6 @@ def run_logged(cmd: Sequence[str], log: Path, append: bool = False, timeout: flo
     output's tail; an interrupted one is terminated.  After ``timeout`` seconds the command
     is sent SIGTERM (it may stop as it likes: ``evolve`` saves its checkpoint) and its exit
     status is not checked: :attr:`Logged.timed_out` says so."""
-    import threading
-
-    from synapto.errors import UsageError
-
     cmd = list(cmd)
     t0 = time.perf_counter()
     lines = []

@@ -36,16 +36,26 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 import typer
 
+from synapto.agents import build_agent
 from synapto.bench.common import md_table
+from synapto.envs import make_env
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.worker.evaluate import evaluate
+from synapto.ppo.config import PPOConfig
+from synapto.ppo.evaluate import test_policy
+from synapto.seeding import test_seeds
+from synapto.store import PPORun, RunData
 
 THRESHOLDS = {
     "LunarLander-v3": 200.0,
@@ -124,15 +134,6 @@ def evolve_method(cfg) -> str:
 
 
 def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curve:
-    from functools import partial
-
-    from synapto.agents import build_agent
-    from synapto.envs import make_env
-    from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.worker.evaluate import evaluate
-    from synapto.seeding import test_seeds
-    from synapto.store import RunData
-
     with RunData(path, kind="evolve") as run:
         cfg = run.parse_config(EvolveConfig.from_json)
         finished = run.tested
@@ -178,10 +179,6 @@ def ppo_method(cfg) -> str:
 
 
 def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curve:
-    from synapto.ppo.config import PPOConfig
-    from synapto.ppo.evaluate import test_policy
-    from synapto.store import PPORun
-
     with PPORun(path) as run:
         cfg = run.parse_config(PPOConfig.from_json)
         done = run.completed
@@ -347,8 +344,6 @@ def compare(
     command: str,
     log=print,
 ) -> dict:
-    from synapto.store import RunData
-
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = Cache(out_dir / "compare_cache.json")
     curves = []
@@ -391,8 +386,6 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 def refuse_repeated_runs(paths) -> None:
     """One run counts once: the same file named twice (a link, another spelling) or a copy
     of a run (the same ``run_id``) would count as a second seed."""
-    from synapto.store import RunData
-
     seen: dict[str, str] = {}
     for path in paths:
         try:
@@ -426,8 +419,6 @@ def register(bench_app: typer.Typer) -> None:
         name: Annotated[str, typer.Option(help="Output name: NAME.md, NAME.json, NAME.png.")] = "compare",
     ):
         """Evolution against PPO: env steps and wall time to each task's threshold, final tests, curves."""
-        import shlex
-
         if points < 0:
             raise UsageError(f"--points must be an integer >= 0, got {points}")
         if episodes < 1:

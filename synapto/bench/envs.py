@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -31,7 +33,19 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from synapto import seeding
+from synapto.agents import build_agent
+from synapto.bench import box2d
 from synapto.bench.common import cpu_count, md_table
+from synapto.envs import _gym, space_info
+from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.worker.batched import batching_farm
+from synapto.evolution.worker.spec import EvolveSpec
+from synapto.evolution.worker.tasks import Episodes, EvalTask
+from synapto.folders import check_out_dir
+from synapto.parallel.farm import make_farm
+from synapto.parallel.launch import find_mpiexec
 
 ENV = "CartPole-v1"
 DEFAULT_NS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
@@ -39,20 +53,11 @@ DEFAULT_NS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
 SECONDS = 1.5
 
 
-def _gym():
-    from synapto.envs import _gym
-
-    return _gym()
-
-
 def _policy(n: int, seed: int = 0):
     """A pruned-mlp agent and ``n`` genomes as evolution has them after its first
     generation: 25 % pruned, surviving weights ``1 + 0.5 N(0, 1)`` (``--mutation-std``'s
     perturbation).  Generation-0 genomes (all weights 1.0) tie exactly between the two
     actions on a few % of the rows, which the batched policy hands to the one-row path."""
-    from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
-
     agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=(8, 8)))
     rng = np.random.default_rng(seed)
     genomes = np.stack([agent.init_genome(rng) for _ in range(n)])
@@ -87,11 +92,6 @@ def bench_gym(kind: str, n: int, steps: int, with_agent: bool) -> float:
 
 def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int) -> float:
     """Steps/s of farming ``n`` one-episode evaluations to ``workers`` MPI ranks (a subprocess)."""
-    import subprocess
-    import sys
-
-    from synapto.parallel.launch import find_mpiexec
-
     cmd = [
         find_mpiexec(),
         "-n",
@@ -114,12 +114,6 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
 
 def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     """Under mpiexec: rank 0 farms rounds of ``n`` one-episode tasks until ``steps`` steps."""
-    from synapto import seeding
-    from synapto.evolution.worker.batched import batching_farm
-    from synapto.evolution.worker.spec import EvolveSpec
-    from synapto.evolution.worker.tasks import Episodes, EvalTask
-    from synapto.parallel.farm import make_farm
-
     farm, coordinator = make_farm()
     if not coordinator:
         return
@@ -163,8 +157,6 @@ try:
 
         @classmethod
         def for_env(cls):
-            from synapto.envs import space_info
-
             return cls(space_info(ENV), (1,))
 
         @property
@@ -301,9 +293,6 @@ def register(bench_app: typer.Typer) -> None:
     ):
         """CartPole-v1 steps/s against the number of environments, per backend; and BipedalWalker-v3 training
         steps per CPU second, gymnasium one env at a time against envpool in lockstep (backend bipedal)."""
-        from synapto.bench import box2d
-        from synapto.errors import UsageError
-
         backends = list(backend) if backend else ["sync", "async", "vector", "mpi", "bipedal"]
         unknown = sorted(set(backends) - {"sync", "async", "vector", "mpi", "bipedal"})
         if unknown:
@@ -317,7 +306,6 @@ def register(bench_app: typer.Typer) -> None:
         backends = [b for b in backends if b != "bipedal"]
         if max_envs < 1 or steps < 1 or workers < 1 or bipedal_rows < 1 or not bipedal_seconds > 0:
             raise UsageError("--max-envs, --steps, --workers and --bipedal-rows must be >= 1, --bipedal-seconds > 0")
-        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         ns = [n for n in DEFAULT_NS if n <= max_envs]
@@ -335,6 +323,4 @@ def register(bench_app: typer.Typer) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     _mpi_main(int(sys.argv[1]), bool(int(sys.argv[2])), bool(int(sys.argv[3])), int(sys.argv[4]))

@@ -35,7 +35,13 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto.bench.common import cpu_count, load_average, md_table
+from synapto.bench.common import cpu_count, load_average, md_table, run_logged
+from synapto.errors import UsageError
+from synapto.folders import check_out_dir
+from synapto.noise import KEY_WIDTH, Samples
+from synapto.parallel.farm import make_farm
+from synapto.parallel.launch import find_mpiexec
+from synapto.store import RunData
 
 #: payload sizes of the zero-cost tasks (bytes)
 SIZES = (100, 10_000, 100_000, 1_000_000)
@@ -86,8 +92,6 @@ class Echo:
 
 
 def _keys_context():
-    from synapto.noise import KEY_WIDTH, Samples
-
     rng = np.random.default_rng(0)
     return Samples(
         "mirrored",
@@ -100,8 +104,6 @@ def _keys_context():
 def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
     """Rank 0: time maps of zero-cost tasks of every size in :data:`SIZES` and of noise keys;
     the figures go to ``out`` (JSON).  Other ranks serve."""
-    from synapto.parallel.farm import make_farm
-
     farm, coordinator = make_farm()
     if not coordinator:
         return
@@ -135,9 +137,6 @@ def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
 
 def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> list[dict]:
     """:func:`probe` under ``mpiexec -n W+1`` for each W of ``workers_list``."""
-    from synapto.bench.common import run_logged
-    from synapto.parallel.launch import find_mpiexec
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for W in workers_list:
@@ -164,9 +163,6 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
 def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[dict]:
     """Each config at each worker count on its env-step budget (counts alternating); a
     config is a path, or ``(label, evolve options)``."""
-    from synapto.bench.common import run_logged
-    from synapto.store import RunData
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for config, budget in configs:
@@ -369,9 +365,6 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where farm.md and farm.json go.")] = Path("bench"),
     ):
         """The task farm's cost per task and the shipped configs' speed-up from 1 to 2 workers."""
-        from synapto.errors import UsageError
-        from synapto.folders import check_out_dir
-
         workers_list = list(workers_list or [1, 2, 8, 32, 64])
         if min(workers_list) < 1 or tasks_per_worker < 1 or repeats < 1:
             raise UsageError("--workers-list values, --tasks-per-worker and --repeats must be >= 1")

@@ -34,6 +34,9 @@ from synapto import declare
 from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, run_logged
 from synapto.declare import Request, opt
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.folders import check_out_dir
+from synapto.store import RunData
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
@@ -113,9 +116,6 @@ def command(
 
 def champion_summary(path: Path) -> dict:
     """What one finished run says about its champion and its cost."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.store import RunData
-
     with RunData(path, kind="evolve") as run:
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
@@ -287,8 +287,6 @@ def register(bench_app: typer.Typer) -> None:
 
 def bench_learn(request: Request) -> None:
     """Strategies side by side: champions' returns on 100 fresh test episodes, env steps, wall time."""
-    from synapto.folders import check_out_dir
-
     o = request.build(LearnOptions)
     budget = BUDGETS["long" if o.long else "short"]
     seeds = list(o.seed) if o.seed else [1, 2, 3, 4, 5]

@@ -20,7 +20,13 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.bench.common import md_table
+from synapto.envs import SpaceInfo
+from synapto.errors import UsageError
+from synapto.folders import check_out_dir
+from synapto.ppo.adam import Adam
+from synapto.ppo.nn import MLP, init_params
 
 OBS, ACT = 24, 4
 FORWARD_BATCHES = (1, 16, 128)
@@ -40,9 +46,6 @@ def time_call(fn: Callable[[], object], number: int, repeats: int) -> float:
 
 
 def numpy_mlp(hidden, rng):
-    from synapto.ppo.adam import Adam
-    from synapto.ppo.nn import MLP, init_params
-
     sizes = (OBS, *hidden, ACT)
     net = MLP(sizes, init_params(sizes, rng))
     opt = Adam(net.params.size, 3e-4)
@@ -60,9 +63,6 @@ def numpy_mlp(hidden, rng):
 
 
 def numpy_dag(hidden, rng):
-    from synapto.agents.hebbian_dag import HebbianDAG
-    from synapto.envs import SpaceInfo
-
     space = SpaceInfo(OBS, ACT, False, -np.ones(ACT), np.ones(ACT), 1600)
     agent = HebbianDAG(space, tuple(hidden))
     genome = agent.init_genome(rng)
@@ -177,13 +177,10 @@ def register(bench_app: typer.Typer) -> None:
         out_dir: Annotated[Path, typer.Option(help="Where nn.md and nn.json go.")] = Path("bench"),
     ):
         """Small-network timing: forward at batch 1/16/128, training step at 128/4000 rows."""
-        from synapto.errors import UsageError
-
         if torch not in ("auto", "off"):
             raise UsageError(f"--torch must be 'auto' or 'off', got {torch!r}")
         if repeats < 1 or scale <= 0:
             raise UsageError("--repeats must be >= 1 and --scale > 0")
-        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)  # before minutes of measuring
         data = run_nn(repeats, scale, torch)

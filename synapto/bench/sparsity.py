@@ -32,6 +32,8 @@ from synapto.bench.learn import champion_summary, check_command
 from synapto.bench.sparsity_report import plot, render_markdown, summarise
 from synapto.declare import Request, multi_value_flags, opt
 from synapto.errors import UsageError
+from synapto.folders import check_out_dir
+from synapto.store import RunData
 
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)
 LEVELS = {"off": None, "50": 0.5, "25": 0.25, "10": 0.1}
@@ -114,8 +116,6 @@ def command(
 
 def finished(path: Path, test_episodes: int) -> bool:
     """A run file whose champion was tested on ``test_episodes`` episodes."""
-    from synapto.store import RunData
-
     if not path.exists():
         return False
     try:
@@ -140,8 +140,6 @@ def resumable(path: Path, cmd: Sequence[str]) -> bool:
 
 def dense_connections(path: Path) -> int:
     """The genome length of a run: its network's connections before any pruning."""
-    from synapto.store import RunData
-
     with RunData(path, kind="evolve") as run:
         return int(run.champion().genome.size)
 
@@ -186,8 +184,6 @@ def register(bench_app: typer.Typer) -> None:
 
 def bench_sparsity(request: Request) -> None:
     """Pruning levels side by side: test return against connections, with the Pareto front."""
-    from synapto.folders import check_out_dir
-
     o = request.build(SparsityOptions)
     envs, agents, levels = _checked_modes(o.envs, o.agents, o.levels)
     _check_numbers(o.workers, o.max_env_steps, o.bipedal_steps, o.test_episodes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from synapto.declare import Request, command
+from synapto.evolution.command import evolve_command
 from synapto.evolution.config import EVOLVE_OPTIONS
 
 #: evolve's help: the paragraphs are joined here (the help formatter keeps a docstring's line breaks)
@@ -24,8 +25,6 @@ EVOLVE_HELP = (
 
 def evolve(request: Request) -> None:
     """Evolve a population on an environment (coordinator + MPI workers)."""
-    from synapto.evolution.command import evolve_command
-
     evolve_command(request)
 
 

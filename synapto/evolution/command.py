@@ -12,17 +12,30 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import numpy as np
 import typer
 
+from synapto import defaults
+from synapto.agents import build_agent
 from synapto.declare import Request
 from synapto.errors import DiskFullError, TrackingError, UsageError
-from synapto.evolution.config import TABLES, VALUE_OPTIONS, file_values, run_values
+from synapto.estimate import estimate
+from synapto.evolution.config import TABLES, VALUE_OPTIONS, EvolveConfig, file_values, run_values
+from synapto.evolution.loop import RunStopped, run_evolution
+from synapto.evolution.progress import Budget, plain_every
+from synapto.evolution.restarts import is_own, restarted_jobs
 from synapto.evolution.resuming import nothing_to_do, resume_check, resume_state
 from synapto.evolution.run_options import EVOLVE_RUN_KEYS, EvolveRun, RunOptions, resolve_population
+from synapto.evolution.strategies import make_strategy, strategy_class
+from synapto.evolution.worker import fast_box2d
 from synapto.logs import say as _log
-from synapto.options import layer_sizes
-from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi
+from synapto.options import check_distinct, layer_sizes, out_for_seed
+from synapto.parallel.farm import make_farm
+from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi, world
+from synapto.parallel.stopping import StopSignals
+from synapto.resources import check_memory, check_run_file, evolve_memory
 from synapto.shell import next_lines, synapto_command
+from synapto.store import check_output_path, check_writable
 from synapto.tracking.writers import tracking_callbacks
 
 
@@ -33,25 +46,13 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
     agent (it needs a batched policy), the population's memory,
     and -- on rank 0, for new runs -- the output paths and the run files' size against
     HDF5's limits and the free disk.  Returns the agent of ``configs[0]``."""
-    import numpy as np
-
-    from synapto.agents import build_agent
-    from synapto.evolution.progress import plain_every
-    from synapto.evolution.strategies import make_strategy
-    from synapto.resources import check_run_file
-    from synapto.store import check_output_path
-
     plain_every()  # a bad $SYNAPTO_PROGRESS_EVERY stops here, before anything starts
     agent = build_agent(configs[0])
     if configs[0].envs.train_backend == "envpool":  # the extra, and a batched policy of this agent
-        from synapto.evolution.worker import fast_box2d
-
         fast_box2d.require(configs[0], agent)
     check_evolve_memory(configs, agent.n_params)  # before the strategy allocates its arrays
     make_strategy(configs[0], agent, np.random.default_rng(0))
     if env_rank() == 0 and not resuming:
-        from synapto.evolution.restarts import is_own
-
         for cfg, o in zip(configs, outs):
             check_output_path(o, force or is_own(o))  # a restart replaces or continues its own files
             check_run_file(cfg, agent.n_params, o)
@@ -60,9 +61,6 @@ def check_runs(configs, outs, force: bool = False, resuming: bool = False):
 
 def check_evolve_memory(configs, n_params: int) -> None:
     """Refuse (exit 2, nothing written) a population that cannot fit this machine's memory."""
-    from synapto.evolution.strategies import strategy_class
-    from synapto.resources import check_memory, evolve_memory
-
     for c in configs:
         own = strategy_class(c.strategy).memory(n_params, c.population, c.strategy_options)
         check_memory(
@@ -90,12 +88,6 @@ def run_on_farm(jobs, run: EvolveRun, options, callbacks=(), log=_log, signals: 
     stops.  Where every run ends: the command line's (under MPI after
     :func:`synapto.parallel.launch.start_ranks`) and :func:`synapto.evolve`'s with workers
     (its MPI child, :func:`synapto.api._mpi_main`; ``signals=False``: its parent stops it)."""
-    from synapto.evolution.loop import RunStopped, run_evolution
-    from synapto.evolution.restarts import is_own, restarted_jobs
-    from synapto.parallel.farm import make_farm
-    from synapto.parallel.stopping import StopSignals
-    from synapto.store import check_output_path
-
     farm, coordinator = make_farm(run.task_timeout)
     if not coordinator:
         return
@@ -137,8 +129,6 @@ def run_on_farm(jobs, run: EvolveRun, options, callbacks=(), log=_log, signals: 
 
 
 def _rank_count() -> int:
-    from synapto.parallel.launch import world
-
     return world()[2]
 
 
@@ -196,9 +186,6 @@ def resume_evolution(path: Path, run: EvolveRun, values: dict, given_seeds, opti
         if env_rank() == 0:
             _log(nothing_to_do(path, done_generations, steps_done))
         return
-    from synapto.agents import build_agent
-    from synapto.evolution.progress import plain_every
-    from synapto.store import check_writable
 
     plain_every()
     check_evolve_memory([wanted], build_agent(wanted).n_params)
@@ -251,8 +238,6 @@ def new_evolution(run: EvolveRun, values: dict, seeds: list[int], options, callb
     configs, outs = new_runs(values, seeds, run.out)
     agent = check_runs(configs, outs, run.force)  # everything we can, before starting processes
     if default_run and env_rank() == 0:
-        from synapto import defaults
-
         _log(defaults.describe(configs[0], run.workers))
     if run.check:
         _log(would_run(configs, outs, agent, run.workers))
@@ -272,9 +257,6 @@ def _seeds(value) -> list[int]:
 def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]]:
     """The configs of new runs, one per seed, and their run files (``--out``, else
     ``runs/<env>_<agent>_s<seed>.h5``)."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.options import check_distinct, out_for_seed
-
     try:
         configs = [EvolveConfig(**values, seed=s) for s in seeds]
     except TypeError as exc:
@@ -291,9 +273,6 @@ def new_runs(values: dict, seeds: list[int], out_path) -> tuple[list, list[Path]
 
 def would_run(configs, outs, agent, n_workers: int) -> str:
     """``--check``'s report: what would run, its budget, where, and how long it may take."""
-    from synapto.estimate import estimate
-    from synapto.evolution.progress import Budget
-
     first = configs[0]
     ranks = f"{n_workers} worker(s), {n_workers + 1} MPI ranks" if n_workers else "no workers (this process)"
     share = f" ({first.population_per_worker} per worker)" if first.population_per_worker else ""

@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from synapto import defaults as experiment
+from synapto.config import load_toml, one_seed
 from synapto.declare import flag, names, opt
+from synapto.envs import EnvOptions, check_env_id
 from synapto.errors import UsageError, on_command_line, option
 from synapto.evolution.run_options import (
     CHOOSE,
@@ -39,6 +42,8 @@ from synapto.evolution.run_options import (
     _check_share,
     resolve_population,
 )
+from synapto.evolution.strategies import strategy_class
+from synapto.evolution.worker.fast_box2d import check_backend
 from synapto.options import hidden_layers, key_values, table
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
@@ -239,8 +244,6 @@ class EvolveConfig:
         )
         _need(isinstance(self.env, str) and bool(self.env), f"{option('env')} must be a gymnasium id, got {self.env!r}")
         if _CHECK_ENV.get():
-            from synapto.envs import check_env_id
-
             check_env_id(self.env)
         for name in ("crn", "obs_norm"):
             _need(
@@ -254,12 +257,10 @@ class EvolveConfig:
         )
         _check_share(self.population_per_worker)
         _ = self.envs  # bad env_options are refused here, in one line
-        from synapto.evolution.worker.fast_box2d import check_backend
 
         check_backend(self.env, self.envs)
         _need(isinstance(self.strategy, str), f"{option('strategy')} must be a name, got {self.strategy!r}")
         _need(isinstance(self.agent, str) and bool(self.agent), f"{option('agent')} must be a name, got {self.agent!r}")
-        from synapto.evolution.strategies import strategy_class
 
         cls = strategy_class(self.strategy)
         cls.check_population(self.population, cls.check_options(self.strategy_options))
@@ -267,8 +268,6 @@ class EvolveConfig:
     @property
     def envs(self):
         """The :class:`synapto.envs.EnvOptions` of ``env_options`` (validated)."""
-        from synapto.envs import EnvOptions
-
         return EnvOptions.parse(self.env_options)
 
     @property
@@ -302,8 +301,6 @@ class EvolveConfig:
     @property
     def options(self) -> dict[str, Any]:
         """The strategy's options completed with its defaults."""
-        from synapto.evolution.strategies import strategy_class
-
         return strategy_class(self.strategy).check_options(self.strategy_options)
 
     @classmethod
@@ -313,8 +310,6 @@ class EvolveConfig:
         values (:func:`synapto.defaults.with_defaults`); ``overrides`` (field values) win over
         the file.  The file's run keys (``workers``, ``out``, ``task_timeout``) are not part of a
         config; a ``population_per_worker`` is resolved with the file's ``workers`` (1 without)."""
-        from synapto.config import one_seed
-
         values = run_values(file_values(path), strategy=overrides.get("strategy"))
         resolve_population(values, values.get("workers", 0))
         for key in EVOLVE_RUN_KEYS:
@@ -415,8 +410,6 @@ TABLES = names(EvolveConfig, table=True)
 
 def file_values(path) -> dict:
     """An ``evolve`` config file's own values (a file, or a shipped config's name)."""
-    from synapto.config import load_toml
-
     return load_toml(path, EVOLVE_KEYS)
 
 
@@ -426,8 +419,6 @@ def run_values(file: dict, given=None, tables=None, defaults: bool = True, strat
     KEY=VALUE items of ``tables`` (``{"agent_options": ["a=1"]}``) over the file's tables.
     ``strategy``: the strategy whose options the default experiment keeps (else the given's,
     else the file's)."""
-    from synapto import defaults as experiment
-
     given, tables = dict(given or {}), dict(tables or {})
     values = dict(file)
     for one, other in (("population", "population_per_worker"), ("population_per_worker", "population")):

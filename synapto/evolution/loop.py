@@ -53,6 +53,7 @@ from synapto.store import (
     Checkpoint,
     EvolveRunWriter,
     Extras,
+    RunData,
     RunLock,
     grow,
     read_checkpoint,
@@ -465,7 +466,5 @@ def done_line(run: EvolutionRun, test, out, wall: float, cpu: float, log) -> int
 
 def run_status(out: Path) -> tuple[int, bool]:
     """``(generations completed, finished)`` of an existing run file."""
-    from synapto.store import RunData
-
     with RunData(out, kind="evolve") as run:
         return run.completed, run.tested

@@ -15,6 +15,7 @@ longer than that.  :func:`progress_line` is each generation's log line.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from synapto.errors import UsageError
+from synapto.evolution.generation import num
+from synapto.parallel.launch import under_mpi
 
 #: generations this process runs before its progress lines show an eta
 ETA_AFTER = 3
@@ -133,8 +136,6 @@ def plain_every() -> float:
 def plain_output(stream) -> bool:
     """Whether progress goes out as plain lines: ``stream`` is not a terminal, or this
     process runs under MPI (its output reaches the terminal through ``mpiexec``)."""
-    from synapto.parallel.launch import under_mpi
-
     return under_mpi() or not (hasattr(stream, "isatty") and stream.isatty())
 
 
@@ -237,8 +238,6 @@ def progress_line(cfg, run, gen, stats: dict, elapsed: float, eta: float | None 
     ``replay --generation`` do, and the percentage is of the run's budget.  When training is
     shaped, its figures are labelled ``train(shaped)`` and put before the validation's
     (``val``: the unmodified task)."""
-    from synapto.evolution.generation import num
-
     val = f"val {num(stats['validation_best'])}  " if gen.validation.fitness.size else ""
     t_eval = gen.timing["eval_wall"]
     budget = Budget(cfg.generations, cfg.max_env_steps)
@@ -256,8 +255,6 @@ def progress_line(cfg, run, gen, stats: dict, elapsed: float, eta: float | None 
 def shaping_words(cfg) -> str:
     """``fall_reward=0, stall_steps=50``: the env options by which a run's training episodes
     differ from its task (``reward_shift`` and :mod:`synapto.shaping`'s); "" when none."""
-    import dataclasses
-
     envs = cfg.envs
     words = [f"reward_shift={envs.reward_shift:g}"] if envs.reward_shift else []
     words += [

@@ -10,8 +10,12 @@ import numpy as np
 from synapto import seeding
 from synapto.errors import RunFileError, UsageError
 from synapto.evolution.config import EvolveConfig
+from synapto.evolution.loop import restore_strategy, spec_of
+from synapto.evolution.obs_norm import ObsStats
+from synapto.evolution.worker.fast_box2d import require
 from synapto.evolution.worker.tasks import Episodes, EvalTask
-from synapto.store import RunData
+from synapto.parallel.results import TaskFailed
+from synapto.store import RunData, read_checkpoint
 
 
 @dataclass
@@ -167,9 +171,6 @@ def _plan_unfinished(
     """Replay an individual of the generation that did not complete (e.g. one whose
     evaluation raised): its genome is in the checkpoint (``validation`` and individual -1:
     the strategy's centre), its seeds (training or validation) follow from the config."""
-    from synapto.evolution.loop import restore_strategy
-    from synapto.store import read_checkpoint
-
     checkpoint = read_checkpoint(path)
     if checkpoint is None or checkpoint.scalars["generation"] != generation:
         raise UsageError(f"--generation {generation} did not complete and {str(path)!r} has no checkpoint of it")
@@ -190,8 +191,6 @@ def _plan_unfinished(
         genome = genomes[individual]
     norm = None
     if cfg.obs_norm:
-        from synapto.evolution.obs_norm import ObsStats
-
         stats = ObsStats(len(checkpoint.arrays["obs_sum"]))
         stats.restore(checkpoint.arrays)
         norm = stats.frozen()
@@ -216,15 +215,10 @@ def same_float(a, b) -> bool:
 
 
 def run_replay(plan: ReplayPlan, farm, log=print) -> bool:
-    from synapto.evolution.loop import spec_of
-
     log(plan.note)
     if any(it.shaped for it in plan.items):  # training episodes replay where the run played them
-        from synapto.evolution.worker.fast_box2d import require
-
         require(plan.config)
     farm.setup(spec_of(plan.config))
-    from synapto.parallel.results import TaskFailed
 
     try:
         results = farm.map(

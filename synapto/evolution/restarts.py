@@ -20,7 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from synapto.errors import UsageError
+from synapto.evolution.loop import run_status
+from synapto.evolution.resuming import resume_state
 from synapto.parallel.restart import current
+from synapto.store import read_checkpoint
 
 
 def own_runs() -> set[str]:
@@ -55,10 +58,6 @@ def restarted_jobs(jobs: list, log: Callable[[str], None]) -> list:
 
 def _continued(cfg, path: Path, head: str, log: Callable[[str], None]):
     """The job that continues ``path`` (None: it was finished); one log line says from where."""
-    from synapto.evolution.loop import run_status
-    from synapto.evolution.resuming import resume_state
-    from synapto.store import read_checkpoint
-
     try:
         if not path.exists() or read_checkpoint(path) is None:
             raise UsageError("no checkpoint yet")

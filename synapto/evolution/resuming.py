@@ -4,9 +4,14 @@ restart of a job that lost a rank (:mod:`synapto.evolution.restarts`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from synapto.errors import UsageError, on_command_line, option, option_value
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.loop import run_status
+from synapto.evolution.progress import Budget
+from synapto.store import RunData, read_checkpoint
 
 #: what --resume may change: how far the run goes
 EXTENDABLE = ("generations", "max_env_steps")
@@ -17,8 +22,6 @@ def resumed_config(stored, values: dict, path):
     :data:`EXTENDABLE` fields taken from ``values``.  Any option in ``values`` that would
     change the run is refused, naming each difference; options that equal the run's
     (defaults spelled out included) are accepted and change nothing in the file."""
-    import dataclasses
-
     values = dict(values)
     if values.get("strategy", stored.strategy) != stored.strategy:
         raise UsageError(
@@ -52,10 +55,6 @@ def resume_state(path, values: dict):
     """``(config, generations done, env steps done, finished)`` of resuming ``path`` with
     ``values``; one-line errors for a file that cannot be resumed or options that would
     change the run."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.loop import run_status
-    from synapto.store import RunData, read_checkpoint
-
     if not Path(path).exists():
         raise UsageError(f"{_resuming(path)}: no such file")
     with RunData(path, kind="evolve") as run:
@@ -87,8 +86,6 @@ def nothing_to_do(path, generations: int, steps: int) -> str:
 
 def resume_check(path, cfg, generations: int, steps: int) -> str:
     """``--resume --check``'s line: where the run resumes, against the budget that ends it."""
-    from synapto.evolution.progress import Budget
-
     budget = Budget(cfg.generations, cfg.max_env_steps)
     line = f"ok: {path} resumes from generation {generations} ({budget.status(generations, steps)} done)"
     if not cfg.goes_on(generations, steps):

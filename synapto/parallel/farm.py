@@ -18,8 +18,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from synapto.blas import limit_blas_threads
+from synapto.parallel.coordinator import MPIFarm
 from synapto.parallel.deadline import Deadline, run_task
+from synapto.parallel.launch import abort_job, world
 from synapto.parallel.results import Failure, FarmInterrupted, MapStats, Recipe, Results, TaskFailed
+from synapto.parallel.worker import serve
 
 
 class SerialFarm:
@@ -98,8 +102,6 @@ def abort_if_abandoned(code: int) -> None:
         return
     from mpi4py import MPI
 
-    from synapto.parallel.launch import abort_job
-
     abort_job(MPI.COMM_WORLD, code)
 
 
@@ -111,18 +113,12 @@ def make_farm(task_timeout: float | None = None):
     the coordinator stops them and then get ``(None, False)``.  ``task_timeout``
     (seconds, None for none) bounds every task; see the module docstring.
     """
-    from synapto.blas import limit_blas_threads
-    from synapto.parallel.launch import world
-
     limit_blas_threads(1)  # every rank evaluates small matrices, one rank per core
     comm, rank, size = world()
     if size <= 1:
         return SerialFarm(task_timeout), True
     if rank == 0:
-        from synapto.parallel.coordinator import MPIFarm
-
         return MPIFarm(comm, task_timeout=task_timeout, on_retire=mark_abandoned), True
-    from synapto.parallel.worker import serve
 
     serve(comm, task_timeout=task_timeout)
     return None, False

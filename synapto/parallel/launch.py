@@ -12,6 +12,7 @@ one on ``$PATH`` (a cluster's own MPI, which a cluster-built mpi4py needs).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import socket
@@ -19,6 +20,8 @@ import sys
 import time
 
 from synapto.errors import UsageError
+from synapto.parallel.restart import watch_address
+from synapto.parallel.supervise import fault_path
 
 #: seconds between the last words of a rank and MPI_Abort (see :func:`abort_job`)
 ABORT_DRAIN_S = 1.0
@@ -161,11 +164,8 @@ def announce() -> None:
         return
     _job_status(f"pid {env_rank()} {socket.gethostname()} {os.getpid()}")
     _connect_watch(status)
-    import faulthandler
 
     try:
-        from synapto.parallel.supervise import fault_path
-
         _fault_file = open(fault_path(status, env_rank()), "w")  # noqa: SIM115 (faulthandler writes to it until the process exits)
         _fault_file.write(f"{env_rank()} {socket.gethostname()} {os.getpid()}\n")
         _fault_file.flush()
@@ -178,7 +178,6 @@ def _connect_watch(status: str) -> None:
     """Connect to the parent's :class:`synapto.parallel.restart.Watch`, which sees this rank
     end when the connection closes (only on the parent's host; elsewhere nothing listens)."""
     global _watch
-    from synapto.parallel.restart import watch_address
 
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 
+from synapto.parallel.launch import record_signal
+
 
 class StopSignals:
     """Installable handler; calling the object tells whether a stop was requested."""
@@ -31,8 +33,6 @@ class StopSignals:
         return self
 
     def _handle(self, signum, frame) -> None:
-        from synapto.parallel.launch import record_signal
-
         record_signal(signum)
         if self.signum is not None:
             if signum == signal.SIGINT:

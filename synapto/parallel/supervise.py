@@ -37,6 +37,8 @@ stays small.
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import os
 import signal
 import socket
@@ -76,8 +78,6 @@ def fault_path(status: str, rank: int) -> str:
 def read_faults(status: str) -> list[tuple[int, str, int, str]]:
     """``(rank, host, signal, faulthandler's first line)`` of every rank that reported a fatal
     signal, by rank."""
-    import glob
-
     out = []
     for path in glob.glob(glob.escape(status) + ".rank*"):
         try:
@@ -167,8 +167,6 @@ def read_status(path: str) -> tuple[dict[int, int], list[int], int | None]:
 def _die_with_parent(parent: int):
     def preexec() -> None:
         try:
-            import ctypes
-
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except Exception:
             pass
@@ -251,7 +249,6 @@ def run_job(cmd: list[str], env: dict, received: list[int]) -> JobEnd:
         return JobEnd(exit_code(rc, received, recorded, rank0), None, runs)
     finally:
         watch.close()
-        import glob
 
         for path in [status, *glob.glob(glob.escape(status) + ".rank*")]:
             try:

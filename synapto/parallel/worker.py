@@ -16,14 +16,13 @@ import time
 import traceback
 
 from synapto.parallel.deadline import Deadline, run_task
+from synapto.parallel.stopping import ignore_in_worker
 from synapto.parallel.wire import Backoff, Outbox, Tag, receive
 
 
 def serve(comm, max_sleep: float = 1e-3, task_timeout: float | None = None) -> None:
     """Serve the coordinator (rank 0) until it sends STOP."""
     from mpi4py import MPI
-
-    from synapto.parallel.stopping import ignore_in_worker
 
     ignore_in_worker()  # the coordinator decides when workers stop
     status = MPI.Status()

@@ -22,6 +22,7 @@ from synapto.errors import UsageError
 from synapto.logs import say as _log
 from synapto.ppo.command import RunOptions, ppo_command
 from synapto.ppo.config import PPOConfig
+from synapto.ppo.evaluate import evaluate_run
 
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
@@ -48,8 +49,6 @@ def ppo_eval(
     ] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
-    from synapto.ppo.evaluate import evaluate_run
-
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
     if max_ep_len is not None and max_ep_len < 1:

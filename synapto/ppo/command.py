@@ -16,11 +16,22 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
+
 from synapto.declare import Request, names, opt
+from synapto.envs import space_info
 from synapto.errors import UsageError
 from synapto.logs import say as _log
 from synapto.options import agree, check_distinct, out_for_seed
+from synapto.parallel.launch import start_ranks, under_mpi, world
 from synapto.ppo.config import EXEC, RUN, TRACK, PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
+from synapto.ppo.progress import log_dir
+from synapto.ppo.threads import update_threads
+from synapto.ppo.train import local_envs, train
+from synapto.resources import check_memory as check_need, ppo_memory
+from synapto.shell import next_lines, synapto_command
+from synapto.store import PPORun, check_output_path, check_writable
+from synapto.tracking.writers import tracking_callbacks
 
 
 @dataclass(frozen=True)
@@ -79,11 +90,6 @@ class RunOptions:
 
 def ppo_command(request: Request) -> None:
     """``synapto ppo``: ``request`` holds its parsed options (:mod:`synapto.ppo.cli`)."""
-    from synapto.parallel.launch import start_ranks
-    from synapto.ppo.threads import update_threads
-    from synapto.ppo.train import train
-    from synapto.tracking.writers import tracking_callbacks
-
     opts = request.values
     given = {k: opts[k] for k in names(PPOConfig, RunOptions, config=True) if k in request.given}
     if "hid" in given:
@@ -104,8 +110,6 @@ def ppo_command(request: Request) -> None:
     if resume is None:
         agree(comm, rank, lambda: check_new_outputs(outs, force))
     else:
-        from synapto.store import check_writable
-
         agree(comm, rank, lambda: check_writable(resume))
     if opts["check"]:
         if rank == 0:
@@ -126,9 +130,6 @@ def ppo_command(request: Request) -> None:
 
 def next_steps(out: Path) -> str:
     """What a PPO run wrote and the commands that look at it, as they run from a fresh shell."""
-    from synapto.ppo.progress import log_dir
-    from synapto.shell import next_lines, synapto_command
-
     stem = Path(out).with_suffix("")
     return next_lines(
         ("run file", out),
@@ -141,8 +142,6 @@ def next_steps(out: Path) -> str:
 def resumed_run(resume: Path, given: dict, config, cpu: int | None) -> tuple[list, list[Path], int]:
     """``([config], [run file], ranks)`` of ``--resume``: the run file's config with only
     ``--epochs`` changed, checked against what the run file holds."""
-    from synapto.store import PPORun
-
     extra = sorted(set(given) - {"epochs"}) + (["config"] if config is not None else [])
     if extra:
         raise UsageError(
@@ -206,8 +205,6 @@ def outputs(out: Path | None, configs) -> list[Path]:
 def processes(n_procs: int | None):
     """``(comm, rank, size)``: this MPI world's (which must have ``n_procs`` ranks when that is
     given), or ``(None, 0, n_procs or 1)`` before the relaunch."""
-    from synapto.parallel.launch import under_mpi, world
-
     if not under_mpi():
         return None, 0, n_procs or 1
     comm, rank, size = world()
@@ -219,9 +216,6 @@ def processes(n_procs: int | None):
 def check_runs(configs, size: int, under_mpi: bool) -> None:
     """Every check of PPO runs on ``size`` processes that needs no file: each process's
     share of an epoch's steps and envs, the env, and the memory."""
-    from synapto.envs import space_info
-    from synapto.ppo.train import local_envs
-
     for cfg in configs:
         if cfg.steps_per_epoch < size:
             raise UsageError(
@@ -236,9 +230,6 @@ def check_runs(configs, size: int, under_mpi: bool) -> None:
 
 def check_new_outputs(outs: list[Path], force: bool) -> None:
     """New runs' files (run file, progress.txt, its folder): refused where they exist, unless ``force``."""
-    from synapto.ppo.progress import log_dir
-    from synapto.store import check_output_path
-
     for o in outs:
         check_output_path(o, force)
         progress = log_dir(o) / "progress.txt"
@@ -251,9 +242,6 @@ def check_new_outputs(outs: list[Path], force: bool) -> None:
 def check_memory(cfg, space, size: int, under_mpi: bool) -> None:
     """Refuse (exit 2, before anything is written) a run whose epoch buffers and networks
     cannot fit this machine's memory (every rank of a local relaunch counts)."""
-    import numpy as np
-
-    from synapto.resources import check_memory as check_need, ppo_memory
 
     def count(sizes):
         return sum((a + 1) * b for a, b in pairwise(sizes))

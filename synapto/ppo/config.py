@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
+from synapto.config import load_toml, one_seed
 from synapto.declare import opt
 from synapto.errors import UsageError
+from synapto.options import layer_sizes
 
 #: keys a ``--config`` TOML file may hold: the fields below plus how to run them.
 RUN_KEYS = frozenset({"cpu", "out"})
@@ -176,8 +178,6 @@ class PPOConfig:
     def from_toml(cls, path, **overrides) -> PPOConfig:
         """The config of a TOML file, or of a shipped config by name (``"ppo_bipedal"``), read as
         ``ppo --config`` reads it; ``overrides`` win.  ``cpu`` and ``out`` are not part of a config."""
-        from synapto.config import one_seed
-
         values = load_ppo_toml(path)
         for key in RUN_KEYS:
             values.pop(key, None)
@@ -269,8 +269,6 @@ def parse_hid(values: list[str] | tuple) -> tuple[int, ...]: ...
 def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
     """``--hid 32 32``, ``--hid 32,32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``
     (:func:`synapto.options.layer_sizes`, the spellings of ``evolve --hidden`` too)."""
-    from synapto.options import layer_sizes
-
     if values is None:
         return None
     sizes = layer_sizes("--hid", values)
@@ -282,8 +280,6 @@ def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
 
 def load_ppo_toml(path: str | Path) -> dict[str, Any]:
     """The keys of a ``--config`` file: PPOConfig fields, ``seed`` (one or a list), ``cpu``, ``out``."""
-    from synapto.config import load_toml
-
     data = load_toml(path, set(field_names() | RUN_KEYS))
     if "hid" in data:
         hid = data["hid"]

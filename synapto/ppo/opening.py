@@ -18,9 +18,11 @@ import numpy as np
 from synapto.errors import DiskFullError, UsageError
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.policy import Policy, ValueFunction
+from synapto.ppo.progress import ProgressWriter, log_dir
+from synapto.shell import synapto_command
+from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
 
 if TYPE_CHECKING:
-    from synapto.ppo.progress import ProgressWriter
     from synapto.store import PPORunWriter, RunLock
 
 
@@ -64,9 +66,6 @@ def open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: bo
     """Rank 0: lock ``out``, then create it or read where it stopped, and open progress.txt;
     a usage error or a full disk is returned (with everything opened closed again), for
     every rank to raise together."""
-    from synapto.ppo.progress import ProgressWriter, log_dir
-    from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
-
     o = Opened()
     try:
         # one writer per run file, for the whole run: taken before anything is read or written
@@ -96,6 +95,4 @@ def open_run(cfg: PPOConfig, out: Path, size: int, info, resume: bool, force: bo
 
 
 def resume_command(out: Path, size: int) -> str:
-    from synapto.shell import synapto_command
-
     return synapto_command("ppo", "--resume", out, *(["--cpu", size] if size > 1 else []))

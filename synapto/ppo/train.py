@@ -49,11 +49,17 @@ from synapto.ppo.adam import Adam
 from synapto.ppo.buffer import EpochBuffer
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
+from synapto.ppo.evaluate import test_policy
+from synapto.ppo.minibatch import gathered_update, minibatch_update
 from synapto.ppo.normalise import ObsNormaliser, RewardScaler
 from synapto.ppo.opening import Opened, broadcast_error, open_run, resume_command
 from synapto.ppo.policy import Policy, ValueFunction
+from synapto.ppo.progress import log_dir
+from synapto.ppo.rollout import rollout
 from synapto.ppo.threads import update_threads
 from synapto.seeding import Stream, generator
+from synapto.store import writing
+from synapto.tracking.callbacks import GenerationReport, catch_up, close_all, notify
 
 if TYPE_CHECKING:
     pass
@@ -133,8 +139,6 @@ class Trainer:
     def rollout(self, epoch: int, timing: dict) -> tuple[list[float], list[int]]:
         """Fill the buffer (:mod:`synapto.ppo.rollout`); return the returns and lengths of the
         episodes that ended.  Then the ranks' normalisation moments are merged."""
-        from synapto.ppo.rollout import rollout
-
         out = rollout(self, epoch, timing)
         for norm in (self.obs_norm, self.reward_scale):
             if norm is not None:
@@ -208,7 +212,6 @@ class Trainer:
         self.pi_opt.lr, self.vf_opt.lr = self.cfg.pi_lr * factor, self.cfg.vf_lr * factor
         if not self.cfg.minibatch_size:
             return self.full_batch_update(timing)
-        from synapto.ppo.minibatch import gathered_update, minibatch_update
 
         t = clock()
         out = gathered_update(self, epoch) if self.gathered else minibatch_update(self, epoch)
@@ -342,7 +345,6 @@ def train(
                 f"ppo {cfg.env} seed {cfg.seed}: {size} rank(s), {trainer.n_local * size} steps per epoch, "
                 f"epochs {start}..{cfg.epochs - 1} -> {out}"
             )
-        from synapto.tracking.callbacks import catch_up, notify
 
         if rank == 0 and resume:  # the tracking rows a kill or a failed write left out, from the run file
             catch_up(callbacks, start, lambda k: _stored_report(writer, k, out, cfg), Path(out), cfg)
@@ -363,8 +365,6 @@ def train(
     finally:
         _close(opened)
         if rank == 0 and callbacks:
-            from synapto.tracking.callbacks import close_all
-
             close_all(callbacks)
     return out if rank == 0 else None
 
@@ -408,9 +408,6 @@ def _close(opened: Opened) -> None:
 
 def _record_epoch(k: int, stats: dict, timing: dict, trainer, writer, progress, out: Path, log) -> None:
     """Rank 0: epoch ``k`` into the run file and progress.txt, and its log line."""
-    from synapto.ppo.progress import log_dir
-    from synapto.store import writing
-
     t = clock()
     writer.append(k, stats, timing, trainer.checkpoint(), trainer.obs_norm_now())
     with writing(log_dir(out) / "progress.txt", f"writing epoch {k} to progress.txt"):
@@ -435,8 +432,6 @@ def _stored_report(writer, epoch: int, out, cfg):
 def _report_of(epoch, stats, timing, out, cfg, elapsed: float | None = None):
     """Epoch ``epoch``'s report to the callbacks; ``elapsed`` defaults to the run's ``Time``
     (a report from the run file, on resume)."""
-    from synapto.tracking.callbacks import GenerationReport
-
     return GenerationReport(
         epoch,
         {k: float(v) for k, v in stats.items()},
@@ -450,8 +445,6 @@ def _report_of(epoch, stats, timing, out, cfg, elapsed: float | None = None):
 
 def _final_test(cfg: PPOConfig, trainer: Trainer, writer, log) -> None:
     """Rank 0: the final policy's test on ``test_episodes`` PPO_TEST episodes, into the run file."""
-    from synapto.ppo.evaluate import test_policy
-
     t = clock()
     faults.point("test", cfg.epochs)
     result = test_policy(cfg, trainer.pi.params, cfg.test_episodes, trainer.obs_norm_now())

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto import faults
 from synapto.errors import RunFileError
 from synapto.store.files import (
     FORMAT,
@@ -69,8 +70,6 @@ def write_checkpoint(
     at any instant leaves either the old or the new checkpoint, never a mixture; a full
     disk raises :class:`~synapto.errors.DiskFullError` with the temporary file removed.
     """
-    from synapto import faults
-
     final = checkpoint_path(run_path)
     generation = int(scalars["generation"])
 

@@ -75,13 +75,16 @@ of the optional datasets in a :class:`~synapto.store.evolve_rows.Extras`.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from synapto import faults
 from synapto.errors import DiskFullError, RunFileError, UsageError, option_set, option_value
+from synapto.store.checkpoint import checkpoint_path
 from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, STATS, Extras, per_generation
 from synapto.store.files import (
     close_quietly,
@@ -213,8 +216,6 @@ class EvolveRunWriter:
         """Create the run file ``path`` (built beside it, fsync-ed, renamed into place: whole or
         not at all) and open it for appending.  An existing file is refused unless
         ``overwrite``; the checkpoint of a run it replaces is removed first."""
-        from synapto.store.checkpoint import checkpoint_path
-
         path = Path(path)
         if path.exists() and not overwrite:
             raise UsageError(f"{option_value('out', str(path))} exists; pass {option_set('force')} to overwrite it")
@@ -241,7 +242,6 @@ class EvolveRunWriter:
         done = int(f["completed"][0])
         if g != done:
             raise RuntimeError(f"appending generation {g} to a file with {done} completed")
-        from synapto import faults
 
         if self._datasets[0] is not f:  # a reopened file (the final selection) opens its own
             self._datasets = (f, {})
@@ -284,8 +284,6 @@ class EvolveRunWriter:
         Their number is known only now, so the file is rebuilt once: copied beside itself
         with the selection added, fsync-ed and renamed over itself (a crash leaves the old
         file or the new one), then reopened."""
-        import shutil
-
         path = Path(self.f.filename)
         C = len(selection.candidates)
         values = {
@@ -341,7 +339,6 @@ class EvolveRunWriter:
         c["test_returns"][:] = returns
         c["test_steps"][:] = steps
         self.f.flush()
-        from synapto import faults
 
         faults.point("champion", int(self.f["completed"][0]))
         c["tested"][0] = 1  # the run's last step is done
@@ -454,7 +451,6 @@ def rebuild_prefix(
             close_quietly(f, discard=tmp)
             raise
         f.close()
-        from synapto import faults
 
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 

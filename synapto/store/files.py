@@ -36,14 +36,17 @@ import json
 import os
 import platform
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from synapto.errors import DiskFullError, RunFileError, UsageError
+from synapto.store.provenance import git_commit
 
 FORMAT = "synapto-run"
 #: the format written: 4 stores a centre strategy's generations as centre, step sizes and
@@ -69,10 +72,6 @@ def h5py():
 
 
 def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from synapto.store.provenance import git_commit
-
     out = {"python": platform.python_version()}
     for key, pkg in (
         ("synapto", "synapto-evo"),
@@ -264,8 +263,6 @@ def package_attrs(kind: str, config_json: str, run_id: str) -> dict:
 
 def new_run_id() -> str:
     """A run's identity: random (the OS's), never from the run's seeded streams."""
-    import uuid
-
     return uuid.uuid4().hex
 
 

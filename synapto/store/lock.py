@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from synapto.errors import UsageError, option, option_set, option_value
+from synapto.folders import check_out_dir
 
 #: errno values of a file system that does not implement flock
 _NO_FLOCK = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL}
@@ -158,7 +159,6 @@ def check_output_path(path: str | Path, force: bool) -> Path:
         raise UsageError(f"{option_value('out', str(p))} is not a regular file")
     if p.exists() and not force:
         raise UsageError(f"{option_value('out', str(p))} exists; pass {option_set('force')} to overwrite it")
-    from synapto.folders import check_out_dir
 
     # checked, not made: the run makes its folder when it starts (RunLock.acquire)
     check_out_dir(p.parent if str(p.parent) else Path("."), option("out"))

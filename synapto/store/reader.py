@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import RunFileError
+from synapto.lineage import agent_of, read_lineage, rebuild
+from synapto.noise import Samples
 from synapto.store.files import open_run
 from synapto.store.ppo import PROGRESS_COLUMNS, STATS as PPO_STATS, read_checkpoint_slot, read_params
 
@@ -230,8 +232,6 @@ class RunData:
 
     def samples(self, generation: int):
         """Generation ``generation`` as a :class:`synapto.noise.Samples` (compact files only)."""
-        from synapto.noise import Samples
-
         if not self.compact:
             raise RunFileError(f"{str(self.path)!r} stores populations, not samples")
         generation = generation + self.completed if generation < 0 else generation
@@ -240,8 +240,6 @@ class RunData:
         g = self._f["samples"]
         kind = self._samples_kind()
         if kind == "lineage":
-            from synapto.lineage import read_lineage
-
             return read_lineage(self._f, generation, repr(str(self.path)))
         row = {k: g[k][generation] for k in g}
         return Samples.from_arrays(kind, self._f["strategy/centre"][generation], row)
@@ -269,8 +267,6 @@ class RunData:
     def _lineage_population(self, generation, individual):
         """:meth:`population` of a GA's lineages: the genomes asked for and their ancestors,
         rebuilt once and kept (:func:`synapto.lineage.rebuild`)."""
-        from synapto.lineage import rebuild
-
         P = int(self._f["fitness"].shape[1])
         gens = range(self.completed) if generation is None else [generation + self.completed * (generation < 0)]
         wanted = [(g, r) for g in gens for r in (range(P) if individual is None else [int(individual)])]
@@ -295,8 +291,6 @@ class RunData:
 
     def _agent(self):
         """The run's agent (generation 0 of a lineage file redraws its ``init_genome``)."""
-        from synapto.lineage import agent_of
-
         return agent_of(self.config)
 
     @property

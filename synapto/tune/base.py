@@ -14,7 +14,16 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from synapto.agents import build_agent
 from synapto.errors import UsageError
+from synapto.evolution.command import check_evolve_memory
+from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, file_values, resolve_population, run_values
+from synapto.evolution.run_options import STRATEGY_SHORTHANDS
+from synapto.evolution.strategies import make_strategy
+from synapto.options import hidden_layers
+from synapto.ppo.config import load_ppo_toml
 
 #: the option tables a sampled name may reach into (``strategy_options.init_std``)
 TABLES = ("strategy_options", "agent_options", "env_options")
@@ -24,16 +33,12 @@ NOT_TUNED = ("seed", "out", "workers", "task_timeout", "test_episodes", "populat
 
 def tunable_names() -> list[str]:
     """The run options a space may name directly (the rest through :data:`TABLES`)."""
-    from synapto.evolution.config import EVOLVE_KEYS
-
     return sorted(set(EVOLVE_KEYS) - set(NOT_TUNED) - set(TABLES))
 
 
 def load_base(path) -> dict[str, Any]:
     """The values of the base config ``path`` (evolve's TOML keys, tables normalised); its
     ``seed``, ``out`` and ``workers`` are dropped (the study chooses them)."""
-    from synapto.evolution.config import file_values, resolve_population, run_values
-
     try:
         values = run_values(file_values(path))  # the keys it leaves out: the default experiment's
     except UsageError:
@@ -49,8 +54,6 @@ def load_base(path) -> dict[str, Any]:
 
 
 def _is_ppo(path) -> bool:
-    from synapto.ppo.config import load_ppo_toml
-
     try:
         load_ppo_toml(path)
     except UsageError:
@@ -60,8 +63,6 @@ def _is_ppo(path) -> bool:
 
 def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with each sampled ``name = value`` of ``params`` set."""
-    from synapto.evolution.run_options import STRATEGY_SHORTHANDS
-
     values = copy.deepcopy(dict(base))
     if "population" in params:  # a sampled population is given as such
         values.pop("population_per_worker", None)
@@ -80,9 +81,6 @@ def with_params(base: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str,
 
 def trial_config(values: Mapping[str, Any], seed: int):
     """The :class:`EvolveConfig` a trial runs on tuning seed ``seed`` (no test episodes)."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.options import hidden_layers
-
     try:
         return EvolveConfig(
             **{**values, "hidden": hidden_layers(values.get("hidden", (8, 8))), "seed": seed, "test_episodes": 0}
@@ -94,12 +92,6 @@ def trial_config(values: Mapping[str, Any], seed: int):
 def checked_config(values: Mapping[str, Any], seed: int):
     """:func:`trial_config`, checked as ``evolve`` checks a run before it starts (the agent
     and strategy built, the population's memory): a :class:`UsageError` names what is wrong."""
-    import numpy as np
-
-    from synapto.agents import build_agent
-    from synapto.evolution.command import check_evolve_memory
-    from synapto.evolution.strategies import make_strategy
-
     cfg = trial_config(values, seed)
     agent = build_agent(cfg)
     check_evolve_memory([cfg], agent.n_params)

@@ -10,6 +10,17 @@ import typer
 
 from synapto.declare import Request, command, multi_value_flags, opt
 from synapto.errors import UsageError
+from synapto.evolution.config import file_values
+from synapto.evolution.run_options import check_task_timeout
+from synapto.logs import say
+from synapto.shell import next_lines, synapto_command
+from synapto.tune.base import load_base, with_params
+from synapto.tune.best import best_path, trials_dir, write_best
+from synapto.tune.report import report
+from synapto.tune.space import check_space, load_space
+from synapto.tune.storage import check_writable, creating, open_reader, open_storage
+from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
+from synapto.tune.trial import Objective, TrialStopped
 
 PRUNERS = ("median", "halving", "hyperband", "none")
 
@@ -79,8 +90,6 @@ MULTI_VALUE_OPTIONS = tuple(multi_value_flags(TuneOptions))
 
 
 def tune(request: Request) -> None:
-    from synapto.logs import say
-
     o: TuneOptions = request.build(TuneOptions)
     _require_optuna()
     if o.report is not None:
@@ -94,11 +103,6 @@ def tune(request: Request) -> None:
 def _plan(o: TuneOptions) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
     assert o.space is not None and o.study is not None  # (tune() refuses a study without them)
-    from synapto.evolution.config import file_values
-    from synapto.evolution.run_options import check_task_timeout
-    from synapto.tune.base import load_base
-    from synapto.tune.space import check_space, load_space
-    from synapto.tune.storage import check_writable
 
     for name, value, low in (
         ("--trials", o.trials, 1),
@@ -171,11 +175,6 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     import optuna
     import typer
 
-    from synapto.tune.best import best_path, trials_dir
-    from synapto.tune.storage import creating, open_storage
-    from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
-    from synapto.tune.trial import Objective, TrialStopped
-
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     ident = identity(plan["base"], plan["space"], plan["seeds"], plan["milestones"], plan["score_episodes"])
     with creating(plan["study"]):  # processes started together on a new file take turns making it
@@ -210,9 +209,6 @@ def next_steps(plan: dict, best: Path) -> str:
     """What a study wrote and the commands that follow it, as they run from a fresh shell: its
     report, and the best config on seeds never used in tuning (the space's benchmark seeds,
     else the first seeds above the tuning seeds)."""
-    from synapto.shell import next_lines, synapto_command
-    from synapto.tune.best import trials_dir
-
     named = [] if plan["name"] == _default_name(plan["study"]) else ["--study-name", plan["name"]]
     seeds = list(plan["space"].benchmark_seeds) or [max(plan["seeds"]) + 1 + i for i in range(3)]
     return next_lines(
@@ -225,9 +221,6 @@ def next_steps(plan: dict, best: Path) -> str:
 
 def _write_best(study, plan: dict, path: Path) -> bool:
     from optuna.trial import TrialState
-
-    from synapto.tune.base import with_params
-    from synapto.tune.best import write_best
 
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return False
@@ -247,9 +240,6 @@ def _write_best(study, plan: dict, path: Path) -> bool:
 
 
 def _report(study: str, name: str | None, log) -> None:
-    from synapto.tune.report import report
-    from synapto.tune.storage import open_reader
-
     if "://" not in study and not Path(study).is_file():
         raise UsageError(f"--report {study!r}: no such study file")
     report(open_reader(study), name, study, log)

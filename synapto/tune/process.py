@@ -4,14 +4,13 @@ pid is not taken for the process that died)."""
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 
 def process_token() -> str:
     """``host:pid:start`` of this process: a RUNNING trial whose process is gone is stale."""
-    import os
-    import socket
-
     return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
 
 
@@ -27,9 +26,6 @@ def _start_time(pid: int) -> str:
 
 def token_alive(token: str) -> bool | None:
     """Whether the process of ``token`` still runs: None when it ran on another host."""
-    import os
-    import socket
-
     host, _, rest = token.partition(":")
     pid_text, _, start = rest.partition(":")
     if host != socket.gethostname() or not pid_text.isdigit():

@@ -4,6 +4,7 @@ overhead, and the parameter-importance and history plots (matplotlib, the plot e
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import optuna
 from optuna.trial import TrialState
 
 from synapto.errors import UsageError
+from synapto.shell import next_lines
+from synapto.tune.best import study_stem
 
 REMINDER = (
     "reminder: these scores are on tuning seeds; score the chosen setting on seeds never used in "
@@ -104,7 +107,6 @@ def plots(study, stem: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--report's plots need matplotlib: pip install 'synapto-evo[plot]'") from None
-    import warnings
 
     from optuna.visualization import matplotlib as ovm
 
@@ -138,8 +140,6 @@ def _save(plt, ax, path: Path) -> Path:
 
 def report(storage, name: str | None, study_arg: str, log) -> None:
     """Print the table and figures of the study ``name`` in ``storage`` (``--report STUDY_ARG``)."""
-    from synapto.tune.best import study_stem
-
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = load(storage, name)
     for row in table(study):
@@ -158,8 +158,6 @@ def report(storage, name: str | None, study_arg: str, log) -> None:
         log(f"no trial of study {study.study_name!r} completed: no best trial and nothing to plot")
     log(REMINDER)
     if written:
-        from synapto.shell import next_lines
-
         log(next_lines(*written))
 
 

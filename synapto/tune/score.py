@@ -13,7 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.agents import build_agent
+from synapto.api import rollout
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.seeding import tuning_seeds
+from synapto.store import RunData
 
 
 @dataclass(frozen=True)
@@ -40,12 +45,6 @@ def run_env_steps(run) -> int:
 def score_run(path: str | Path, episodes: int = 100) -> TuneScore:
     """The :class:`TuneScore` of the finished run file ``path``; an unfinished run (its champion
     not chosen yet: scoring it would score zeros) is a :class:`UsageError`."""
-    from synapto.agents import build_agent
-    from synapto.api import rollout
-    from synapto.evolution.config import EvolveConfig
-    from synapto.seeding import tuning_seeds
-    from synapto.store import RunData
-
     with RunData(path, kind="evolve") as run:
         if not run.finished:
             raise UsageError(f"{path} is not finished (still running, or stopped: evolve --resume it)")

@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from synapto.config import tomllib
 from synapto.errors import UsageError
-from synapto.tune.base import NOT_TUNED, TABLES, tunable_names
+from synapto.evolution.run_options import STRATEGY_SHORTHANDS
+from synapto.tune.base import NOT_TUNED, TABLES, checked_config, tunable_names, with_params
 
 KINDS = ("uniform", "log_uniform", "int", "choices")
 SPACE_KEYS = ("benchmark_seeds", "params")
@@ -109,8 +112,6 @@ class Space:
 
 def find_space(path: str | Path) -> Path:
     """A space file, or the name of a shipped one (``cartpole``: synapto/experiments/spaces/)."""
-    from importlib import resources
-
     p = Path(path)
     if p.exists() or len(p.parts) != 1:
         return p
@@ -121,8 +122,6 @@ def find_space(path: str | Path) -> Path:
 
 def load_space(path: str | Path) -> Space:
     """Parse a space file (one-line :class:`UsageError` for anything wrong in it)."""
-    from synapto.config import tomllib
-
     p = find_space(path)
     where = f"--space {str(p)!r}"
     try:
@@ -150,8 +149,6 @@ def load_space(path: str | Path) -> Space:
 
 def option_of(name: str) -> str:
     """The option a sampled name sets: a strategy shorthand (``lr``) is ``strategy_options.lr``."""
-    from synapto.evolution.run_options import STRATEGY_SHORTHANDS
-
     return f"strategy_options.{name}" if name in STRATEGY_SHORTHANDS else name
 
 
@@ -240,8 +237,6 @@ def check_space(space: Space, base: dict) -> None:
     not know, a value of the wrong type, or one that breaks a rule (an odd population for a
     mirrored strategy, a population that cannot fit in memory) is refused now.  Values that
     break a rule only together are found when a trial samples them (:mod:`.trial`)."""
-    from synapto.tune.base import checked_config, with_params
-
     for p in space.params:
         for value in p.corners():
             try:

@@ -7,12 +7,17 @@ Optuna accepts (``postgresql://...``, ``mysql://...``) is used as given.
 
 from __future__ import annotations
 
+import fcntl
+import inspect
 import os
+import sqlite3
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from synapto.errors import UsageError
 
@@ -56,7 +61,6 @@ def creating(study: str) -> Iterator[None]:
     if is_url(study):
         yield
         return
-    import fcntl
 
     fd = os.open(Path(study).resolve().parent, os.O_RDONLY)
     try:
@@ -72,9 +76,6 @@ RACES = ("already exists", "UNIQUE constraint failed")
 
 def open_storage(study: str, heartbeat: int = 60, callback=None):
     """Optuna's RDB storage of ``--study``, with heartbeats (and ``callback`` for a stale trial)."""
-    import inspect
-    import warnings
-
     import optuna
     from optuna.storages import RDBStorage
 
@@ -101,8 +102,6 @@ def open_reader(study: str):
     refused unless it holds Optuna's tables), so that it is left as it was, byte for byte."""
     if is_url(study):
         return open_storage(study)
-    import sqlite3
-    from urllib.parse import quote
 
     from optuna.storages import RDBStorage
 

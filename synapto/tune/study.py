@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import TrialState
 
 from synapto.errors import UsageError
+from synapto.seeding import sampler_seed as seed_for
 from synapto.tune.process import token_alive
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -104,8 +105,6 @@ class Surplus(Exception):
 def claim(trial, n_trials: int, sampler_seed: int) -> None:
     """Before ``trial`` samples: end it as surplus (:class:`Surplus`) if ``n_trials`` trials
     come before it; else seed the study's sampler with its sample index."""
-    from synapto.seeding import sampler_seed as seed_for
-
     study = trial.study
     before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
     live = (*FINISHED, TrialState.RUNNING, TrialState.WAITING)

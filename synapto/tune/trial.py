@@ -24,8 +24,16 @@ from typing import NoReturn
 
 import numpy as np
 
+from synapto.api import evolve
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.loop import RunStopped
+from synapto.logs import debug
+from synapto.store import RunData
+from synapto.tune.base import checked_config, trial_config, with_params
 from synapto.tune.process import process_token
+from synapto.tune.score import score_run
+from synapto.tune.study import claim
 
 
 class MilestoneReporter:
@@ -105,9 +113,6 @@ class Objective:
         self.current = None  #: the trial running now (for an interrupted one to be requeued)
 
     def __call__(self, trial) -> float:
-        from synapto.tune.base import checked_config, with_params
-        from synapto.tune.study import claim
-
         self.current = trial
         t0 = time.perf_counter()
         trial.set_user_attr("host_pid", process_token())  # first: a trial with params names its process
@@ -140,8 +145,6 @@ class Objective:
     def _seeds(self, trial, values: dict, run_dir: str) -> tuple[list[float], int, float, float]:
         """Run and score every tuning seed: (scores, env steps, run wall, score wall)."""
         import optuna
-
-        from synapto.tune.base import trial_config
 
         history: list[list[float]] = []
         scores, steps, run_wall, score_wall = [], 0, 0.0, 0.0
@@ -180,10 +183,6 @@ class Objective:
 
     def _run(self, cfg, out: Path, reporter: MilestoneReporter) -> float:
         """Run (or reuse) one seed's run file; returns the run's wall time."""
-        from synapto.api import evolve
-        from synapto.evolution.loop import RunStopped
-        from synapto.logs import debug
-
         if _finished_with(out, cfg):
             _replay_rows(out, reporter)
             return 0.0
@@ -210,16 +209,11 @@ class Objective:
 
 
 def _score(out: Path, episodes: int):
-    from synapto.tune.score import score_run
-
     return score_run(out, episodes)
 
 
 def _finished_with(out: Path, cfg) -> bool:
     """Whether ``out`` is a finished run of exactly ``cfg``."""
-    from synapto.evolution.config import EvolveConfig
-    from synapto.store import RunData
-
     if not out.exists():
         return False
     try:
@@ -231,8 +225,6 @@ def _finished_with(out: Path, cfg) -> bool:
 
 def _replay_rows(out: Path, reporter: MilestoneReporter) -> None:
     """Report a finished run's generations from its file, as its callbacks saw them."""
-    from synapto.store import RunData
-
     with RunData(out, kind="evolve") as run:
         steps = run.stats("env_steps") + run.stats("validation_env_steps")
         val, pop = run.stats("validation_mean"), run.stats("pop_mean")

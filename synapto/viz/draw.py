@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.envs import make_env
 from synapto.errors import UsageError
 from synapto.policies import Pick, pick_genome
+from synapto.seeding import test_seeds
 from synapto.store.series import run_kind
 from synapto.viz import check_image_out, matplotlib_figure, write_output
 
@@ -71,9 +73,6 @@ def network(agent, genome: np.ndarray) -> Net:
 
 def hebbian_activity(pick: Pick) -> tuple[np.ndarray | None, float, int]:
     """``(trace_stats, return, steps)`` of one episode of ``pick`` on the run's first test seed."""
-    from synapto.envs import make_env
-    from synapto.seeding import test_seeds
-
     seed = int(test_seeds(pick.config.seed, 1)[0])
     policy = pick.agent.policy(pick.genome)
     act = pick.act(policy)

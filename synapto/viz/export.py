@@ -26,7 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from synapto.errors import UsageError
+from synapto.folders import check_out_dir
+from synapto.policies import load_policy
+from synapto.policy_export import OBS_DTYPES, require_onnx, write_npz, write_onnx
+from synapto.store import RunData
 from synapto.store.series import RunSeries, read_run
+from synapto.viz import check_image_out, check_not_input, write_output
 
 INTEGER_COLUMNS = {
     "generation",
@@ -57,7 +62,6 @@ def _cell(name: str, value) -> str:
 def write_csv(path: Path, columns: dict[str, np.ndarray], rows: int) -> None:
     """The CSV file ``path``, written beside it and renamed over it (a failure leaves a
     previous file whole)."""
-    from synapto.viz import write_output
 
     def write(tmp: Path) -> None:
         names = list(columns)
@@ -78,9 +82,6 @@ def export_runs(paths: list[Path], folder: Path, log=print) -> list[Path]:
 def csv_export(paths: list[Path], folder: Path, log=print) -> Callable[[], list[Path]]:
     """Every check of :func:`export_runs` (the files read, the outputs), and then the
     function that writes the CSV files: ``export`` checks all its outputs before it writes any."""
-    from synapto.folders import check_out_dir
-    from synapto.viz import check_not_input
-
     if not paths:
         raise UsageError("export needs at least one run file")
     folder = check_out_dir(folder, "--csv")  # a file, under a file, or not writable: refused now
@@ -119,8 +120,6 @@ def _export(run: RunSeries, folder: Path) -> list[Path]:
     write_csv(out, run.columns, run.rows)
     written = [out]
     if run.kind == "evolve" and run.finished:
-        from synapto.store import RunData
-
         with RunData(run.path, kind="evolve") as stored:
             c = stored.champion()
         n = len(c.test_seeds)
@@ -151,10 +150,6 @@ def policy_export(
 ) -> Callable[[], list[Path]]:
     """Every check of :func:`export_policy` (the outputs, the policy), and then the function
     that writes its files."""
-    from synapto.policies import load_policy
-    from synapto.policy_export import OBS_DTYPES, require_onnx, write_npz, write_onnx
-    from synapto.viz import check_image_out, check_not_input
-
     if len(paths) != 1:
         raise UsageError(f"--onnx/--npz export the policy of one run file, got {len(paths)}")
     if onnx_obs_dtype not in OBS_DTYPES:
@@ -176,8 +171,6 @@ def policy_export(
     net = policy.network()  # a policy that cannot be exported is refused here
 
     def write_all() -> list[Path]:
-        from synapto.viz import write_output
-
         for out, flag, write in targets:
             write_output(out, partial(write, net), flag)
         written = [Path(out) for out, _, _ in targets]

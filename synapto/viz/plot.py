@@ -18,15 +18,18 @@ efficiency and wall-clock efficiency side by side.
 
 from __future__ import annotations
 
+import colorsys
 import json
 import re
 import sys
+import textwrap
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from synapto.envs import EnvOptions
 from synapto.errors import UsageError
 from synapto.store.series import RunSeries, read_run
 from synapto.viz import AXES, check_image_out, matplotlib_figure, write_output
@@ -385,8 +388,6 @@ def _line_styles(groups, curves) -> dict:
     distinct hue (matplotlib's qualitative cycle without its grey, then hues evenly spread
     around the colour wheel for more lines), so that the best, elite-mean, pop-mean and
     validation curves of one run never look alike."""
-    import colorsys
-
     drawn = []
     for g in groups:
         names = curves if g.kind == "evolve" else ["return"]
@@ -408,8 +409,6 @@ def _curve_label(group, name: str) -> str:
 def shaped(config: dict) -> bool:
     """Whether an evolution run's training episodes differ from its task (``reward_shift``
     or :mod:`synapto.shaping`'s options): its training fitness is not the task's return."""
-    from synapto.envs import EnvOptions
-
     envs = EnvOptions.parse(config.get("env_options") or {})
     return bool(envs.reward_shift) or envs.shaping.active
 
@@ -417,8 +416,6 @@ def shaped(config: dict) -> bool:
 def _legend(fig, lines) -> None:
     """One legend below the panels, an entry per line, in as many columns as fit the
     figure's width (the layout makes room for its height): it never leaves the image."""
-    import textwrap
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
 

@@ -21,8 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.envs import make_env, prepare_headless_render, render_failed, space_info
+from synapto.errors import RunFileError, UsageError
 from synapto.policies import pick_genome
+from synapto.ppo.config import PPOConfig
+from synapto.ppo.normalise import normalise
+from synapto.ppo.policy import Policy
+from synapto.seeding import Stream, int_seed, test_seeds
+from synapto.store import PPORun
 from synapto.store.series import run_kind
 from synapto.viz import check_image_out, require, write_output
 
@@ -44,8 +50,6 @@ class Player:
 
 
 def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[Player, str]:
-    from synapto.seeding import test_seeds
-
     pick = pick_genome(path, generation, individual)
     cfg, agent = pick.config, pick.agent
     policy = agent.policy(pick.genome)
@@ -67,17 +71,6 @@ def _evolve_player(path, generation, individual, episodes, max_steps) -> tuple[P
 
 
 def _ppo_player(path, params, episodes, max_steps) -> tuple[Player, str]:
-    try:
-        from synapto.ppo.config import PPOConfig
-        from synapto.ppo.normalise import normalise
-        from synapto.ppo.policy import Policy
-    except ImportError as exc:
-        raise UsageError(f"rendering a PPO run needs synapto.ppo ({exc})") from None
-    from synapto.envs import space_info
-    from synapto.errors import RunFileError
-    from synapto.seeding import Stream, int_seed
-    from synapto.store import PPORun
-
     with PPORun(path) as run:
         cfg = run.parse_config(PPOConfig.from_json)
         pi, _, label = run.params(params)
@@ -131,8 +124,6 @@ def render_run(
     require("imageio", "render")
     framer = _Framer(scale)
     write = _writer(suffix)
-
-    from synapto.envs import prepare_headless_render
 
     prepare_headless_render()  # before any env of this process is made
     player, what = _player(path, generation, individual, params, episodes, max_steps)
@@ -212,8 +203,6 @@ class _Framer:
 
     def grab(self, env, env_id: str, lines: list[str]) -> np.ndarray:
         """The env's current frame, scaled, with ``lines`` written at its top."""
-        from synapto.envs import render_failed
-
         try:
             img = env.render()
         except Exception as exc:  # no OpenGL context (MuJoCo without EGL/OSMesa), ...
@@ -247,8 +236,6 @@ class _Episode:
 def _play(player: Player, framer: _Framer, e: int, seed: int, every: int) -> tuple[_Episode, float | None]:
     """Episode ``e`` from ``seed`` in a fresh env, a frame every ``every`` steps; with the env's
     ``render_fps`` (None if it names none)."""
-    from synapto.envs import make_env, render_failed
-
     try:
         env = make_env(player.env_id, render_mode="rgb_array", **player.make_kwargs)
     except UsageError:

@@ -73,6 +73,7 @@ from synapto.bench.evolve.runs import (
     run_work,
     summarise_run,
 )
+from synapto.folders import check_out_dir
 from synapto.store import differences
 
 __all__ = [
@@ -262,7 +263,6 @@ def register(bench_app) -> None:
             out_dir=str(out_dir),
             evolve_options=tuple(shlex.split(evolve_options)),
         )
-        from synapto.folders import check_out_dir
 
         check_out_dir(out_dir)
         run_bench(settings, log=lambda msg: print(msg, flush=True))

@@ -15,18 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from synapto.agents import build_agent
 from synapto.bench.common import child_env
+from synapto.envs import make_env
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.worker.spec import EvolveSpec
+from synapto.evolution.worker.tasks import Episodes, EvalTask
+from synapto.store import RunData
 
 
 def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Evaluations drawn from a run (seeded) until ``budget`` env steps, with the
     actions their agents took, recorded by re-running them here (not timed).  Each
     re-run must give the stored episode returns bit for bit."""
-    from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
-    from synapto.store import RunData
-
     with RunData(run_path, kind="evolve") as run:
         cfg = run.config
         agent = build_agent(EvolveConfig.from_json(run.config_json))
@@ -71,8 +73,6 @@ def build_sample(run_path: Path, budget: int, seed: int = 0, log: Callable[[str]
 
 def _replay(env_id: str, policy, seed: int) -> tuple[float, list]:
     """One episode of ``policy`` on a fresh ``env_id`` reset with ``seed``: its return and actions."""
-    from synapto.envs import make_env
-
     env = make_env(env_id)
     obs, _ = env.reset(seed=seed)
     policy.reset()
@@ -93,10 +93,6 @@ def raw_process(sample_path: str, out_path: str) -> None:
     """One raw-ceiling process: replay the sample's evaluations three ways,
     interleaved (rotating order) so that a change of machine load hits all three:
     fresh env per episode, one reused env, and synapto's ``evaluate``."""
-    from synapto.envs import make_env
-    from synapto.evolution.worker.spec import EvolveSpec
-    from synapto.evolution.worker.tasks import Episodes, EvalTask
-
     with open(sample_path, "rb") as fh:
         sample = pickle.load(fh)
     env_id = sample["env"]
@@ -136,8 +132,6 @@ def raw_process(sample_path: str, out_path: str) -> None:
 
 def _replay_fresh(env_id: str, ev: dict, a: dict) -> None:
     """``ev``'s episodes, each in a new env; make, reset, step and close timed into ``a``."""
-    from synapto.envs import make_env
-
     clock = time.perf_counter
     for seed, actions in ev["episodes"]:
         t0 = clock()

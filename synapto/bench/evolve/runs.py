@@ -13,6 +13,7 @@ import numpy as np
 
 from synapto.bench.common import Logged, shares
 from synapto.errors import UsageError
+from synapto.store import RunData
 
 #: the reference's algorithm, as experiments/bipedal_hebbian_dag.toml runs it (EvolveConfig's
 #: defaults spelled out: without --config, evolve's defaults are the default experiment's)
@@ -126,8 +127,6 @@ def loop_times(lines) -> tuple[float | None, list[float]]:
 # --------------------------------------------------------------------------- reading runs
 def read_run(path: Path) -> dict:
     """What the benchmark needs from a finished run file."""
-    from synapto.store import RunData
-
     with RunData(path, kind="evolve") as run:
         timing = {k: np.asarray(v, dtype=float) for k, v in run.timing_columns().items()}
         out = {

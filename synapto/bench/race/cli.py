@@ -11,9 +11,14 @@ from pathlib import Path
 
 import typer
 
+from synapto.bench.race import load as race_load
+from synapto.bench.race.racing import Setup, plan, race
+from synapto.bench.race.reproject import reproject
+from synapto.bench.race.sb3 import ALGOS, require_extra
 from synapto.bench.race.thresholds import parse_thresholds
 from synapto.declare import Request, command, flag, opt
 from synapto.errors import UsageError
+from synapto.folders import check_out_dir
 
 
 def check(o: RaceOptions, seeds: list[int]) -> None:
@@ -34,8 +39,6 @@ def check(o: RaceOptions, seeds: list[int]) -> None:
     if o.population_per_worker is not None and o.population_per_worker < 1:
         raise UsageError(f"--population-per-worker must be an integer >= 1, got {o.population_per_worker}")
     if o.sb3 is not None:
-        from synapto.bench.race.sb3 import ALGOS, require_extra
-
         if o.sb3 not in ALGOS:
             raise UsageError(f"--sb3 must be one of {', '.join(ALGOS)}, got {o.sb3!r}")
         require_extra(o.sb3)
@@ -58,14 +61,11 @@ def command_line(evolve_config, ppo_config, threshold, options: dict) -> str:
 
 
 def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
-    from synapto.bench.race.load import measure, verdict
-    from synapto.bench.race.racing import Setup, race
-
     for t in tasks:
         if t["task"] not in setup_args["thresholds"]:
             raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
-    load = measure()
-    why = verdict(load, setup_args["cores"], max_busy)
+    load = race_load.measure()
+    why = race_load.verdict(load, setup_args["cores"], max_busy)
     if why and not allow_load:
         raise UsageError(f"{why}: the wall times would be biased; pass --allow-load to race anyway")
     if why:
@@ -74,8 +74,6 @@ def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
 
 
 def reproject_only(paths, threshold: list[str], out_dir: Path, coordinator_us: float, per_worker, words) -> None:
-    from synapto.bench.race.reproject import reproject
-
     command = command_line([], [], threshold, words)
     reproject(paths, threshold, out_dir, coordinator_us * 1e-6, per_worker, command)
 
@@ -159,8 +157,6 @@ def register(bench_app: typer.Typer) -> None:
 
 def bench_race(request: Request) -> None:
     """Evolution against PPO or SB3 on the same cores: wall time and env steps to each task's threshold."""
-    from synapto.folders import check_out_dir
-
     o = request.build(RaceOptions)
     seeds = list(o.seeds or [1])
     check(o, seeds)
@@ -176,7 +172,6 @@ def bench_race(request: Request) -> None:
         reproject_only(o.project_only, o.threshold or [], o.out_dir, o.coordinator_us, o.population_per_worker, words)
         return
     cores = o.workers if o.shared_coordinator else o.workers + 1
-    from synapto.bench.race.racing import plan
 
     tasks = plan(evolve_config, ppo_config, cores, o.sb3, seeds[0])
     setup = {

@@ -17,6 +17,7 @@ unless ``--allow-load`` is given; either way the figures go into the report.
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -49,8 +50,6 @@ def busy_cores(interval: float = 1.0, stat: Path = Path("/proc/stat")) -> float:
 
 def cpu_count_all() -> int:
     """All the machine's cores (``/proc/stat`` counts them all, whatever this process may use)."""
-    import os
-
     return os.cpu_count() or 1
 
 

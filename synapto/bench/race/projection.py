@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.bench.evolve.runs import read_run
 from synapto.bench.race.model import (
     COORDINATOR_S,
     CORES,
@@ -50,6 +51,7 @@ from synapto.bench.race.model import (
     rival_line,
 )
 from synapto.bench.race.runs import reach
+from synapto.store import PPORun
 
 
 def _until(label: str | None, total: int) -> int | None:
@@ -71,8 +73,6 @@ def _tasks(compute: float, steps: np.ndarray) -> np.ndarray:
 
 def evolve_inputs(run: dict) -> tuple[EvolveInputs, int]:
     """A whole evolution run's inputs, and its completed generations."""
-    from synapto.bench.evolve.runs import read_run
-
     data = read_run(Path(run["out"]))
     t = {k: np.nan_to_num(v) for k, v in data["timing"].items()}
     n = data["generations"]
@@ -93,8 +93,6 @@ def evolve_inputs(run: dict) -> tuple[EvolveInputs, int]:
 
 def ppo_inputs(run: dict) -> tuple[PPOInputs, int]:
     """A whole PPO run's inputs, and its completed epochs."""
-    from synapto.store import PPORun
-
     with PPORun(run["out"]) as f:
         rollout = np.nan_to_num(f.timing("rollout"))
         epoch = np.nan_to_num(f.timing("epoch"))

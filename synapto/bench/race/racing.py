@@ -7,21 +7,29 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from synapto.agents import build_agent
+from synapto.bench import compare
+from synapto.bench.compare import Cache
+from synapto.bench.race import runs as race_runs, sb3 as sb3_race
+from synapto.bench.race.projection import project
+from synapto.bench.race.report import markdown
+from synapto.bench.race.runs import ppo_processes, score
+from synapto.bench.race.sb3 import run_sb3
 from synapto.errors import UsageError
+from synapto.evolution.config import EvolveConfig
+from synapto.evolution.strategies import make_strategy
+from synapto.ppo.config import build_config, load_ppo_toml
 
 
 def task_of_evolve(config: str, seed: int = 0) -> str:
     """The env of the evolve config ``config``, checked whole as the race runs it (with
     ``seed``): a centre strategy, whose checkpointed centres the race tests."""
-    import numpy as np
-
-    from synapto.agents import build_agent
-    from synapto.evolution.config import EvolveConfig
-    from synapto.evolution.strategies import make_strategy
-
     cfg = EvolveConfig.from_toml(config, seed=seed)
     if "centre" not in make_strategy(cfg, build_agent(cfg), np.random.default_rng(0)).record_arrays():
         raise UsageError(
@@ -32,15 +40,11 @@ def task_of_evolve(config: str, seed: int = 0) -> str:
 
 
 def ppo_config(config: str):
-    from synapto.ppo.config import build_config, load_ppo_toml
-
     values = {k: v for k, v in load_ppo_toml(config).items() if k not in ("seed", "cpu", "out")}
     return build_config(values)
 
 
 def _pair(evolve_config: str, ppo_config_path: str | None, cores: int, seed: int = 0) -> dict:
-    from synapto.bench.race.runs import ppo_processes
-
     env = task_of_evolve(evolve_config, seed)
     task: dict[str, Any] = {"task": env, "evolve_config": evolve_config, "ppo_config": ppo_config_path}
     task["ppo_processes"] = None
@@ -61,8 +65,6 @@ def plan(
     """The tasks: each evolve config paired with the PPO config of the same place, same env
     (with ``sb3``, the PPO configs may be left out; the evolve configs checked whole with the
     race's first ``seed``)."""
-    from synapto.bench.race import sb3 as sb3_race
-
     if not evolve_configs or (len(evolve_configs) != len(ppo_configs) and (ppo_configs or sb3 is None)):
         raise UsageError(
             f"--evolve-config and --ppo-config pair up, one of each per task (or --sb3 in place of "
@@ -100,11 +102,6 @@ class Setup:
 
 def contenders(t: dict, s: Setup, log) -> list:
     """The task's methods, each a function of the seed that runs it and returns its record."""
-    from functools import partial
-
-    from synapto.bench.race import runs as race_runs
-    from synapto.bench.race.sb3 import run_sb3
-
     common = {"out_dir": s.out_dir, "task": t["task"], "log": log, "max_minutes": s.max_minutes}
     out = [partial(race_runs.run_method, "evolve", t["evolve_config"], s.workers, s.workers + 1, s.cores, **common)]
     if t["ppo_config"] is not None:
@@ -127,10 +124,6 @@ def contenders(t: dict, s: Setup, log) -> list:
 
 
 def race(tasks: list[dict], s: Setup, log=print) -> dict:
-    from synapto.bench.compare import Cache
-    from synapto.bench.race.projection import project
-    from synapto.bench.race.runs import score
-
     s.out_dir.mkdir(parents=True, exist_ok=True)
     runs = []
     for t in tasks:
@@ -162,14 +155,11 @@ def race(tasks: list[dict], s: Setup, log=print) -> dict:
 
 def write(result: dict, out_dir: Path, log, curves) -> None:
     """race.json, race.md and race.png."""
-    from synapto.bench.compare import plot
-    from synapto.bench.race.report import markdown
-
     (out_dir / "race.json").write_text(json.dumps(result, indent=1, default=_plain))
     md = markdown(result)
     (out_dir / "race.md").write_text(md)
     firsts = {k: v[0] for k, v in result["thresholds"].items()}
-    drawn = plot(curves, firsts, out_dir / "race.png")
+    drawn = compare.plot(curves, firsts, out_dir / "race.png")
     log(md)
     log(f"-> {out_dir / 'race.md'}, race.json" + (", race.png" if drawn else " (no matplotlib: no plot)"))
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from synapto.bench.race.project_report import PROJECTION_INTRO, projection_lines
+from synapto.bench.race.projection import project
+from synapto.bench.race.thresholds import given_thresholds
 from synapto.errors import UsageError
 
 
@@ -57,10 +60,6 @@ def load_races(paths: list[Path]) -> tuple[list[dict], dict[str, list[float]]]:
 
 
 def reproject(paths, threshold_items, out_dir: Path, per_task: float, per_worker, command: str, log=print) -> dict:
-    from synapto.bench.race.project_report import PROJECTION_INTRO, projection_lines
-    from synapto.bench.race.projection import project
-    from synapto.bench.race.thresholds import given_thresholds
-
     runs, earlier = load_races(paths)
     thresholds = {**earlier, **given_thresholds(threshold_items)}
     for task in dict.fromkeys(r["task"] for r in runs):

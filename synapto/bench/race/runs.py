@@ -30,6 +30,7 @@ from pathlib import Path
 from synapto.bench.common import children_cpu, run_logged
 from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
 from synapto.bench.race.load import measure
+from synapto.bench.race.sb3 import sb3_curve
 from synapto.errors import UsageError
 
 
@@ -134,8 +135,6 @@ def at_thresholds(run: dict, thresholds: list[float]) -> list[dict]:
 
 def curve_of(run: dict, points: int, episodes: int, cache: Cache, log) -> Curve:
     if run["method"].startswith("sb3-"):
-        from synapto.bench.race.sb3 import sb3_curve
-
         return sb3_curve(run, points, episodes, cache, log)
     make = evolve_curve if run["method"] == "evolve" else ppo_curve
     return make(Path(run["out"]), points, episodes, cache, log)

@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from synapto.bench.common import children_cpu, run_logged
+from synapto.bench.compare import Curve, Point, spread
+from synapto.bench.race import load as race_load
+from synapto.envs import make_env
 from synapto.errors import UsageError
+from synapto.seeding import Stream, int_seed
 
 #: the modules an algorithm needs, and where its class lives
 ALGOS = {"tqc": ("sb3_contrib", "TQC"), "sac": ("stable_baselines3", "SAC")}
@@ -124,14 +129,11 @@ def command(folder: Path) -> list[str]:
 
 def run_sb3(algo, task, seed, cores, out_dir: Path, max_minutes, points, log=print) -> dict:
     """Train one SB3 run on ``cores`` cores (a folder of checkpoints); what it cost."""
-    from synapto.bench.common import children_cpu, run_logged
-    from synapto.bench.race.load import measure
-
     tag = "".join(c if c.isalnum() else "_" for c in task)
     folder = out_dir / "runs" / f"{method(algo)}_{tag}_s{seed}_c{cores}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spec.json").write_text(json.dumps(spec(algo, task, seed, cores, max_minutes, points), indent=1))
-    load = measure()
+    load = race_load.measure()
     log(f"race: {method(algo)} {task} seed {seed} on {cores} cores (other load {load['busy_cores']:.2f} cores) ...")
     cpu0, t0 = children_cpu(), time.perf_counter()
     limit = None if max_minutes is None else 60.0 * max_minutes + 120.0  # it stops itself at the cap
@@ -166,9 +168,6 @@ def test_actor(algo: str, env_id: str, path: Path, seed: int, episodes: int) -> 
     """Returns of ``episodes`` test episodes of a kept actor on PPO's test stream."""
     import torch
 
-    from synapto.envs import make_env
-    from synapto.seeding import Stream, int_seed
-
     torch.set_num_threads(1)
     actor = actor_class(algo).load(str(path), device="cpu")
     returns = np.zeros(episodes)
@@ -188,8 +187,6 @@ def test_actor(algo: str, env_id: str, path: Path, seed: int, episodes: int) -> 
 def sb3_curve(run: dict, points: int, episodes: int, cache, log):
     """The run's tested points (a :class:`synapto.bench.compare.Curve`): ``points`` kept
     actors spread over the run, then its last one."""
-    from synapto.bench.compare import Curve, Point, spread
-
     folder = Path(run["out"])
     progress = json.loads((folder / "progress.json").read_text())
     algo, env, seed = progress["algo"], progress["env"], progress["seed"]

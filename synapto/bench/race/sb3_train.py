@@ -19,6 +19,10 @@ import time
 import uuid
 from pathlib import Path
 
+from synapto.bench.race.sb3 import ALGOS
+from synapto.envs import make_env
+from synapto.seeding import Stream, seed_sequence
+
 
 def learning_rate(value):
     """A number, or ``"lin_X"``: X falling linearly to 0 over the run (SB3 passes the
@@ -30,10 +34,6 @@ def learning_rate(value):
 
 
 def build(spec: dict):
-    from synapto.bench.race.sb3 import ALGOS
-    from synapto.envs import make_env
-    from synapto.seeding import Stream, seed_sequence
-
     package, name = ALGOS[spec["algo"]]
     cls = getattr(importlib.import_module(package), name)
     kwargs = {k: v for k, v in spec["settings"].items() if k != "n_timesteps"}

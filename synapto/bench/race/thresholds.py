@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from synapto.bench.compare import THRESHOLDS
 from synapto.errors import UsageError
 
 
@@ -30,6 +31,4 @@ def given_thresholds(items: list[str]) -> dict[str, list[float]]:
 def parse_thresholds(items: list[str]) -> dict[str, list[float]]:
     """Each task's thresholds: ``bench compare``'s defaults, replaced for a task by the
     ``--threshold`` items naming it."""
-    from synapto.bench.compare import THRESHOLDS
-
     return {**{k: [v] for k, v in THRESHOLDS.items()}, **given_thresholds(items)}

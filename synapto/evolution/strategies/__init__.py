@@ -12,6 +12,8 @@ budget (:mod:`.prune`).
 
 from __future__ import annotations
 
+import json
+
 from synapto.evolution.strategies.base import STRATEGIES, Strategy, strategy_class
 
 
@@ -22,8 +24,6 @@ def make_strategy(cfg, agent, rng) -> Strategy:
 
 def options_table(name: str) -> str:
     """The Markdown table of strategy ``name``'s options and defaults (docs/strategies.md holds them)."""
-    import json
-
     rows = ["| option | default | meaning |", "| --- | --- | --- |"]
     for key, opt in strategy_class(name).OPTIONS.items():
         rows.append(f"| `{key}` | `{json.dumps(opt.default)}` | {opt.help} |")

@@ -43,7 +43,9 @@ time.  ``tests/test_batched.py`` checks all of these.
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -129,8 +131,6 @@ def evaluate_batch(
 
 def _batch_policy(agent, genomes: np.ndarray, want_stats: bool, episodes: int):
     """``agent``'s batch policy of ``genomes``, each for ``episodes`` consecutive rows."""
-    import inspect
-
     if "episodes" in inspect.signature(agent.batch_policy).parameters:
         policy = agent.batch_policy(genomes, want_stats, episodes=episodes)
     else:  # an agent written for the former signature: one genome per row
@@ -433,7 +433,6 @@ def batching_farm(farm: Farm, spec, agent, mode: str = "auto") -> Farm:
     farm.setup(spec)
     if spec.evaluator == "serial":
         return farm
-    import os
 
     # the coordinator alone forms chunks; SYNAPTO_BATCH_ROWS changes their size (tests)
     rows = int(os.environ.get("SYNAPTO_BATCH_ROWS", CHUNK_ROWS))

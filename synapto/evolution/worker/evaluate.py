@@ -12,10 +12,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from synapto.agents import build_agent
+from synapto.envs import SpaceInfo, make_env
+from synapto.evolution.obs_norm import NormalisedActor
 from synapto.evolution.worker.tasks import EvalResult, EvalTask, SampleContext
 from synapto.outcomes import NOT_RUN, STOPPED, ActionMeter, outcome
 
@@ -207,8 +211,6 @@ def acting(agent, policy, obs_norm=None, count_obs: bool = False):
     if len(agent.space.obs_shape) > 1:  # an image, say: the policy sees it flattened
         act = _flattening(act)
     if obs_norm is not None or count_obs:
-        from synapto.evolution.obs_norm import NormalisedActor
-
         act = NormalisedActor(act, agent.space.obs_dim, obs_norm, count_obs)
     return act
 
@@ -233,11 +235,6 @@ class Evaluator:
 
     def __init__(self, spec):
         """``spec``: the run's :class:`~synapto.evolution.worker.spec.EvolveSpec`."""
-        from functools import partial
-
-        from synapto.agents import build_agent
-        from synapto.envs import SpaceInfo, make_env
-
         self.make_env = partial(make_env, spec.env, **spec.make_kwargs)
         self.shaping = spec.shaping
         env = self.make_env()

@@ -48,6 +48,7 @@ import time
 
 import numpy as np
 
+from synapto.agents import build_agent
 from synapto.errors import UsageError
 from synapto.evolution.worker.batched import Chunk, batch_results
 from synapto.evolution.worker.evaluate import Evaluator
@@ -79,7 +80,6 @@ def require(cfg, agent=None) -> None:
     envpool missing, or an agent (by default ``cfg``'s) without a batched policy."""
     if cfg.envs.train_backend != "envpool":
         return
-    from synapto.agents import build_agent
 
     agent = build_agent(cfg) if agent is None else agent
     try:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from synapto.envs import _gym, import_env_module, make_env
+
 
 class CartPoleStep:
     """gymnasium's ``CartPoleVectorEnv.step`` without its per-call overhead (the action
@@ -124,8 +126,6 @@ class SeededVectorEnv:
     """
 
     def __init__(self, env_id: str):
-        from synapto.envs import _gym, make_env
-
         self.gym = _gym()
         self.env_id = env_id
         self.single = make_env(env_id)
@@ -139,8 +139,6 @@ class SeededVectorEnv:
     @staticmethod
     def supported(env_id: str) -> str | None:
         """None if ``env_id`` can be batched, else the reason why not."""
-        from synapto.envs import _gym, import_env_module, make_env
-
         gym = _gym()
         import_env_module(env_id)
         try:
