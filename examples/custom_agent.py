@@ -20,7 +20,7 @@ import numpy as np
 
 import synapto
 from synapto.agents.base import Agent, Policy
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 TINY = "--tiny" in sys.argv[1:]
 OUT = Path("runs/examples")

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from synapto import seeding
 from synapto.agents import build_agent
+from synapto.common import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies import make_strategy
 from synapto.store import checkpoint_path, write_checkpoint

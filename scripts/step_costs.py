@@ -1,5 +1,5 @@
 """CPU seconds per env step of the shipped configs, by env and training backend: the figures
-of ``evolve --check``'s estimate (:data:`synapto.estimate.COSTS`).
+of ``evolve --check``'s estimate (:data:`synapto.common.estimate.COSTS`).
 
     .venv/bin/python scripts/step_costs.py                 # every pair, about 3 min of CPU
     .venv/bin/python scripts/step_costs.py --only BipedalWalker-v3

@@ -1,7 +1,7 @@
 """Score the champions of tuning runs on episodes of a stream of their own.
 
 Settings are tuned on seeds no benchmark uses (1000-1004) and scored here, on 100
-episodes of the TUNE stream (``synapto.seeding.tuning_seeds``): neither the training,
+episodes of the TUNE stream (``synapto.common.seeding.tuning_seeds``): neither the training,
 validation, selection nor test stream, so tuning never sees a test episode.  Run the
 tuning runs with ``--test-episodes 0``.  The score is ``synapto.tune.score`` (the
 objective of ``synapto tune``); this script prints it for runs tuned by hand.
@@ -19,7 +19,7 @@ import re
 import sys
 from collections import defaultdict
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.tune.score import score_run
 
 

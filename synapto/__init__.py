@@ -10,11 +10,11 @@ The package layout mirrors the architecture (each seam has one owner):
 
 - :mod:`synapto.cli`          the command line (the only module reading argv)
 - :mod:`synapto.resources`    memory and run-file checks made before a run starts
-- :mod:`synapto.folders`      output folders checked before anything is written
+- :mod:`synapto.common.folders`      output folders checked before anything is written
 - :mod:`synapto.api`          the Python API (evolve, AskTell, rollout)
-- :mod:`synapto.config`       TOML config files (evolve's and ppo's), shipped configs by name
-- :mod:`synapto.options`      values of KEY=VALUE options and TOML tables
-- :mod:`synapto.seeding`      every seed the project uses
+- :mod:`synapto.common.config`       TOML config files (evolve's and ppo's), shipped configs by name
+- :mod:`synapto.common.options`      values of KEY=VALUE options and TOML tables
+- :mod:`synapto.common.seeding`      every seed the project uses
 - :mod:`synapto.envs`         gymnasium environments and their checks
 - :mod:`synapto.agents`       networks behind the Agent interface (pruned-mlp, hebbian-dag, batched policies)
 - :mod:`synapto.evolution`    evolution's config, command (checks, farm, stop reports, resume), generation
@@ -25,8 +25,8 @@ The package layout mirrors the architecture (each seam has one owner):
 - :mod:`synapto.bench`        benchmarks
 - :mod:`synapto.tracking`     experiment tracking, shared by evolution and PPO (callbacks, TensorBoard, live logs)
 - :mod:`synapto.viz`          plot, render, draw, export
-- :mod:`synapto.noise`        noise keys: a centre strategy's samples rebuilt from a few integers
-- :mod:`synapto.faults`, :mod:`synapto.errors`, :mod:`synapto.fastmath`, :mod:`synapto.blas`
+- :mod:`synapto.common.noise`        noise keys: a centre strategy's samples rebuilt from a few integers
+- :mod:`synapto.common.faults`, :mod:`synapto.common.errors`, :mod:`synapto.common.fastmath`, :mod:`synapto.common.blas`
 """
 
 __version__ = "0.1.0"

@@ -63,7 +63,7 @@ def evolve(
     child process, whose ranks run the request where the command line's do
     (:func:`synapto.evolution.command.run_on_farm`), and waits for it: its output lines reach
     ``log`` and the ``callbacks`` their reports, as in this process.  ``resume=True``
-    continues ``out`` from its checkpoint; it refuses (:class:`~synapto.errors.UsageError`)
+    continues ``out`` from its checkpoint; it refuses (:class:`~synapto.common.errors.UsageError`)
     a missing file and a ``config`` that would change the run (only ``generations`` and
     ``max_env_steps`` may grow).  ``callbacks``: see :mod:`synapto.tracking.callbacks`.
     ``task_timeout`` (seconds, as ``--task-timeout``) bounds every evaluation: one that runs

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from synapto import seeding
 from synapto.agents.base import Agent, Policy
+from synapto.common import seeding
+from synapto.common.errors import UsageError
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError
 from synapto.evolution.strategies import strategy_class
 from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Strategy
 

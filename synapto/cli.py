@@ -3,7 +3,7 @@
 ``python -m synapto evolve|replay|ppo|ppo-eval|bench ...``: the typer app, the global
 options, and :func:`main`; each command lives with its package and is registered here
 (``evolve``: :mod:`synapto.evolution.cli`, ``ppo``: :mod:`synapto.ppo.cli`, ...).  Bad input
-raises :class:`synapto.errors.UsageError`, printed by :func:`main` as one line
+raises :class:`synapto.common.errors.UsageError`, printed by :func:`main` as one line
 (``error: ...``) with exit code 2.
 """
 
@@ -25,11 +25,11 @@ from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register a
 from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
 from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
 from synapto.commands import register as commands_register
-from synapto.declare import multi_value_flags
-from synapto.errors import DiskFullError, TrackingError, UsageError, command_line_names
+from synapto.common.declare import multi_value_flags
+from synapto.common.errors import DiskFullError, TrackingError, UsageError, command_line_names
+from synapto.common.logs import setup
 from synapto.evolution.cli import register as evolve_register
 from synapto.evolution.config import EVOLVE_OPTIONS
-from synapto.logs import setup
 from synapto.parallel.launch import announce, env_rank, record_crash, record_exit
 from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
 from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register

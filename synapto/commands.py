@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
+from synapto.common.logs import say as _log
 from synapto.evolution.replay import plan_replay, run_replay
-from synapto.logs import say as _log
 from synapto.parallel.farm import make_farm
 from synapto.parallel.launch import start_ranks
 from synapto.show import as_json, read_report, render

@@ -12,7 +12,7 @@ equal).  The reference algorithm is ``--config experiments/lunarlander_reference
 (LunarLander-v3) or ``experiments/bipedal_hebbian_dag.toml`` (the origin benchmark).
 
 Before it starts, the command says what it runs and how long it expects to take
-(:func:`synapto.estimate.expected_seconds`, from the env steps the experiment may take and
+(:func:`synapto.common.estimate.expected_seconds`, from the env steps the experiment may take and
 the CPU time one env step of it costs, measured).
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from synapto.config import load_toml
-from synapto.estimate import estimate, expect, expected_seconds
-from synapto.options import table
+from synapto.common.config import load_toml
+from synapto.common.estimate import estimate, expect, expected_seconds
+from synapto.common.options import table
 
 __all__ = ["PATH", "describe", "estimate", "expected_seconds", "values"]
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError, option_value
+from synapto.common.errors import UsageError, option_value
 from synapto.shaping import Shaping, reward_option
 
 

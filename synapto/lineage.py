@@ -10,7 +10,7 @@ Generator.  A :class:`Lineage` records, per child:
 - ``pruned``: the weights the pruning zeroed (bits, ``np.packbits``), which get
   ``base * 0.0`` (the agent's ``genome * keep`` mask: a negative weight becomes -0.0) or
   ``+0.0`` under a connection budget (:func:`synapto.evolution.strategies.prune.prune_to`);
-- ``keys``: the noise key (:mod:`synapto.noise`) of the Generator just before the
+- ``keys``: the noise key (:mod:`synapto.common.noise`) of the Generator just before the
   child's perturbation, which :func:`perturb` redraws bit for bit.
 
 The coordinator still runs the GA itself: the perturbations of one generation are one
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from synapto.agents import build_agent
+from synapto.common.errors import RunFileError
+from synapto.common.noise import KEY_WIDTH, generator_at
 from synapto.envs import EnvOptions
-from synapto.errors import RunFileError
-from synapto.noise import KEY_WIDTH, generator_at
 
 
 def alive_indices(genome: np.ndarray) -> np.ndarray:

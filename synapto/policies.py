@@ -32,8 +32,9 @@ from synapto.agents import build_agent
 from synapto.agents.base import Agent
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.common.errors import RunFileError, UsageError
+from synapto.common.seeding import test_seeds
 from synapto.envs import make_env, space_info
-from synapto.errors import RunFileError, UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import restore_strategy
 from synapto.evolution.obs_norm import CLIP as EVOLVED_CLIP
@@ -42,7 +43,6 @@ from synapto.policy_export import Layer, Network, write_npz, write_onnx
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.normalise import CLIP as PPO_CLIP, normalise
 from synapto.ppo.policy import Policy
-from synapto.seeding import test_seeds
 from synapto.store import PPORun, RunData, read_checkpoint
 from synapto.store.series import run_kind
 

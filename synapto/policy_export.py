@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 OPSET = 17
 #: the element types an ONNX model's ``obs`` input may have

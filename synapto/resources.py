@@ -5,14 +5,14 @@
   ``RLIMIT_AS``;
 - :func:`evolve_memory`, :func:`ppo_memory`: a *lower bound* of the memory a run needs
   (the arrays it cannot do without, counted once each);
-- :func:`check_memory`: refuse, in one line (:class:`~synapto.errors.UsageError`, exit
+- :func:`check_memory`: refuse, in one line (:class:`~synapto.common.errors.UsageError`, exit
   code 2), a run whose lower bound exceeds what is available.  Being a lower bound it
   never refuses a run that would fit; it stops the absurd ones (a population of 10^12, a
   hidden layer of 10^8 units, 10^14 steps per epoch) before they allocate, instead of an
   out-of-memory kill without a message hours later;
 - :func:`check_run_file`: a run file's per-episode arrays and size on disk, before the run.
 
-Output folders are checked in :mod:`synapto.folders` (below :mod:`synapto.store`, which
+Output folders are checked in :mod:`synapto.common.folders` (below :mod:`synapto.store`, which
 uses them; this module asks the store for a run file's size).
 """
 
@@ -22,7 +22,7 @@ import os
 import resource
 from pathlib import Path
 
-from synapto.errors import UsageError, option_value
+from synapto.common.errors import UsageError, option_value
 from synapto.store import EvolveRunWriter
 
 #: genome-sized arrays the coordinator holds at once at the least: the population evaluated,

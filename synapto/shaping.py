@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 #: the reward a Box2D task gives the step that ends an episode in a fall or crash
 FALL_PENALTY = -100.0

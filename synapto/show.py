@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto import outcomes as oc
-from synapto.errors import RunFileError
+from synapto.common.errors import RunFileError
 from synapto.store import RunData
 
 #: BipedalWalker's torque cost of one step is 0.00035 * MOTORS_TORQUE (80) * sum_i min(|a_i|, 1)

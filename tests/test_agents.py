@@ -8,8 +8,8 @@ import pytest
 from synapto.agents import load_agent_class
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.common.errors import UsageError
 from synapto.envs import SpaceInfo, make_env
-from synapto.errors import UsageError
 from synapto.evolution.worker.evaluate import evaluate
 
 BOX = SpaceInfo(obs_dim=3, act_dim=2, discrete=False, low=-np.ones(2), high=np.ones(2), max_episode_steps=50)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import synapto
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 CFG = synapto.EvolveConfig(
     env="CartPole-v1",

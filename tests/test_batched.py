@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run, datasets, run_cli
 
-from synapto import seeding
+from synapto.common import seeding
 from synapto.evolution.worker import batched, vector_env
 from synapto.evolution.worker.batched import BatchedEvaluator, BatchingFarm, Chunk, batch_unsupported, chunks_of
 from synapto.evolution.worker.spec import EvolveSpec
@@ -115,7 +115,7 @@ def test_tanh32_error_bound():
     """The float32 tanh of the batched policies stays within TANH32_ERR of float64 tanh
     (the certified decisions rely on it) and within [-1, 1]."""
     from synapto.agents.batched.certify import TANH32_ERR
-    from synapto.fastmath import tanh_
+    from synapto.common.fastmath import tanh_
 
     rng = np.random.default_rng(0)
     x = np.concatenate(
@@ -135,7 +135,7 @@ def test_decision_bound_covers_float32_error():
     """The per-row bound on |float32 margin - float64 margin| holds on random networks
     and inputs (it is a worst case: observed errors are far below it)."""
     from synapto.agents.batched.certify import TANH32_ERR, TANH64_ERR, U32, U64, decision_bound
-    from synapto.fastmath import tanh_
+    from synapto.common.fastmath import tanh_
 
     rng = np.random.default_rng(1)
     n, sizes = 2000, [4, 8, 8, 2]

@@ -579,7 +579,7 @@ def test_sb3_actors_are_tested_on_ppos_test_stream(tmp_path, monkeypatch):
     import numpy as np
 
     from synapto.bench.race import sb3
-    from synapto.seeding import Stream, int_seed
+    from synapto.common.seeding import Stream, int_seed
 
     class Actor:
         @staticmethod
@@ -661,7 +661,7 @@ def test_a_run_stopped_at_the_cap_before_it_kept_a_policy_is_not_reached(tmp_pat
     from synapto.bench.compare import Cache
     from synapto.bench.race.report import runs_table
     from synapto.bench.race.runs import score
-    from synapto.errors import UsageError
+    from synapto.common.errors import UsageError
 
     run = {"method": "evolve", "task": "T", "seed": 1, "out": str(tmp_path / "none.h5"), "max_minutes": 0.1}
     cache = Cache(tmp_path / "cache.json")

@@ -1,4 +1,4 @@
-"""One BLAS thread per process (synapto/blas.py), and why results depend on it.
+"""One BLAS thread per process (synapto/common/blas.py), and why results depend on it.
 
 Full-covariance CMA-ES draws every sample through an eigendecomposition of its
 covariance. With a genome of a few hundred weights, OpenBLAS splits that work over its

@@ -236,7 +236,7 @@ def test_every_shipped_config_is_accepted():
     """Each experiments/*.toml loads into the configurations its command runs (every seed),
     with an agent built for its env; nothing is run."""
     from synapto.agents import build_agent
-    from synapto.config import load_toml
+    from synapto.common.config import load_toml
     from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, strategy_options
     from synapto.evolution.run_options import check_task_timeout
     from synapto.evolution.strategies import make_strategy
@@ -335,8 +335,8 @@ def test_no_top_level_agents_package(tmp_path):
 
 
 def test_env_without_render_mode_argument(user_package, tmp_path):
+    from synapto.common.errors import UsageError
     from synapto.envs import make_env, space_info
-    from synapto.errors import UsageError
     from synapto.evolution.worker.evaluate import Evaluator
     from synapto.evolution.worker.spec import EvolveSpec
     from synapto.evolution.worker.tasks import Episodes, EvalTask

@@ -10,8 +10,8 @@ import pytest
 from conftest import run_cli
 
 import synapto
-from synapto.config import shipped_configs
-from synapto.errors import UsageError
+from synapto.common.config import shipped_configs
+from synapto.common.errors import UsageError
 from synapto.ppo.config import PPOConfig
 
 EVOLVE_TOML = """
@@ -65,7 +65,7 @@ def test_ppo_from_toml_is_the_config_the_cli_runs(tmp_path):
 def test_every_shipped_config_loads_by_name(name):
     cls = PPOConfig if name.startswith("ppo") else synapto.EvolveConfig
     cfg = cls.from_toml(name, seed=1)  # several shipped configs list several seeds
-    from synapto.config import tomllib
+    from synapto.common.config import tomllib
 
     raw = tomllib.loads(shipped_configs()[name].read_text())
     assert cfg.env == raw.get("env", cfg.env) and cfg.seed == 1

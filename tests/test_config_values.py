@@ -7,7 +7,7 @@ import pytest
 
 import synapto
 from synapto.cli import main
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.ppo.config import PPOConfig
 from synapto.tune.base import load_base, trial_config
 

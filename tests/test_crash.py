@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
-from synapto.shell import synapto_command
+from synapto.common.shell import synapto_command
 
 RUN = [
     "--env",

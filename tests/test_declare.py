@@ -1,4 +1,4 @@
-"""Options declared once (synapto.declare): a dataclass's fields make a typer command whose
+"""Options declared once (synapto.common.declare): a dataclass's fields make a typer command whose
 help, flags and defaults are the declarations', and which hands its parsed values over as
 one Request; lists of names are filters over the declarations."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import typer
 from typer.testing import CliRunner
 
-from synapto.declare import Request, command, flag, multi_value_flags, names, opt
+from synapto.common.declare import Request, command, flag, multi_value_flags, names, opt
 
 
 @dataclass(frozen=True)

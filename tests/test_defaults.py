@@ -8,7 +8,7 @@ from conftest import ROOT, run_cli
 
 from synapto import defaults
 from synapto.agents import build_agent
-from synapto.config import load_toml
+from synapto.common.config import load_toml
 from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, strategy_options
 from synapto.evolution.strategies import make_strategy
 from synapto.evolution.strategies.prune import Schedule

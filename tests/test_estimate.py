@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from synapto.cli import main
-from synapto.estimate import expected_seconds
+from synapto.common.estimate import expected_seconds
 from synapto.tune.base import load_base
 
 

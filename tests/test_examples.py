@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, _env
 
-from synapto.config import tomllib
+from synapto.common.config import tomllib
 
 EXAMPLES = ROOT / "examples"
 

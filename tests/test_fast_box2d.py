@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.store import RunData
 
 if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the envpool extra is installed, its absence an error

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.parallel import launch, supervise
 
 INT, TERM = signal.SIGINT, signal.SIGTERM

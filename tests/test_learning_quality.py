@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
-from synapto import seeding
+from synapto.common import seeding
 from synapto.evolution.strategies.ga import perturb
 from synapto.store import RunData
 

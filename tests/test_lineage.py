@@ -294,7 +294,7 @@ def test_a_ga_run_is_the_same_on_1_and_3_ranks_and_through_kill_9_and_resume(tmp
 def test_a_damaged_lineage_is_refused_in_one_line(tmp_path):
     """A parent reference to a row the file does not hold (here: a generation after the
     child's) makes RunData.population and replay refuse the file in one line, exit 2."""
-    from synapto.errors import RunFileError
+    from synapto.common.errors import RunFileError
     from synapto.store import RunData
 
     out = tmp_path / "run.h5"
@@ -373,7 +373,7 @@ def test_an_impossible_lineage_is_refused_as_corrupted(ga_file, tmp_path, capsys
     one line by every reader, never rebuilt as another network or a traceback."""
     import synapto
     from synapto.cli import main
-    from synapto.errors import RunFileError
+    from synapto.common.errors import RunFileError
     from synapto.store import RunData
 
     out = tmp_path / "damaged.h5"

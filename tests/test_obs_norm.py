@@ -143,8 +143,8 @@ def test_one_running_moments_class_serves_evolution_and_ppo_and_keeps_both_order
     import ast
     from pathlib import Path
 
-    import synapto.moments as moments_module
-    from synapto.moments import RunningMoments
+    import synapto.common.moments as moments_module
+    from synapto.common.moments import RunningMoments
     from synapto.ppo.normalise import Moments
 
     tree = ast.parse(Path(moments_module.__file__).read_text())

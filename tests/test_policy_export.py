@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import synapto
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 if os.environ.get("SYNAPTO_REQUIRE_EXTRAS"):  # `make test`: the onnx extra is installed, its absence an error
     import onnxruntime as ort

@@ -6,7 +6,7 @@ import pytest
 from conftest import run_cli
 
 from synapto.cli import main
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.ppo.config import PPOConfig, parse_hid
 
 SMALL = [

@@ -66,7 +66,7 @@ def test_mlp_single_row_forward_matches_batch():
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-15), (np.float32, 3e-7)])
 def test_fast_tanh(dtype, tol):
-    from synapto.fastmath import tanh_
+    from synapto.common.fastmath import tanh_
 
     x = np.concatenate([np.linspace(-30, 30, 10001), [-1e5, 1e5, 0.0, 1e-9]]).astype(dtype)
     with np.errstate(all="raise"):

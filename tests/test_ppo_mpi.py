@@ -198,10 +198,10 @@ def test_the_configs_envs_split_over_the_ranks():
     same episodes whichever rank steps it (one rank's seeds are those of before the split)."""
     from types import SimpleNamespace
 
-    from synapto.errors import UsageError
+    from synapto.common.errors import UsageError
+    from synapto.common.seeding import Stream, int_seed
     from synapto.ppo.rollout import episode_seed
     from synapto.ppo.train import local_envs
-    from synapto.seeding import Stream, int_seed
 
     assert [local_envs(16, r) for r in (1, 2, 4, 16)] == [16, 8, 4, 1]
     assert local_envs(1, 3) == 1  # Spinning Up: one env per rank, the steps split instead

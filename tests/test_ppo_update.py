@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.threads import update_threads
 from synapto.ppo.train import train

@@ -17,7 +17,7 @@ from conftest import ROOT, run_cli
 
 import synapto
 from synapto.cli import main
-from synapto.shell import synapto_command
+from synapto.common.shell import synapto_command
 
 RUN = [
     *("--env", "CartPole-v1", "--agent", "pruned-mlp", "--hidden", "4", "--strategy", "openai-es"),

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st  # 
 
 import synapto  # noqa: E402
 from synapto.cli import main  # noqa: E402
-from synapto.errors import UsageError  # noqa: E402
+from synapto.common.errors import UsageError  # noqa: E402
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("SYNAPTO_PROPERTY_EXAMPLES", "30")),

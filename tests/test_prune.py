@@ -8,8 +8,8 @@ from conftest import run_cli
 
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.common.errors import UsageError
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Candidates, Feedback, check_never_revived, strategy_class
 from synapto.evolution.strategies.prune import Schedule, inert, prune_to
 

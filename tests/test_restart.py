@@ -17,9 +17,9 @@ import h5py
 import pytest
 from conftest import assert_same_run, finish, kill_group, run_cli, start_cli, wait_for_line
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
+from synapto.common.shell import synapto_command
 from synapto.parallel import restart, supervise
-from synapto.shell import synapto_command
 
 # CartPole whose evaluations stall while a file exists (tests/failing_env.py): a worker is
 # killed while it holds an evaluation of the generation in flight

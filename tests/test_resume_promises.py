@@ -12,7 +12,7 @@ import pytest
 
 import synapto
 from synapto.cli import main
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 CFG = dict(
     env="CartPole-v1",

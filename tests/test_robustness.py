@@ -152,7 +152,7 @@ def test_toml_values_of_the_wrong_type(line, needle, tmp_path, capsys):
 
 def test_evolve_config_refuses_booleans_as_integers():
     import synapto
-    from synapto.errors import UsageError
+    from synapto.common.errors import UsageError
 
     for field in ("generations", "population", "episodes", "validate_top", "seed"):
         with pytest.raises(UsageError):
@@ -173,7 +173,7 @@ def test_out_that_is_not_a_regular_file_is_refused_even_with_force(tmp_path, cap
 def test_resume_with_defaults_spelled_out_keeps_the_file_identical(tmp_path, capsys, monkeypatch):
     """Resuming with options that equal the run's (a default spelled out) changes nothing:
     the resumed file equals the uninterrupted one, config attribute included."""
-    from synapto import faults
+    from synapto.common import faults
 
     class Stop(Exception):
         pass
@@ -291,7 +291,7 @@ def test_a_full_disk_while_the_run_file_grows_says_so(tmp_path, monkeypatch):
     import synapto
     import synapto.store.evolve as store_evolve
     import synapto.store.files as files
-    from synapto.errors import DiskFullError
+    from synapto.common.errors import DiskFullError
 
     monkeypatch.setattr(store_evolve, "FIRST_ROWS", 2)  # the file outgrows its rows at generation 2
     reserve = files.reserve_space

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from synapto import seeding
+from synapto.common import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_evolution
 from synapto.parallel.farm import SerialFarm

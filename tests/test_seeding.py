@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from synapto import seeding
-from synapto.seeding import Stream
+from synapto.common import seeding
+from synapto.common.seeding import Stream
 
 
 def test_seed_is_a_pure_function_of_its_keys():

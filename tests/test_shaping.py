@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_run, kill_group, run_cli, start_cli, wait_for_line
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.shaping import ShapedEnv, Shaping
 from synapto.store import RunData
 

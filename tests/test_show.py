@@ -283,7 +283,7 @@ def test_help_describes_the_command(capsys):
 def test_batched_outcomes_are_one_env_at_a_times(path, monkeypatch):
     """Test episodes evaluated in lockstep (refills and compaction included) record the
     outcomes one env at a time records; CartPole's time limit (500 steps) is out of time."""
-    from synapto import seeding
+    from synapto.common import seeding
     from synapto.evolution.worker import batched, vector_env
     from synapto.evolution.worker.batched import BatchedEvaluator
     from synapto.evolution.worker.spec import EvolveSpec

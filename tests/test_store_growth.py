@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from synapto.cli import main
-from synapto.shell import synapto_command
+from synapto.common.shell import synapto_command
 from synapto.store import compare
 
 RUN = [

@@ -8,22 +8,22 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "synapto"
 #: what synapto.store may import from synapto (besides itself): the rebuilding of stored
 #: genomes (noise keys, GA lineages) included
-#: synapto.resources and synapto.folders are leaves beside synapto.errors (limits; folder checks),
+#: synapto.resources and synapto.common.folders are leaves beside synapto.common.errors (limits; folder checks),
 #: importing nothing else of synapto: the store checks an --out folder with folders
 STORE_MAY_IMPORT = {
-    "synapto.errors",
-    "synapto.faults",
-    "synapto.config",
+    "synapto.common.errors",
+    "synapto.common.faults",
+    "synapto.common.config",
     "synapto.ppo.config",
-    "synapto.noise",
+    "synapto.common.noise",
     "synapto.lineage",
     "synapto.resources",
-    "synapto.folders",
+    "synapto.common.folders",
 }
 
 
 def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports (``from synapto import faults`` counts as synapto.faults)."""
+    """Every module ``path`` imports (``from synapto import faults`` counts as synapto.common.faults)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):

@@ -7,8 +7,8 @@ import pytest
 
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.common.errors import UsageError
 from synapto.envs import SpaceInfo, make_env
-from synapto.errors import UsageError
 from synapto.evolution.strategies.base import Feedback, check_never_revived, strategy_class
 from synapto.evolution.strategies.es import centred_ranks
 from synapto.evolution.worker.evaluate import evaluate

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from synapto.cli import main
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.store import RunData
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.agents.pruned_mlp import PrunedMLP
+from synapto.common.errors import UsageError
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError
 from synapto.evolution.strategies import prune
 from synapto.evolution.strategies.base import Candidates, Champion, Feedback, Strategy, check_never_revived
 from synapto.evolution.strategies.hall import HallOfFame

@@ -21,7 +21,7 @@ else:
 
 from optuna.trial import TrialState
 
-from synapto.config import tomllib
+from synapto.common.config import tomllib
 
 LR = "[params]\nlr = { log_uniform = [0.001, 0.3] }\nsigma = { uniform = [0.02, 0.3] }\n"
 QUICK = ["--seeds", 1000, "--score-episodes", 5, "--milestones", 2, "--pruner", "none"]
@@ -105,7 +105,7 @@ def test_a_sample_whose_config_breaks_a_rule_fails_and_the_study_ends(capsys, tm
 def test_a_trial_started_while_another_runs_samples_another_point(capsys, tmp_path):
     """Another process's trial 0 is running (its parameters sampled as tune samples a first
     trial): the trial this process starts must not evaluate the same point."""
-    from synapto.seeding import sampler_seed
+    from synapto.common.seeding import sampler_seed
 
     base, space = files(tmp_path)
     db = tmp_path / "shared.db"

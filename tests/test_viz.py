@@ -25,7 +25,7 @@ else:
 
 import matplotlib
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 TINY = ["--env", "CartPole-v1", "--population", "6", "--episodes", "1", "--test-episodes", "2", "--hidden", "3"]
 
@@ -320,8 +320,8 @@ def test_render_champion_gif_reproduces_test_returns(runs, tmp_path):
 def test_gif_caption_is_outside_the_env_pixels_and_the_first_frame_shows_the_lander(tmp_path):
     """The caption band sits above the env's frame: the first frame's lower part is the env's own
     picture at reset (the lander at the top of the screen included), up to the GIF's palette."""
+    from synapto.common.seeding import test_seeds
     from synapto.envs import make_env
-    from synapto.seeding import test_seeds
     from synapto.viz.render import render_run
 
     run = tmp_path / "lunar.h5"

@@ -22,7 +22,7 @@ class HangCartPole(CartPoleEnv):
 
 class ScoreFailCartPole(CartPoleEnv):
     def reset(self, *, seed=None, options=None):
-        from synapto.seeding import tuning_seeds
+        from synapto.common.seeding import tuning_seeds
 
         if seed is not None and seed in set(tuning_seeds(1000, 5).tolist()):
             raise RuntimeError("simulated failure on a scoring episode")

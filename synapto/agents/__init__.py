@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 
 from synapto.agents.base import Agent
+from synapto.common.errors import UsageError, option_value
 from synapto.envs import space_info
-from synapto.errors import UsageError, option_value
 
 BUILTIN = {
     "pruned-mlp": "synapto.agents.pruned_mlp:PrunedMLP",

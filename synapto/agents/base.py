@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from synapto.common.errors import UsageError, option
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError, option
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from synapto.agents.base import Agent, Block, GenomeLayout, Policy, check_fraction, layer_shapes
 from synapto.agents.batched.mlp import MLPBatchPolicy
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 class MLPPolicy(Policy):

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from synapto import seeding
 from synapto.agents import build_agent
 from synapto.bench.common import md_table
+from synapto.common import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.evaluate import Evaluator
 from synapto.evolution.worker.fast_box2d import evaluate_tasks

@@ -10,7 +10,7 @@
 * :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
   machine's 1-minute load average, printed beside every timing;
 * :func:`run_logged` -- the one way a benchmark runs a command: its output time-stamped
-  into a log, its wall time, a failure as one :class:`~synapto.errors.UsageError`;
+  into a log, its wall time, a failure as one :class:`~synapto.common.errors.UsageError`;
   :func:`children_cpu` -- the CPU seconds of the commands run so far.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -174,7 +174,7 @@ def _stop(proc: subprocess.Popen, fired, grace: float = 120.0) -> None:
 def run_logged(cmd: Sequence[str], log: Path, append: bool = False, timeout: float | None = None) -> Logged:
     """Run ``cmd`` (in :func:`child_env`), time-stamping every output line on arrival; the log
     (after what it holds, with ``append``) keeps the command and the stamped lines.  A failed
-    run raises a :class:`~synapto.errors.UsageError` naming the command and the log, with the
+    run raises a :class:`~synapto.common.errors.UsageError` naming the command and the log, with the
     output's tail; an interrupted one is terminated.  After ``timeout`` seconds the command
     is sent SIGTERM (it may stop as it likes: ``evolve`` saves its checkpoint) and its exit
     status is not checked: :attr:`Logged.timed_out` says so."""

@@ -48,13 +48,13 @@ import typer
 
 from synapto.agents import build_agent
 from synapto.bench.common import md_table
+from synapto.common.errors import UsageError
+from synapto.common.seeding import test_seeds
 from synapto.envs import make_env
-from synapto.errors import UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.evaluate import evaluate
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.evaluate import test_policy
-from synapto.seeding import test_seeds
 from synapto.store import PPORun, RunData
 
 THRESHOLDS = {

@@ -33,17 +33,17 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto import seeding
 from synapto.agents import build_agent
 from synapto.bench import box2d
 from synapto.bench.common import cpu_count, md_table
+from synapto.common import seeding
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.envs import _gym, space_info
-from synapto.errors import UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.batched import batching_farm
 from synapto.evolution.worker.spec import EvolveSpec
 from synapto.evolution.worker.tasks import Episodes, EvalTask
-from synapto.folders import check_out_dir
 from synapto.parallel.farm import make_farm
 from synapto.parallel.launch import find_mpiexec
 

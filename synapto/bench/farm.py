@@ -36,9 +36,9 @@ import numpy as np
 import typer
 
 from synapto.bench.common import cpu_count, load_average, md_table, run_logged
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
-from synapto.noise import KEY_WIDTH, Samples
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
+from synapto.common.noise import KEY_WIDTH, Samples
 from synapto.parallel.farm import make_farm
 from synapto.parallel.launch import find_mpiexec
 from synapto.store import RunData

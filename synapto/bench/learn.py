@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import typer
 
-from synapto import declare
 from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, run_logged
-from synapto.declare import Request, opt
-from synapto.errors import UsageError
+from synapto.common import declare
+from synapto.common.declare import Request, opt
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.evolution.config import EvolveConfig
-from synapto.folders import check_out_dir
 from synapto.store import RunData
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}

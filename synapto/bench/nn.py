@@ -22,9 +22,9 @@ import typer
 
 from synapto.agents.hebbian_dag import HebbianDAG
 from synapto.bench.common import md_table
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.envs import SpaceInfo
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
 from synapto.ppo.adam import Adam
 from synapto.ppo.nn import MLP, init_params
 

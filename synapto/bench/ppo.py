@@ -33,9 +33,9 @@ import numpy as np
 import typer
 
 from synapto.bench.common import cpu_count, load_average, run_logged
-from synapto.declare import Request, command, multi_value_flags, opt
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
+from synapto.common.declare import Request, command, multi_value_flags, opt
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.ppo.config import parse_hid, safe_name
 from synapto.store import PPORun
 

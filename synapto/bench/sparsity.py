@@ -26,13 +26,13 @@ from pathlib import Path
 
 import typer
 
-from synapto import declare
 from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, run_logged
 from synapto.bench.learn import champion_summary, check_command
 from synapto.bench.sparsity_report import plot, render_markdown, summarise
-from synapto.declare import Request, multi_value_flags, opt
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
+from synapto.common import declare
+from synapto.common.declare import Request, multi_value_flags, opt
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.store import RunData
 
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)

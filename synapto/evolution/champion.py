@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synapto import seeding
+from synapto.common import seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.generation import Evaluations, num
 from synapto.evolution.strategies.base import Champion, rank_order

@@ -1,14 +1,14 @@
 """The ``evolve`` command: its options are declared once, as the fields of
 :data:`synapto.evolution.config.EVOLVE_OPTIONS` (the help shows the default experiment's
 values, :mod:`synapto.defaults`, which are :class:`EvolveConfig`'s defaults), and handed as one
-:class:`synapto.declare.Request` to :func:`synapto.evolution.command.evolve_command`, which
+:class:`synapto.common.declare.Request` to :func:`synapto.evolution.command.evolve_command`, which
 does the rest.  Registered on synapto's app by :func:`register`."""
 
 from __future__ import annotations
 
 import typer
 
-from synapto.declare import Request, command
+from synapto.common.declare import Request, command
 from synapto.evolution.command import evolve_command
 from synapto.evolution.config import EVOLVE_OPTIONS
 

@@ -2,7 +2,7 @@
 (the command line's over a config file's), the checks, the relaunch under MPI, the farm,
 the reports of a stopped run, and ``--resume``'s checks against the run it continues.
 
-Bad input raises :class:`synapto.errors.UsageError` (one line, exit 2, printed by
+Bad input raises :class:`synapto.common.errors.UsageError` (one line, exit 2, printed by
 :func:`synapto.cli.main`); a stopped run exits with its documented code.
 """
 
@@ -17,9 +17,12 @@ import typer
 
 from synapto import defaults
 from synapto.agents import build_agent
-from synapto.declare import Request
-from synapto.errors import DiskFullError, TrackingError, UsageError
-from synapto.estimate import estimate
+from synapto.common.declare import Request
+from synapto.common.errors import DiskFullError, TrackingError, UsageError
+from synapto.common.estimate import estimate
+from synapto.common.logs import say as _log
+from synapto.common.options import check_distinct, layer_sizes, out_for_seed
+from synapto.common.shell import next_lines, synapto_command
 from synapto.evolution.config import TABLES, VALUE_OPTIONS, EvolveConfig, file_values, run_values
 from synapto.evolution.loop import RunStopped, run_evolution
 from synapto.evolution.progress import Budget, plain_every
@@ -28,13 +31,10 @@ from synapto.evolution.resuming import nothing_to_do, resume_check, resume_state
 from synapto.evolution.run_options import EVOLVE_RUN_KEYS, EvolveRun, RunOptions, resolve_population
 from synapto.evolution.strategies import make_strategy, strategy_class
 from synapto.evolution.worker import fast_box2d
-from synapto.logs import say as _log
-from synapto.options import check_distinct, layer_sizes, out_for_seed
 from synapto.parallel.farm import make_farm
 from synapto.parallel.launch import env_rank, record_run, start_ranks, under_mpi, world
 from synapto.parallel.stopping import StopSignals
 from synapto.resources import check_memory, check_run_file, evolve_memory
-from synapto.shell import next_lines, synapto_command
 from synapto.store import check_output_path, check_writable
 from synapto.tracking.writers import tracking_callbacks
 

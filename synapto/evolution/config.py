@@ -1,14 +1,14 @@
 """The evolution run's configuration, frozen dataclasses validated on creation: what a run
 computes (:class:`EvolveConfig`, whose fields are ``evolve``'s options, declared once:
-:mod:`synapto.declare`), the keys its config files may hold, and the one reading of a run's
+:mod:`synapto.common.declare`), the keys its config files may hold, and the one reading of a run's
 values from a config file, the default experiment and the options given (:func:`file_values`,
 :func:`run_values`).  How a run is executed: :mod:`synapto.evolution.run_options`
 (:class:`RunOptions`, :class:`~synapto.evolution.run_options.EvolveRun`).
 
-Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.config`) <
+Precedence: dataclass defaults < ``--config FILE.toml`` (:mod:`synapto.common.config`) <
 command-line options.  Library code never reads argv; the evolve command
 (:mod:`synapto.evolution.command`) and the Python API (:mod:`synapto.api`) build these objects.
-Errors name a field as its user gave it (:func:`synapto.errors.option`): ``population must be
+Errors name a field as its user gave it (:func:`synapto.common.errors.option`): ``population must be
 ...`` from Python, ``--population must be ...`` from the command line (a config file's key is
 that option's name).  The env id is checked when the config is built (registered with
 gymnasium, or ``module:Env-v0`` whose module registers it on import): an env registered by
@@ -26,10 +26,11 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from synapto import defaults as experiment
-from synapto.config import load_toml, one_seed
-from synapto.declare import flag, names, opt
+from synapto.common.config import load_toml, one_seed
+from synapto.common.declare import flag, names, opt
+from synapto.common.errors import UsageError, on_command_line, option
+from synapto.common.options import hidden_layers, key_values, table
 from synapto.envs import EnvOptions, check_env_id
-from synapto.errors import UsageError, on_command_line, option
 from synapto.evolution.run_options import (
     CHOOSE,
     EVOLVE_RUN_KEYS,
@@ -44,7 +45,6 @@ from synapto.evolution.run_options import (
 )
 from synapto.evolution.strategies import strategy_class
 from synapto.evolution.worker.fast_box2d import check_backend
-from synapto.options import hidden_layers, key_values, table
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)

@@ -3,7 +3,7 @@ tell the strategy -- and what the run file and the log line make of it.
 
 The loop (:mod:`synapto.evolution.loop`) calls :func:`run_generation` once per
 generation; everything random comes from the strategy's Generator and the seeds of
-:mod:`synapto.seeding`, so a generation is a pure function of the strategy's state.
+:mod:`synapto.common.seeding`, so a generation is a pure function of the strategy's state.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synapto import faults, seeding
+from synapto.common import faults, seeding
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies.base import Candidates, Feedback, Strategy, rank_order
 from synapto.evolution.worker.tasks import Episodes, EvalResult, EvalTask, SampleContext, merge_episodes
 from synapto.parallel.results import Failure, Farm, MapStats, Results, TaskFailed
 
 if TYPE_CHECKING:
+    from synapto.common.noise import Samples
     from synapto.lineage import Lineage
-    from synapto.noise import Samples
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,8 @@ class Generation:
     warnings: list[str] = field(default_factory=list)
     #: the strategy's arrays of this generation (``record_arrays`` before it was told)
     strategy_arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    #: the genomes as centre, step sizes and noise keys (:class:`synapto.noise.Samples`), if the strategy has them
+    #: the genomes as centre, step sizes and noise keys (:class:`synapto.common.noise.Samples`), if the strategy has
+    #: them
     samples: Samples | Lineage | None = None
 
     def datasets(self, compact: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto import seeding
 from synapto.agents import build_agent
+from synapto.common import seeding
+from synapto.common.shell import synapto_command
 from synapto.evolution import champion as final
 from synapto.evolution.config import EvolveConfig, RunOptions
 from synapto.evolution.generation import (
@@ -48,7 +49,6 @@ from synapto.evolution.worker.batched import batching_farm
 from synapto.evolution.worker.fast_box2d import require
 from synapto.evolution.worker.spec import EvolveSpec
 from synapto.parallel.results import Farm, FarmInterrupted
-from synapto.shell import synapto_command
 from synapto.store import (
     Checkpoint,
     EvolveRunWriter,

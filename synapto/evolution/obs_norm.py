@@ -2,7 +2,7 @@
 frozen per generation; the workers' side of it.
 
 Workers count the observations of training episodes (count, sum and sum of squares
-per component, in float64: :class:`synapto.moments.RunningMoments`) and return them with each
+per component, in float64: :class:`synapto.common.moments.RunningMoments`) and return them with each
 result.  The coordinator adds them up in task order -- so the totals are the same for any number of ranks -- and
 after each generation freezes the normalisation the next generation's policies see::
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synapto.moments import RunningMoments
+from synapto.common.moments import RunningMoments
 
 #: normalised observations are clipped to [-CLIP, CLIP]
 CLIP = 5.0
@@ -28,7 +28,7 @@ MIN_VAR = 1e-2
 
 
 class ObsStats(RunningMoments):
-    """Running totals of observations (the coordinator's): :class:`~synapto.moments.RunningMoments`
+    """Running totals of observations (the coordinator's): :class:`~synapto.common.moments.RunningMoments`
     without a prior, added up from the workers' results."""
 
     def __init__(self, obs_dim: int):

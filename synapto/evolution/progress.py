@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.generation import num
 from synapto.parallel.launch import under_mpi
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto import seeding
-from synapto.errors import RunFileError, UsageError
+from synapto.common import seeding
+from synapto.common.errors import RunFileError, UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import restore_strategy, spec_of
 from synapto.evolution.obs_norm import ObsStats

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.loop import run_status
 from synapto.evolution.resuming import resume_state
 from synapto.parallel.restart import current

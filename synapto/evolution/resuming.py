@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from synapto.errors import UsageError, on_command_line, option, option_value
+from synapto.common.errors import UsageError, on_command_line, option, option_value
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import run_status
 from synapto.evolution.progress import Budget

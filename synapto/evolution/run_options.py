@@ -1,7 +1,7 @@
 """How a run is started and executed, from the command line (``evolve``) or from Python
 (:func:`synapto.evolve`): the options of ``evolve`` that are no field of
 :class:`synapto.evolution.config.EvolveConfig` -- the strategy's :class:`Shorthands`, the run's
-own :class:`EvolveRun` and :class:`RunOptions` -- declared once (:mod:`synapto.declare`), and
+own :class:`EvolveRun` and :class:`RunOptions` -- declared once (:mod:`synapto.common.declare`), and
 the panels of ``evolve``'s help."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from synapto.declare import names, opt
-from synapto.errors import UsageError, option
+from synapto.common.declare import names, opt
+from synapto.common.errors import UsageError, option
 
 #: the panels of ``evolve``'s help
 RUN, SEARCH, CHOOSE = "The run", "Strategy", "Validation, selection, test"

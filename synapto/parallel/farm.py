@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from synapto.blas import limit_blas_threads
+from synapto.common.blas import limit_blas_threads
 from synapto.parallel.coordinator import MPIFarm
 from synapto.parallel.deadline import Deadline, run_task
 from synapto.parallel.launch import abort_job, world

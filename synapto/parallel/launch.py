@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.parallel.restart import watch_address
 from synapto.parallel.supervise import fault_path
 

@@ -17,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from synapto.declare import Request, command, multi_value_flags
-from synapto.errors import UsageError
-from synapto.logs import say as _log
+from synapto.common.declare import Request, command, multi_value_flags
+from synapto.common.errors import UsageError
+from synapto.common.logs import say as _log
 from synapto.ppo.command import RunOptions, ppo_command
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.evaluate import evaluate_run

@@ -4,7 +4,7 @@ values over a config file's, or a run file's on ``--resume``), every check made 
 a process starts or a file is written, the relaunch under MPI, and the runs
 (:func:`synapto.ppo.train.train`, which checks nothing of this again).
 
-Bad input raises :class:`synapto.errors.UsageError` (one line, exit 2, printed by
+Bad input raises :class:`synapto.common.errors.UsageError` (one line, exit 2, printed by
 :func:`synapto.cli.main`).
 """
 
@@ -18,18 +18,18 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.declare import Request, names, opt
+from synapto.common.declare import Request, names, opt
+from synapto.common.errors import UsageError
+from synapto.common.logs import say as _log
+from synapto.common.options import agree, check_distinct, out_for_seed
+from synapto.common.shell import next_lines, synapto_command
 from synapto.envs import space_info
-from synapto.errors import UsageError
-from synapto.logs import say as _log
-from synapto.options import agree, check_distinct, out_for_seed
 from synapto.parallel.launch import start_ranks, under_mpi, world
 from synapto.ppo.config import EXEC, RUN, TRACK, PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
 from synapto.ppo.progress import log_dir
 from synapto.ppo.threads import update_threads
 from synapto.ppo.train import local_envs, train
 from synapto.resources import check_memory as check_need, ppo_memory
-from synapto.shell import next_lines, synapto_command
 from synapto.store import PPORun, check_output_path, check_writable
 from synapto.tracking.writers import tracking_callbacks
 

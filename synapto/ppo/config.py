@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
-from synapto.config import load_toml, one_seed
-from synapto.declare import opt
-from synapto.errors import UsageError
-from synapto.options import layer_sizes
+from synapto.common.config import load_toml, one_seed
+from synapto.common.declare import opt
+from synapto.common.errors import UsageError
+from synapto.common.options import layer_sizes
 
 #: keys a ``--config`` TOML file may hold: the fields below plus how to run them.
 RUN_KEYS = frozenset({"cpu", "out"})
@@ -38,7 +38,7 @@ def _opt(default, panel: str, help: str, **meta):
 @dataclass(frozen=True)
 class PPOConfig:
     """Everything that determines a PPO run's results (given the number of ranks); each
-    field an option of ``synapto ppo`` (:mod:`synapto.declare`)."""
+    field an option of ``synapto ppo`` (:mod:`synapto.common.declare`)."""
 
     env: str = _opt("BipedalWalker-v3", RUN, "Gymnasium environment id.")
     hid: tuple[int, ...] = _opt(
@@ -268,7 +268,7 @@ def parse_hid(values: None) -> None: ...
 def parse_hid(values: list[str] | tuple) -> tuple[int, ...]: ...
 def parse_hid(values: list[str] | tuple | None) -> tuple[int, ...] | None:
     """``--hid 32 32``, ``--hid 32,32``, ``--hid "[32,32]"`` or ``--hid "(32, 32)"`` -> ``(32, 32)``
-    (:func:`synapto.options.layer_sizes`, the spellings of ``evolve --hidden`` too)."""
+    (:func:`synapto.common.options.layer_sizes`, the spellings of ``evolve --hidden`` too)."""
     if values is None:
         return None
     sizes = layer_sizes("--hid", values)

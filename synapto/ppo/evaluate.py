@@ -7,14 +7,14 @@ import dataclasses
 
 import numpy as np
 
-from synapto.blas import limit_blas_threads
-from synapto.errors import RunFileError
+from synapto.common.blas import limit_blas_threads
+from synapto.common.errors import RunFileError
+from synapto.common.seeding import Stream, int_seed
 from synapto.outcomes import NOT_RUN, magnitude, outcome
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import normalise
 from synapto.ppo.policy import Policy
-from synapto.seeding import Stream, int_seed
 from synapto.store import PPORun
 
 

@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from synapto.common.seeding import Stream, generator
 from synapto.parallel.collectives import Collectives
-from synapto.seeding import Stream, generator
 
 clock = time.perf_counter
 

@@ -133,7 +133,7 @@ class MLP:
         """Outputs for a batch ``x`` (n, in).  The result lives in ``ws`` (reused by the next call).
 
         A hidden layer is ``z = [a, 1] @ [W; b]``, then ``tanh`` in the exp form of
-        :func:`synapto.fastmath.tanh_`, stopping at ``1 + tanh`` in ``z`` (kept,
+        :func:`synapto.common.fastmath.tanh_`, stopping at ``1 + tanh`` in ``z`` (kept,
         contiguous, for the backward pass) and writing ``tanh`` into the augmented output.
         """
         if ws is None:

@@ -1,7 +1,7 @@
 """PPO's running normalisation of observations (``obs_norm``) and rewards (``reward_scale``),
 as rl-zoo's ``normalize: true`` does it, over MPI ranks and exactly resumable.
 
-Both keep running moments (:class:`synapto.moments.RunningMoments`) -- a count, and per
+Both keep running moments (:class:`synapto.common.moments.RunningMoments`) -- a count, and per
 component a sum and a sum of squares, in float64 -- started from a prior of weight ``1e-4`` with
 mean 0 and variance 1 (so the first values are not divided by a variance of 0)::
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synapto.moments import RunningMoments
+from synapto.common.moments import RunningMoments
 
 PRIOR = 1e-4  #: weight of the prior (mean 0, variance 1) in the moments
 EPS = 1e-8  #: added to the variance before its square root
@@ -36,7 +36,7 @@ CLIP = 10.0  #: normalised observations and scaled rewards are clipped to [-CLIP
 
 
 class Moments:
-    """Running moments (:class:`~synapto.moments.RunningMoments`, with the prior) over MPI ranks:
+    """Running moments (:class:`~synapto.common.moments.RunningMoments`, with the prior) over MPI ranks:
     ``base`` (every rank's, up to this epoch) plus this rank's additions since (``local``)."""
 
     def __init__(self, dim: int):

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from synapto.errors import DiskFullError, UsageError
+from synapto.common.errors import DiskFullError, UsageError
+from synapto.common.shell import synapto_command
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.policy import Policy, ValueFunction
 from synapto.ppo.progress import ProgressWriter, log_dir
-from synapto.shell import synapto_command
 from synapto.store import PPORun, PPORunWriter, RunLock, prepare_resume, writing
 
 if TYPE_CHECKING:

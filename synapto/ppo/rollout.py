@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
+from synapto.common.seeding import Stream, generator, int_seed
 from synapto.ppo.env import open_env
 from synapto.ppo.normalise import normalise
-from synapto.seeding import Stream, generator, int_seed
 
 clock = time.perf_counter
 

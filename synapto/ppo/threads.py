@@ -1,10 +1,10 @@
-"""Threads of the PPO update: the update's own two loops (BLAS threads: :mod:`synapto.blas`)."""
+"""Threads of the PPO update: the update's own two loops (BLAS threads: :mod:`synapto.common.blas`)."""
 
 from __future__ import annotations
 
 import os
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def update_threads() -> int:

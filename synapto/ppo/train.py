@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from synapto import faults
-from synapto.blas import limit_blas_threads
+from synapto.common import faults
+from synapto.common.blas import limit_blas_threads
+from synapto.common.errors import DiskFullError, UsageError
+from synapto.common.seeding import Stream, generator
 from synapto.envs import SpaceInfo
-from synapto.errors import DiskFullError, UsageError
 from synapto.parallel.collectives import Collectives, average_gradient
 from synapto.parallel.launch import abort_job
 from synapto.ppo.adam import Adam
@@ -57,7 +58,6 @@ from synapto.ppo.policy import Policy, ValueFunction
 from synapto.ppo.progress import log_dir
 from synapto.ppo.rollout import rollout
 from synapto.ppo.threads import update_threads
-from synapto.seeding import Stream, generator
 from synapto.store import writing
 from synapto.tracking.callbacks import GenerationReport, catch_up, close_all, notify
 

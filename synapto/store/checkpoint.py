@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto import faults
-from synapto.errors import RunFileError
+from synapto.common import faults
+from synapto.common.errors import RunFileError
 from synapto.store.files import (
     FORMAT,
     FORMAT_VERSION,
@@ -68,7 +68,7 @@ def write_checkpoint(
 
     Built in memory, written to a temporary file, fsync-ed, then ``os.replace``-d: a crash
     at any instant leaves either the old or the new checkpoint, never a mixture; a full
-    disk raises :class:`~synapto.errors.DiskFullError` with the temporary file removed.
+    disk raises :class:`~synapto.common.errors.DiskFullError` with the temporary file removed.
     """
     final = checkpoint_path(run_path)
     generation = int(scalars["generation"])

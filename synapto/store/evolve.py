@@ -25,7 +25,7 @@ Layout (G generations, P individuals, E episodes, n genome length, T test episod
     /samples/...        a centre strategy's generations (openai-es, pgpe, separable cmaes):
                         keys (G, R, 6) uint64, sigma (G,) or (G, n), scale (G, n) for "scaled";
                         with /strategy/centre and the root attribute ``samples`` (the kind)
-                        they rebuild every genome exactly (:class:`synapto.noise.Samples`,
+                        they rebuild every genome exactly (:class:`synapto.common.noise.Samples`,
                         :meth:`synapto.store.RunData.population`) in O(n) per generation
     /samples/...        or a GA's generations as lineages (root attributes ``samples="lineage"``,
                         ``lineage_bounds``, the segments, JSON): refs (G, 2k+1, 2) int64 the
@@ -82,8 +82,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto import faults
-from synapto.errors import DiskFullError, RunFileError, UsageError, option_set, option_value
+from synapto.common import faults
+from synapto.common.errors import DiskFullError, RunFileError, UsageError, option_set, option_value
 from synapto.store.checkpoint import checkpoint_path
 from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, STATS, Extras, per_generation
 from synapto.store.files import (

@@ -132,7 +132,7 @@ class Extras:
     obs_dim: int = 0  #: observation size (the obs_norm datasets; 0: none)
     #: ``/strategy/<name>``: the shape of one generation's row (``()`` for a figure)
     strategy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: the kind of :class:`synapto.noise.Samples` the generations are stored as ("": populations)
+    #: the kind of :class:`synapto.common.noise.Samples` the generations are stored as ("": populations)
     samples: str = ""
     #: ``/samples/<name>``: the shape of one generation's row (``keys`` is uint64, the rest float64)
     sample_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)

@@ -5,10 +5,10 @@
 - :func:`synapto.store.replace.replace_file`: build a file beside its final path, fsync
   it, then ``os.replace`` it there -- how every run file and checkpoint comes into being;
 - :func:`open_run`: open a run file for reading, validated (a one-line
-  :class:`~synapto.errors.RunFileError` for anything that is not a readable run);
+  :class:`~synapto.common.errors.RunFileError` for anything that is not a readable run);
 - :func:`open_append`: reopen a run file for writing rows into it;
 - :func:`synapto.store.replace.rewrite`: replace a run file by one built from it (on resume);
-- :func:`writing`: turns a full disk into a one-line :class:`~synapto.errors.DiskFullError`.
+- :func:`writing`: turns a full disk into a one-line :class:`~synapto.common.errors.DiskFullError`.
 
 **Crash safety without SWMR.**  A file is always created whole: built under a temporary
 name, fsync-ed, then renamed over its final path.  It holds every dataset at its size
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import DTypeLike
 
-from synapto.errors import DiskFullError, RunFileError, UsageError
+from synapto.common.errors import DiskFullError, RunFileError, UsageError
 from synapto.store.provenance import git_commit
 
 FORMAT = "synapto-run"

@@ -6,7 +6,7 @@ rebuilds or writes anything, and keeps it until it stops.  The lock is an
 ``fcntl.flock`` on that file: the kernel releases it when the process dies (``kill -9``
 included), so a crashed run never leaves a stale lock behind -- only, at worst, the
 empty ``.lock`` file, which the next run reuses.  A second process asking for the lock
-gets a one-line :class:`~synapto.errors.UsageError` (exit code 2) and has touched
+gets a one-line :class:`~synapto.common.errors.UsageError` (exit code 2) and has touched
 nothing.
 
 Releasing unlinks the lock file while still holding the lock; an acquirer checks
@@ -29,8 +29,8 @@ import socket
 import sys
 from pathlib import Path
 
-from synapto.errors import UsageError, option, option_set, option_value
-from synapto.folders import check_out_dir
+from synapto.common.errors import UsageError, option, option_set, option_value
+from synapto.common.folders import check_out_dir
 
 #: errno values of a file system that does not implement flock
 _NO_FLOCK = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL}

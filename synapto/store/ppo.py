@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import RunFileError, UsageError
+from synapto.common.errors import RunFileError, UsageError
 from synapto.store.files import (
     close_quietly,
     estimate_size,

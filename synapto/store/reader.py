@@ -4,7 +4,7 @@ Everything outside :mod:`synapto.store` reads run files through it (replay, resu
 the viz commands, export, the benchmarks).  Only completed rows are returned
 (``/completed`` generations or epochs): rows past it belong to one that did not finish.
 Data that fails its checksum (or any other HDF5 read error) is a one-line
-:class:`~synapto.errors.RunFileError`, whichever method met it.
+:class:`~synapto.common.errors.RunFileError`, whichever method met it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import RunFileError
+from synapto.common.errors import RunFileError
+from synapto.common.noise import Samples
 from synapto.lineage import agent_of, read_lineage, rebuild
-from synapto.noise import Samples
 from synapto.store.files import open_run
 from synapto.store.ppo import PROGRESS_COLUMNS, STATS as PPO_STATS, read_checkpoint_slot, read_params
 
@@ -231,7 +231,7 @@ class RunData:
         return "samples" in self._f
 
     def samples(self, generation: int):
-        """Generation ``generation`` as a :class:`synapto.noise.Samples` (compact files only)."""
+        """Generation ``generation`` as a :class:`synapto.common.noise.Samples` (compact files only)."""
         if not self.compact:
             raise RunFileError(f"{str(self.path)!r} stores populations, not samples")
         generation = generation + self.completed if generation < 0 else generation

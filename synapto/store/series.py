@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import RunFileError
+from synapto.common.errors import RunFileError
 from synapto.store.evolve_rows import STATS, TIMING
 from synapto.store.ppo import PROGRESS_COLUMNS
 from synapto.store.reader import RunData

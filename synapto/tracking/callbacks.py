@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synapto import faults
+from synapto.common import faults
 
 
 @dataclass(frozen=True)

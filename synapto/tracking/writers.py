@@ -9,9 +9,9 @@ import math
 from pathlib import Path
 from typing import Any, TextIO
 
-from synapto.errors import TrackingError, UsageError
-from synapto.folders import check_out_dir
-from synapto.logs import debug
+from synapto.common.errors import TrackingError, UsageError
+from synapto.common.folders import check_out_dir
+from synapto.common.logs import debug
 from synapto.tracking.callbacks import GenerationReport, timing_debug
 from synapto.tracking.event_files import EventFile, steps_held
 

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
+from synapto.common.options import hidden_layers
 from synapto.evolution.command import check_evolve_memory
 from synapto.evolution.config import EVOLVE_KEYS, EvolveConfig, file_values, resolve_population, run_values
 from synapto.evolution.run_options import STRATEGY_SHORTHANDS
 from synapto.evolution.strategies import make_strategy
-from synapto.options import hidden_layers
 from synapto.ppo.config import load_ppo_toml
 
 #: the option tables a sampled name may reach into (``strategy_options.init_std``)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import typer
 
-from synapto.declare import Request, command, multi_value_flags, opt
-from synapto.errors import UsageError
+from synapto.common.declare import Request, command, multi_value_flags, opt
+from synapto.common.errors import UsageError
+from synapto.common.logs import say
+from synapto.common.shell import next_lines, synapto_command
 from synapto.evolution.config import file_values
 from synapto.evolution.run_options import check_task_timeout
-from synapto.logs import say
-from synapto.shell import next_lines, synapto_command
 from synapto.tune.base import load_base, with_params
 from synapto.tune.best import best_path, trials_dir, write_best
 from synapto.tune.report import report
@@ -41,7 +41,7 @@ def _require_optuna() -> None:
 
 @dataclass(frozen=True)
 class TuneOptions:
-    """``tune``'s options (:mod:`synapto.declare`)."""
+    """``tune``'s options (:mod:`synapto.common.declare`)."""
 
     config: Path | None = opt(
         None,

@@ -11,8 +11,8 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from synapto.errors import UsageError
-from synapto.shell import next_lines
+from synapto.common.errors import UsageError
+from synapto.common.shell import next_lines
 from synapto.tune.best import study_stem
 
 REMINDER = (

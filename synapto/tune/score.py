@@ -1,7 +1,7 @@
 """The tuning score: a finished run's champion on episodes of the TUNE stream.
 
 Settings are tuned on seeds no benchmark uses and scored on ``episodes`` episodes of
-``synapto.seeding.tuning_seeds(run seed, episodes)``: neither the training, validation,
+``synapto.common.seeding.tuning_seeds(run seed, episodes)``: neither the training, validation,
 selection nor test stream, so tuning never sees a test episode.  ``synapto tune`` uses it
 as its objective and ``scripts/tune_score.py`` prints it for hand-tuned runs.
 """
@@ -15,9 +15,9 @@ import numpy as np
 
 from synapto.agents import build_agent
 from synapto.api import rollout
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
+from synapto.common.seeding import tuning_seeds
 from synapto.evolution.config import EvolveConfig
-from synapto.seeding import tuning_seeds
 from synapto.store import RunData
 
 

@@ -29,8 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from synapto.config import tomllib
-from synapto.errors import UsageError
+from synapto.common.config import tomllib
+from synapto.common.errors import UsageError
 from synapto.evolution.run_options import STRATEGY_SHORTHANDS
 from synapto.tune.base import NOT_TUNED, TABLES, checked_config, tunable_names, with_params
 

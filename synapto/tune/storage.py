@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 #: the tables of an Optuna database (a file without them is not a study)
 OPTUNA_TABLES = frozenset({"studies", "trials", "alembic_version"})

@@ -15,7 +15,7 @@ reruns it: finished trials are kept, nothing is counted twice.
 Sharing.  A trial's sampler seed is (``--sampler-seed``, its sample index): the number of
 trials before it that sampled (reruns and surplus trials left out).  Processes that start
 trials at once sample distinct points, and a study that was killed and continued samples
-what an uninterrupted one samples (:func:`synapto.seeding.sampler_seed`; Hyperband's
+what an uninterrupted one samples (:func:`synapto.common.seeding.sampler_seed`; Hyperband's
 brackets depend on trial numbers, which a rerun trial shifts).  A trial that finds
 ``--trials`` trials before it (finished, running or queued: several processes asked at
 once) is surplus: it ends FAIL before it samples, marked ``surplus``, and is neither run
@@ -32,8 +32,8 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-from synapto.errors import UsageError
-from synapto.seeding import sampler_seed as seed_for
+from synapto.common.errors import UsageError
+from synapto.common.seeding import sampler_seed as seed_for
 from synapto.tune.process import token_alive
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

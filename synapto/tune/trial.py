@@ -25,10 +25,10 @@ from typing import NoReturn
 import numpy as np
 
 from synapto.api import evolve
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
+from synapto.common.logs import debug
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.loop import RunStopped
-from synapto.logs import debug
 from synapto.store import RunData
 from synapto.tune.base import checked_config, trial_config, with_params
 from synapto.tune.process import process_token

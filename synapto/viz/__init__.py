@@ -18,8 +18,8 @@ import importlib
 import os
 from pathlib import Path
 
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.store import writing
 from synapto.store.replace import fsync, fsync_dir
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.common.errors import UsageError
+from synapto.common.seeding import test_seeds
 from synapto.envs import make_env
-from synapto.errors import UsageError
 from synapto.policies import Pick, pick_genome
-from synapto.seeding import test_seeds
 from synapto.store.series import run_kind
 from synapto.viz import check_image_out, matplotlib_figure, write_output
 

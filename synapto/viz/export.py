@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 from synapto.policies import load_policy
 from synapto.policy_export import OBS_DTYPES, require_onnx, write_npz, write_onnx
 from synapto.store import RunData

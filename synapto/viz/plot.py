@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.common.errors import UsageError
 from synapto.envs import EnvOptions
-from synapto.errors import UsageError
 from synapto.store.series import RunSeries, read_run
 from synapto.viz import AXES, check_image_out, matplotlib_figure, write_output
 

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from synapto.common.errors import RunFileError, UsageError
+from synapto.common.seeding import Stream, int_seed, test_seeds
 from synapto.envs import make_env, prepare_headless_render, render_failed, space_info
-from synapto.errors import RunFileError, UsageError
 from synapto.policies import pick_genome
 from synapto.ppo.config import PPOConfig
 from synapto.ppo.normalise import normalise
 from synapto.ppo.policy import Policy
-from synapto.seeding import Stream, int_seed, test_seeds
 from synapto.store import PPORun
 from synapto.store.series import run_kind
 from synapto.viz import check_image_out, require, write_output

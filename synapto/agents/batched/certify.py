@@ -29,7 +29,7 @@ from synapto.agents.base import Agent, Policy
 
 U32 = 2.0**-24  #: float32 unit roundoff
 U64 = 2.0**-53  #: float64 unit roundoff
-#: absolute error bound of :func:`synapto.fastmath.tanh_` in float32 (3.1 u measured; the tests check it)
+#: absolute error bound of :func:`synapto.common.fastmath.tanh_` in float32 (3.1 u measured; the tests check it)
 TANH32_ERR = 16 * U32
 #: absolute error bound of ``np.tanh`` in float64 (the one-row path)
 TANH64_ERR = 4 * U64

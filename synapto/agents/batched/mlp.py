@@ -13,7 +13,7 @@ import numpy as np
 from synapto.agents.base import Agent
 from synapto.agents.batched.certify import ExactRows, argmax_margin, certify, decision_bounds
 from synapto.agents.batched.rows import RowsLastBatchPolicy, batch_actions, rows_product
-from synapto.fastmath import tanh_
+from synapto.common.fastmath import tanh_
 
 if TYPE_CHECKING:
     from synapto.agents.batched.rows import LayeredAgent
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 class MLPBatchPolicy(RowsLastBatchPolicy):
     """Rows last: weights (in, out, rows), activities (units, rows); one ``einsum`` and
-    one in-place :func:`synapto.fastmath.tanh_` per layer, into buffers made once per width.
+    one in-place :func:`synapto.common.fastmath.tanh_` per layer, into buffers made once per width.
 
     Discrete actions: float32 with certified decisions (see :mod:`synapto.agents.batched.certify`): every
     action is the one-row policy's, bit for bit.  Box actions: float64, within rounding

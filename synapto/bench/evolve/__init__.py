@@ -73,7 +73,7 @@ from synapto.bench.evolve.runs import (
     run_work,
     summarise_run,
 )
-from synapto.folders import check_out_dir
+from synapto.common.folders import check_out_dir
 from synapto.store import differences
 
 __all__ = [

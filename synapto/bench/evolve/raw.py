@@ -17,8 +17,8 @@ import numpy as np
 
 from synapto.agents import build_agent
 from synapto.bench.common import child_env
+from synapto.common.errors import UsageError
 from synapto.envs import make_env
-from synapto.errors import UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.worker.spec import EvolveSpec
 from synapto.evolution.worker.tasks import Episodes, EvalTask

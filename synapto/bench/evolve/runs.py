@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.bench.common import Logged, shares
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.store import RunData
 
 #: the reference's algorithm, as experiments/bipedal_hebbian_dag.toml runs it (EvolveConfig's

@@ -27,7 +27,7 @@ wall time), the run files and logs in ``runs/``, the test cache ``race_cache.jso
 from __future__ import annotations
 
 from synapto.bench.race.cli import RaceOptions, register
-from synapto.declare import multi_value_flags
+from synapto.common.declare import multi_value_flags
 
 __all__ = ["MULTI_VALUE_OPTIONS", "register"]
 

@@ -16,9 +16,9 @@ from synapto.bench.race.racing import Setup, plan, race
 from synapto.bench.race.reproject import reproject
 from synapto.bench.race.sb3 import ALGOS, require_extra
 from synapto.bench.race.thresholds import parse_thresholds
-from synapto.declare import Request, command, flag, opt
-from synapto.errors import UsageError
-from synapto.folders import check_out_dir
+from synapto.common.declare import Request, command, flag, opt
+from synapto.common.errors import UsageError
+from synapto.common.folders import check_out_dir
 
 
 def check(o: RaceOptions, seeds: list[int]) -> None:

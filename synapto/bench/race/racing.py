@@ -21,7 +21,7 @@ from synapto.bench.race.projection import project
 from synapto.bench.race.report import markdown
 from synapto.bench.race.runs import ppo_processes, score
 from synapto.bench.race.sb3 import run_sb3
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.config import EvolveConfig
 from synapto.evolution.strategies import make_strategy
 from synapto.ppo.config import build_config, load_ppo_toml

@@ -19,7 +19,7 @@ from pathlib import Path
 from synapto.bench.race.project_report import PROJECTION_INTRO, projection_lines
 from synapto.bench.race.projection import project
 from synapto.bench.race.thresholds import given_thresholds
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def race_json(path: Path) -> Path:

@@ -31,7 +31,7 @@ from synapto.bench.common import children_cpu, run_logged
 from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
 from synapto.bench.race.load import measure
 from synapto.bench.race.sb3 import sb3_curve
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def ppo_processes(n_envs: int, cores: int) -> int:

@@ -29,9 +29,9 @@ import numpy as np
 from synapto.bench.common import children_cpu, run_logged
 from synapto.bench.compare import Curve, Point, spread
 from synapto.bench.race import load as race_load
+from synapto.common.errors import UsageError
+from synapto.common.seeding import Stream, int_seed
 from synapto.envs import make_env
-from synapto.errors import UsageError
-from synapto.seeding import Stream, int_seed
 
 #: the modules an algorithm needs, and where its class lives
 ALGOS = {"tqc": ("sb3_contrib", "TQC"), "sac": ("stable_baselines3", "SAC")}

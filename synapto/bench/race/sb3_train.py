@@ -20,8 +20,8 @@ import uuid
 from pathlib import Path
 
 from synapto.bench.race.sb3 import ALGOS
+from synapto.common.seeding import Stream, seed_sequence
 from synapto.envs import make_env
-from synapto.seeding import Stream, seed_sequence
 
 
 def learning_rate(value):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from synapto.bench.compare import THRESHOLDS
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def given_thresholds(items: list[str]) -> dict[str, list[float]]:

@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.strategies.base import rank_order
 from synapto.evolution.strategies.es import CentreStrategy, MirroredStrategy
 from synapto.evolution.strategies.options import Option, need_int, need_positive

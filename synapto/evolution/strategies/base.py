@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError, option_value
+from synapto.common.errors import UsageError, option_value
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.options import Option, complete
 
@@ -235,7 +235,7 @@ class Strategy(ABC):
         return {}
 
     def samples(self):
-        """The genomes :meth:`ask` returns as a :class:`synapto.noise.Samples` (centre, step
+        """The genomes :meth:`ask` returns as a :class:`synapto.common.noise.Samples` (centre, step
         sizes, noise keys) -- the ``ga``'s as a :class:`synapto.lineage.Lineage` -- sent to
         workers and stored in the run file instead of the genomes; None (the default) where
         the strategy has no such form."""

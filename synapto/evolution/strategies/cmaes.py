@@ -39,11 +39,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
+from synapto.common.noise import Samples
 from synapto.evolution.strategies.base import rank_order
 from synapto.evolution.strategies.es import CentreStrategy
 from synapto.evolution.strategies.options import Option, need_positive
-from synapto.noise import Samples
 
 #: ``separable = "auto"`` uses the diagonal variant above this genome length
 SEPARABLE_ABOVE = 1000

@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from synapto import noise as noise_keys
-from synapto.errors import UsageError
+from synapto.common import noise as noise_keys
+from synapto.common.errors import UsageError
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import (
     Candidates,
@@ -125,7 +125,7 @@ class CentreStrategy(Strategy):
         #: the best validated genomes (:mod:`.hall`)
         self.hof = HallOfFame.empty(HALL_OF_FAME, self.n)
         self.noise = np.zeros((0, self.n))
-        #: the noise key of each row of :attr:`noise` (:mod:`synapto.noise`); None if unknown
+        #: the noise key of each row of :attr:`noise` (:mod:`synapto.common.noise`); None if unknown
         self.keys: np.ndarray | None = None
         self.genomes = np.zeros((self.population, self.n))
         self._init_search()  # the search state's attributes, before start() or restore() sets them

@@ -39,7 +39,8 @@ from typing import ClassVar
 import numpy as np
 
 from synapto import lineage as lin
-from synapto.errors import UsageError, option
+from synapto.common.errors import UsageError, option
+from synapto.common.noise import KEY_WIDTH, key_of
 from synapto.evolution.strategies import prune as target
 from synapto.evolution.strategies.base import (
     Champion,
@@ -57,7 +58,6 @@ from synapto.evolution.strategies.options import (
     need_int,
 )
 from synapto.lineage import Lineage, perturb
-from synapto.noise import KEY_WIDTH, key_of
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.strategies.es import (
     CentreStrategy,
     MirroredStrategy,

@@ -3,7 +3,7 @@
 Each strategy declares its options in ``OPTIONS`` (name -> :class:`Option`) and checks
 the values of a completed option dict in its ``check_options`` with the functions here,
 so that every strategy refuses a bad value with the same one-line
-:class:`~synapto.errors.UsageError` (exit code 2): unknown names (:func:`complete`),
+:class:`~synapto.common.errors.UsageError` (exit code 2): unknown names (:func:`complete`),
 numbers out of range, non-integers, non-booleans, a population the sampling cannot
 use, and the options of a connection budget (:func:`check_target`, the ``prune_to``
 options of :mod:`.prune`).
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.strategies.options import CRITERIA, Option
 
 #: the options every strategy has for a target (defaults: no target, the pruning of before)

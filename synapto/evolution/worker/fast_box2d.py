@@ -49,7 +49,7 @@ import time
 import numpy as np
 
 from synapto.agents import build_agent
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 from synapto.evolution.worker.batched import Chunk, batch_results
 from synapto.evolution.worker.evaluate import Evaluator
 from synapto.evolution.worker.tasks import Episodes, EvalResult, SampleContext

@@ -101,12 +101,12 @@ def merge_episodes(parts: list[EvalResult | None], penalty: float) -> EvalResult
 @dataclass(frozen=True, eq=False)
 class SampleContext:
     """What the tasks of one map share when their genomes are samples of one generation
-    (:class:`synapto.noise.Samples`): the farm sends it to each worker once, and each
+    (:class:`synapto.common.noise.Samples`): the farm sends it to each worker once, and each
     task's payload is only ``i`` (sample ``i`` on its own episodes ``seeds[i]``) or
     ``(i, e)`` (sample ``i`` -- the centre for ``i = -1`` -- on episode ``e`` of the
     episodes ``seeds`` that all share).  :meth:`task` makes the :class:`EvalTask`."""
 
-    samples: Any  #: a :class:`synapto.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
+    samples: Any  #: a :class:`synapto.common.noise.Samples` (or a GA's :class:`synapto.lineage.Lineage`)
     #: ``seeds`` (P, E): each sample's own episodes; or (V,): episodes shared by all
     episodes: Episodes
 

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Annotated, Any
 
-from synapto.options import given_on_command_line
+from synapto.common.options import given_on_command_line
 
 #: the key of a field's metadata that declares it an option
 KEY = "option"

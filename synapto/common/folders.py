@@ -1,10 +1,10 @@
 """Output folders checked before a command writes anything: :func:`check_out_dir`
-refuses, in one line (:class:`~synapto.errors.UsageError`, exit code 2), a folder that a
+refuses, in one line (:class:`~synapto.common.errors.UsageError`, exit code 2), a folder that a
 command will write into at the end (``bench ... --out-dir``, a run file's folder, a
 TensorBoard log) when it is a file, under a file, or cannot be written -- before the
 command measures or runs anything.
 
-It needs nothing of synapto but :mod:`synapto.errors`, so every layer may use it (the
+It needs nothing of synapto but :mod:`synapto.common.errors`, so every layer may use it (the
 run store's own checks included).
 """
 
@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from synapto.errors import UsageError
+from synapto.common.errors import UsageError
 
 
 def check_out_dir(path: str | Path, option: str = "--out-dir") -> Path:

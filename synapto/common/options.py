@@ -4,15 +4,15 @@
 the seeds and their run files, and checks that every MPI rank must agree on.  Shared by
 :mod:`synapto.evolution.command` and :mod:`synapto.ppo.command`, and by the configs'
 ``from_toml``.  Reads no argv: the commands hand it what typer parsed.  The commands log
-through :func:`synapto.logs.say`."""
+through :func:`synapto.common.logs.say`."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from synapto.config import tomllib
-from synapto.errors import UsageError
+from synapto.common.config import tomllib
+from synapto.common.errors import UsageError
 
 
 def key_values(option: str, items: list[str] | None) -> dict:
