@@ -304,42 +304,27 @@ def test_lazy_internal_entries_are_used():
 
 
 # ----------------------------------------------------------------------------- function length
-MAX_FUNCTION_LINES = 80
-#: typer commands whose parameter list is their option table (one line or a few per
-#: option, with its help text): their parameters are exempt, their body is not
-OPTION_TABLES = {}
+#: a function's lines, its signature included (options are declared as dataclass fields,
+#: synapto.common.declare, so no command's parameter list is an exception)
+MAX_FUNCTION_LINES = 60
 
 
 def function_lengths(path: Path) -> list[tuple[str, int]]:
-    """``(name, lines)`` of every function in ``path`` (methods and nested functions
-    included); an option table counts from its first statement, and the parameters of
-    an option table nested in a function are not counted in that function either."""
-    tree = ast.parse(path.read_text())
-    out = []
-
-    def table_params(fn) -> int:
-        return fn.body[0].lineno - fn.lineno if (rel(path), fn.name) in OPTION_TABLES else 0
-
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            lines = node.end_lineno - node.lineno + 1 - table_params(node)
-            lines -= sum(
-                table_params(inner)
-                for inner in ast.walk(node)
-                if inner is not node and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))
-            )
-            out.append((node.name, lines))
-    return out
+    """``(name, lines)`` of every function in ``path``, methods and nested functions included."""
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
 
 
-def test_option_tables_exist():
-    """Every exempted option table is still there (a stale entry would exempt a newcomer)."""
-    for file, name in OPTION_TABLES:
-        path = PKG.parent / file
-        assert path.exists() and name in dict(function_lengths(path)), (file, name)
+def test_function_lengths_count_the_signature(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("def f(\n    a,\n    b,\n):\n    return a\n\n\nclass C:\n    def m(self):\n        pass\n")
+    assert function_lengths(path) == [("f", 5), ("m", 2)]
 
 
 @pytest.mark.parametrize("path", MODULES, ids=rel)
-def test_no_function_over_80_lines(path):
+def test_no_function_over_60_lines(path):
     long = [f"{name} ({n} lines)" for name, n in function_lengths(path) if n > MAX_FUNCTION_LINES]
     assert not long, f"{rel(path)}: {', '.join(long)}"
