@@ -248,6 +248,10 @@ LAZY_LIBRARIES = {
 #: the modules of synapto a function of the given file may import, with the reason
 LAZY_INTERNAL = {
     ("synapto/__init__.py", "synapto.api"): "`import synapto` loads nothing: the API loads on first use",
+    **{
+        ("synapto/tune/cli.py", m): "they import optuna (the tune extra): the command line and tune -h load without it"
+        for m in ("synapto.tune.report", "synapto.tune.study", "synapto.tune.trial")
+    },
 }
 
 

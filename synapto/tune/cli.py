@@ -16,11 +16,8 @@ from synapto.evolution.config import file_values
 from synapto.evolution.run_options import check_task_timeout
 from synapto.tune.base import load_base, with_params
 from synapto.tune.best import best_path, trials_dir, write_best
-from synapto.tune.report import report
 from synapto.tune.space import check_space, load_space
 from synapto.tune.storage import check_writable, creating, open_reader, open_storage
-from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
-from synapto.tune.trial import Objective, TrialStopped
 
 PRUNERS = ("median", "halving", "hyperband", "none")
 
@@ -175,6 +172,9 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     import optuna
     import typer
 
+    from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
+    from synapto.tune.trial import Objective, TrialStopped
+
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     ident = identity(plan["base"], plan["space"], plan["seeds"], plan["milestones"], plan["score_episodes"])
     with creating(plan["study"]):  # processes started together on a new file take turns making it
@@ -240,6 +240,8 @@ def _write_best(study, plan: dict, path: Path) -> bool:
 
 
 def _report(study: str, name: str | None, log) -> None:
+    from synapto.tune.report import report
+
     if "://" not in study and not Path(study).is_file():
         raise UsageError(f"--report {study!r}: no such study file")
     report(open_reader(study), name, study, log)
