@@ -66,10 +66,19 @@ def test_a_long_phase_prints_a_plain_line_every_so_often():
 
 
 @pytest.mark.mpi
-def test_under_workers_selection_and_test_say_when_they_start_and_how_far_they_are(tmp_path):
+@pytest.mark.parametrize(
+    "interval, env",
+    [
+        ([], {"SYNAPTO_PROGRESS_EVERY": "0"}),
+        (["--progress-every", "0"], {}),
+        (["--progress-every", "0"], {"SYNAPTO_PROGRESS_EVERY": "600"}),
+    ],
+    ids=["environment", "option", "option-over-environment"],
+)
+def test_under_workers_selection_and_test_say_when_they_start_and_how_far_they_are(tmp_path, interval, env):
     out = tmp_path / "w.h5"
-    args = [*RUN, "--generations", "2", "--select-episodes", "2", "--test-episodes", "3", "--workers", "1"]
-    proc = run_cli("evolve", *args, "--out", out, extra_env={"SYNAPTO_PROGRESS_EVERY": "0"}, timeout=240)
+    args = [*RUN, "--generations", "2", "--select-episodes", "2", "--test-episodes", "3", "--workers", "1", *interval]
+    proc = run_cli("evolve", *args, "--out", out, extra_env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("selecting the champion among"))
@@ -89,6 +98,13 @@ def test_a_bad_progress_interval_is_one_line_and_exit_2(tmp_path):
         proc.returncode == 2
         and proc.stderr == "error: $SYNAPTO_PROGRESS_EVERY must be a number of seconds >= 0, got 'soon'\n"
     )
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_bad_progress_every_is_one_line_and_exit_2(tmp_path):
+    proc = run_cli("evolve", *RUN, "--out", tmp_path / "x.h5", "--progress-every", "-1", timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --progress-every must be a number of seconds >= 0, got -1.0\n"
     assert not (tmp_path / "x.h5").exists()
 
 

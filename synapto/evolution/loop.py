@@ -406,7 +406,7 @@ def run_evolution(
     t_start, cpu_start = time.perf_counter(), time.process_time()
     require(cfg)  # envpool's one-line checks come before the run file is touched
     budget = Budget(cfg.generations, cfg.max_env_steps)
-    progress = RunProgress(budget, log=log)
+    progress = RunProgress(budget, log=log, every=options.progress_every)
     run = EvolutionRun(cfg, out, resume, log, overwrite=overwrite)
     farm = evaluation_farm(farm, cfg, run.agent, options)
     keys = options.wire == "keys" and not farm.in_process  # a farm in this process takes genomes

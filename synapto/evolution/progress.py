@@ -169,10 +169,11 @@ class RunProgress:
     ``log``.  Calling it with ``(done, total)`` updates the phase (the farm's progress
     callback), :meth:`phase` names it; :meth:`advance` updates the run's budget."""
 
-    def __init__(self, budget: Budget, stream=None, log: Callable[[str], None] | None = None):
+    def __init__(self, budget: Budget, stream=None, log: Callable[[str], None] | None = None, every=None):
         self.budget = budget
         stream = stream or sys.stdout
-        self.plain = PlainProgress(log, plain_every()) if log is not None and plain_output(stream) else None
+        every = plain_every() if every is None else every  # --progress-every, else the environment's
+        self.plain = PlainProgress(log, every) if log is not None and plain_output(stream) else None
         self.enabled = not plain_output(stream)
         self.progress = None
         if self.enabled:

@@ -191,6 +191,14 @@ class RunOptions:
         "are identical.",
         panel=EXEC,
     )
+    progress_every: float | None = opt(
+        None,
+        help="Seconds between two progress lines of a phase where the output is no terminal (a log file, "
+        "a pipe, --workers); 0: a line per result.",
+        show_default="$SYNAPTO_PROGRESS_EVERY, else 20",
+        panel=TRACK,
+        after="live_log",
+    )
 
     def __post_init__(self):
         if self.schedule not in ("dynamic", "waves"):
@@ -203,6 +211,9 @@ class RunOptions:
             raise UsageError(f"{option('batch')} must be 'auto' or 'off', got {self.batch!r}")
         if self.wire not in ("keys", "genomes"):
             raise UsageError(f"{option('wire')} must be 'keys' or 'genomes', got {self.wire!r}")
+        every = self.progress_every
+        if every is not None and (isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0):
+            raise UsageError(f"{option('progress_every')} must be a number of seconds >= 0, got {every!r}")
 
 
 #: strategy options that have a command-line flag (and a top-level config key) of their own
