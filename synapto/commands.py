@@ -13,10 +13,6 @@ from typing import Annotated
 import typer
 
 from synapto.common.logs import say as _log
-from synapto.evolution.replay import plan_replay, run_replay
-from synapto.parallel.farm import make_farm
-from synapto.parallel.launch import start_ranks
-from synapto.show import as_json, read_report, render
 
 
 # --------------------------------------------------------------------------- replay
@@ -46,6 +42,10 @@ def replay(
     workers: Annotated[int, typer.Option(help="Worker processes (relaunch under mpiexec -n N+1).")] = 0,
 ):
     """Re-run stored evaluations and check they are bit-identical (exit 0) or not (exit 1)."""
+    from synapto.evolution.replay import plan_replay, run_replay
+    from synapto.parallel.farm import make_farm
+    from synapto.parallel.launch import start_ranks
+
     plan = plan_replay(run, generation, individual, sample, sample_seed, validation)
     start_ranks(workers + 1)
 
@@ -67,6 +67,8 @@ def show(
     """What a run is (task, agent, strategy, connections, env steps, wall time) and how its
     test episodes ended: count, mean return, mean action cost and mean length by outcome
     (finished, fell, out of time).  Reads the run file only: no episode is run."""
+    from synapto.show import as_json, read_report, render
+
     report = read_report(run)
     typer.echo(as_json(report) if json else render(report), nl=False)
 

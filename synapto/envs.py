@@ -261,3 +261,20 @@ def space_info(env_id: str, make_kwargs=None) -> SpaceInfo:
         return SpaceInfo.of(env)
     finally:
         env.close()
+
+
+#: gymnasium ids whose training episodes envpool runs (its task of the same id;
+#: synapto.evolution.worker.fast_box2d)
+COVERED = ("BipedalWalker-v3", "LunarLander-v3", "LunarLanderContinuous-v3")
+
+
+def check_backend(env_id: str, envs) -> None:
+    """One-line error if the run's ``train_backend`` cannot run ``env_id`` (pure: no import)."""
+    if envs.train_backend != "envpool":
+        return
+    if env_id not in COVERED:
+        raise UsageError(f"env option train_backend=envpool covers {', '.join(COVERED)}, not {env_id}")
+    if envs.make:
+        raise UsageError(
+            f"env option train_backend=envpool takes no options of the env itself, got {', '.join(sorted(envs.make))}"
+        )

@@ -2,6 +2,8 @@
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -282,6 +284,34 @@ def lazy_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def is_command_module(path: Path) -> bool:
+    """``path`` defines ``register`` at its top level (the commands it adds to synapto.cli's app)."""
+    return any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in ast.parse(path.read_text()).body)
+
+
+def test_command_modules_are_the_ones_synapto_cli_registers():
+    found = sorted(rel(p) for p in MODULES if is_command_module(p))
+    assert "synapto/evolution/cli.py" in found and "synapto/ppo/cli.py" in found and "synapto/cli.py" not in found
+    registered = GRAPH["synapto.cli"] | GRAPH["synapto.bench.race"]
+    assert {module_name(PKG.parent / f) for f in found} <= registered, found
+
+
+def test_building_the_command_line_loads_no_run():
+    """What `synapto -h` and every process start load: the commands' options, not their work."""
+    code = "import sys, synapto.cli; print(' '.join(m for m in sys.modules if m.startswith('synapto')))"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    work = {
+        "synapto.evolution.loop",
+        "synapto.ppo.train",
+        "synapto.viz.draw",
+        "synapto.bench.race.racing",
+        "synapto.tune.study",
+    }
+    assert not loaded & work, sorted(loaded & work)
+
+
 def test_lazy_imports_are_found():
     assert [m for _, m in lazy_imports(PKG / "__init__.py")] == ["synapto.api"]
 
@@ -292,7 +322,12 @@ def test_imports_inside_functions_follow_the_rule(path):
     on and a circle shows at once.  A function imports only (a) a library of
     :data:`LAZY_LIBRARIES` (heavy or optional: what a command does not use it neither loads
     nor needs installed), (b) a module of synapto that :data:`LAZY_INTERNAL` names for its file,
-    with the reason; the standard library and numpy load at the top."""
+    with the reason, (c) in a command module (one that defines ``register(app)``, which
+    synapto.cli calls at every start to build the command line), any module of synapto: the
+    work of a command loads when that command runs, so each process (each MPI rank) pays only
+    for its own.  The standard library and numpy load at the top."""
+    if is_command_module(path):
+        return
     wrong = [
         f"line {line}: {name}"
         for line, name in lazy_imports(path)

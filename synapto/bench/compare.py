@@ -46,16 +46,8 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto.agents import build_agent
-from synapto.bench.common import md_table
 from synapto.common.errors import UsageError
 from synapto.common.seeding import test_seeds
-from synapto.envs import make_env
-from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.evaluate import evaluate
-from synapto.ppo.config import PPOConfig
-from synapto.ppo.evaluate import test_policy
-from synapto.store import PPORun, RunData
 
 THRESHOLDS = {
     "LunarLander-v3": 200.0,
@@ -134,6 +126,11 @@ def evolve_method(cfg) -> str:
 
 
 def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curve:
+    from synapto.agents import build_agent
+    from synapto.envs import make_env
+    from synapto.evolution.config import EvolveConfig
+    from synapto.store import RunData
+
     with RunData(path, kind="evolve") as run:
         cfg = run.parse_config(EvolveConfig.from_json)
         finished = run.tested
@@ -160,6 +157,8 @@ def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> C
         log(f"  {path.name}: generation {g} centre on {episodes} test episodes")
 
         def centre_returns(genome: np.ndarray = genome, norm=norm) -> np.ndarray:
+            from synapto.evolution.worker.evaluate import evaluate
+
             return evaluate(agent, env, genome, seeds, want_stats=False, obs_norm=norm).returns
 
         mean, std = cache.get(f"{run_id}:centre{g}:{episodes}", centre_returns)
@@ -179,6 +178,10 @@ def ppo_method(cfg) -> str:
 
 
 def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curve:
+    from synapto.ppo.config import PPOConfig
+    from synapto.ppo.evaluate import test_policy
+    from synapto.store import PPORun
+
     with PPORun(path) as run:
         cfg = run.parse_config(PPOConfig.from_json)
         done = run.completed
@@ -198,6 +201,8 @@ def ppo_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curv
         log(f"  {path.name}: epoch {k} policy on {episodes} test episodes")
 
         def policy_returns(pi: np.ndarray = pi, norm=norm) -> np.ndarray:
+            from synapto.ppo.evaluate import test_policy
+
             return test_policy(cfg, pi, episodes, norm)["returns"]
 
         mean, std = cache.get(f"{run_id}:epoch{k}:{episodes}", policy_returns)
@@ -258,6 +263,8 @@ def _t(x: float) -> str:
 
 
 def markdown(rows: list[dict], command: str, episodes: int) -> str:
+    from synapto.bench.common import md_table
+
     table = md_table(
         [
             "task (threshold)",
@@ -344,6 +351,8 @@ def compare(
     command: str,
     log=print,
 ) -> dict:
+    from synapto.store import RunData
+
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = Cache(out_dir / "compare_cache.json")
     curves = []
@@ -386,6 +395,8 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 def refuse_repeated_runs(paths) -> None:
     """One run counts once: the same file named twice (a link, another spelling) or a copy
     of a run (the same ``run_id``) would count as a second seed."""
+    from synapto.store import RunData
+
     seen: dict[str, str] = {}
     for path in paths:
         try:

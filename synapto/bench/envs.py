@@ -33,19 +33,9 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto.agents import build_agent
-from synapto.bench import box2d
-from synapto.bench.common import cpu_count, md_table
 from synapto.common import seeding
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
-from synapto.envs import _gym, space_info
-from synapto.evolution.config import EvolveConfig
-from synapto.evolution.worker.batched import batching_farm
-from synapto.evolution.worker.spec import EvolveSpec
-from synapto.evolution.worker.tasks import Episodes, EvalTask
-from synapto.parallel.farm import make_farm
-from synapto.parallel.launch import find_mpiexec
 
 ENV = "CartPole-v1"
 DEFAULT_NS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
@@ -58,6 +48,9 @@ def _policy(n: int, seed: int = 0):
     generation: 25 % pruned, surviving weights ``1 + 0.5 N(0, 1)`` (``--mutation-std``'s
     perturbation).  Generation-0 genomes (all weights 1.0) tie exactly between the two
     actions on a few % of the rows, which the batched policy hands to the one-row path."""
+    from synapto.agents import build_agent
+    from synapto.evolution.config import EvolveConfig
+
     agent = build_agent(EvolveConfig(env=ENV, agent="pruned-mlp", hidden=(8, 8)))
     rng = np.random.default_rng(seed)
     genomes = np.stack([agent.init_genome(rng) for _ in range(n)])
@@ -67,6 +60,8 @@ def _policy(n: int, seed: int = 0):
 
 def bench_gym(kind: str, n: int, steps: int, with_agent: bool) -> float:
     """Steps/s of ``n`` envs of ``kind`` (sync, async, vector) for about ``steps`` steps."""
+    from synapto.envs import _gym
+
     gym = _gym()
     mode = {"sync": "sync", "async": "async", "vector": "vector_entry_point"}[kind]
     kw = {"vector_kwargs": {"context": "fork"}} if kind == "async" else {}
@@ -92,6 +87,8 @@ def bench_gym(kind: str, n: int, steps: int, with_agent: bool) -> float:
 
 def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int) -> float:
     """Steps/s of farming ``n`` one-episode evaluations to ``workers`` MPI ranks (a subprocess)."""
+    from synapto.parallel.launch import find_mpiexec
+
     cmd = [
         find_mpiexec(),
         "-n",
@@ -114,6 +111,11 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
 
 def _mpi_main(n: int, with_agent: bool, batched: bool, steps: int) -> None:
     """Under mpiexec: rank 0 farms rounds of ``n`` one-episode tasks until ``steps`` steps."""
+    from synapto.evolution.worker.batched import batching_farm
+    from synapto.evolution.worker.spec import EvolveSpec
+    from synapto.evolution.worker.tasks import Episodes, EvalTask
+    from synapto.parallel.farm import make_farm
+
     farm, coordinator = make_farm()
     if not coordinator:
         return
@@ -157,6 +159,8 @@ try:
 
         @classmethod
         def for_env(cls):
+            from synapto.envs import space_info
+
             return cls(space_info(ENV), (1,))
 
         @property
@@ -179,6 +183,8 @@ except ImportError:  # pragma: no cover
 
 
 def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, backends) -> dict:
+    from synapto.bench.common import cpu_count
+
     cores = cpu_count()
     results = []
     for backend in backends:
@@ -230,6 +236,8 @@ def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, back
 
 
 def table(data: dict) -> str:
+    from synapto.bench.common import md_table
+
     ns = sorted({r["envs"] for r in data["results"]})
     keys = []
     for r in data["results"]:
@@ -293,6 +301,8 @@ def register(bench_app: typer.Typer) -> None:
     ):
         """CartPole-v1 steps/s against the number of environments, per backend; and BipedalWalker-v3 training
         steps per CPU second, gymnasium one env at a time against envpool in lockstep (backend bipedal)."""
+        from synapto.bench import box2d
+
         backends = list(backend) if backend else ["sync", "async", "vector", "mpi", "bipedal"]
         unknown = sorted(set(backends) - {"sync", "async", "vector", "mpi", "bipedal"})
         if unknown:

@@ -35,13 +35,9 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto.bench.common import cpu_count, load_average, md_table, run_logged
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
 from synapto.common.noise import KEY_WIDTH, Samples
-from synapto.parallel.farm import make_farm
-from synapto.parallel.launch import find_mpiexec
-from synapto.store import RunData
 
 #: payload sizes of the zero-cost tasks (bytes)
 SIZES = (100, 10_000, 100_000, 1_000_000)
@@ -104,6 +100,8 @@ def _keys_context():
 def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
     """Rank 0: time maps of zero-cost tasks of every size in :data:`SIZES` and of noise keys;
     the figures go to ``out`` (JSON).  Other ranks serve."""
+    from synapto.parallel.farm import make_farm
+
     farm, coordinator = make_farm()
     if not coordinator:
         return
@@ -137,6 +135,9 @@ def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
 
 def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> list[dict]:
     """:func:`probe` under ``mpiexec -n W+1`` for each W of ``workers_list``."""
+    from synapto.bench.common import run_logged
+    from synapto.parallel.launch import find_mpiexec
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for W in workers_list:
@@ -163,6 +164,9 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
 def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[dict]:
     """Each config at each worker count on its env-step budget (counts alternating); a
     config is a path, or ``(label, evolve options)``."""
+    from synapto.bench.common import run_logged
+    from synapto.store import RunData
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for config, budget in configs:
@@ -263,6 +267,8 @@ def saturation(probes: list[dict], runs: list[dict]) -> dict:
 
 
 def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
+    from synapto.bench.common import cpu_count, load_average
+
     lines = [f"# bench farm ({cpu_count()} cores, load {load_average():.1f} at the end)", ""]
     if probes:
         lines += probe_section(probes)
@@ -281,6 +287,8 @@ def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
 
 def probe_section(probes: list[dict]) -> list[str]:
     """The report's lines on the farm alone (zero-cost tasks)."""
+    from synapto.bench.common import cpu_count, md_table
+
     shared = " (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count() else ""
     ws = sorted({p["workers"] for p in probes})
     payloads = list(dict.fromkeys(p["payload"] for p in probes))
@@ -321,6 +329,8 @@ SPEED_COLUMNS = [
 
 def speed_section(speed: list[dict]) -> list[str]:
     """The report's lines on the shipped configs at 1 and 2 workers."""
+    from synapto.bench.common import md_table
+
     rows = [
         [
             r["config"],

@@ -30,13 +30,11 @@ from typing import Any
 import numpy as np
 import typer
 
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, run_logged
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS
 from synapto.common import declare
 from synapto.common.declare import Request, opt
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
-from synapto.evolution.config import EvolveConfig
-from synapto.store import RunData
 
 SOLVED = {"LunarLander-v3": 200.0, "BipedalWalker-v3": 300.0, "CartPole-v1": 475.0}
 
@@ -106,6 +104,8 @@ def command(
     max_env_steps: int | None,
 ) -> list[str]:
     """The ``synapto evolve`` command line of one run."""
+    from synapto.bench.common import evolve_command
+
     args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps)]
     args += ["--generations", "100000", *budget.modes[mode]]
     args += ["--select-episodes", "0" if mode == "reference" else str(budget.select_episodes)]
@@ -116,6 +116,9 @@ def command(
 
 def champion_summary(path: Path) -> dict:
     """What one finished run says about its champion and its cost."""
+    from synapto.evolution.config import EvolveConfig
+    from synapto.store import RunData
+
     with RunData(path, kind="evolve") as run:
         cfg = EvolveConfig.from_json(run.config_json)
         champion = run.champion()
@@ -144,6 +147,8 @@ def champion_summary(path: Path) -> dict:
 
 
 def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str, dict]:
+    from synapto.bench.common import mean_std
+
     out = {}
     for mode, items in runs.items():
         if not items:
@@ -182,6 +187,8 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
 
 
 def _modes_table(meta: dict, summary: dict) -> str:
+    from synapto.bench.common import md_table
+
     thr = meta["threshold"]
     header = [
         "mode",
@@ -208,6 +215,8 @@ def _modes_table(meta: dict, summary: dict) -> str:
 
 
 def _seeds_table(runs: dict) -> str:
+    from synapto.bench.common import md_table
+
     header = ["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test", "generations"]
     rows = [
         [
@@ -326,6 +335,8 @@ def bench_learn(request: Request) -> None:
 def run_modes(modes: list[str], seeds: list[int], cmd_of, meta: dict, out_dir: Path) -> None:
     """Every mode at every seed in turn (``cmd_of(mode, seed)``: its command and run file);
     the report and its JSON rewritten after each run, the plot at the end."""
+    from synapto.bench.common import run_logged
+
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for m in modes:
         for s in seeds:

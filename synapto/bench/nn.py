@@ -20,13 +20,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from synapto.agents.hebbian_dag import HebbianDAG
-from synapto.bench.common import md_table
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
-from synapto.envs import SpaceInfo
-from synapto.ppo.adam import Adam
-from synapto.ppo.nn import MLP, init_params
 
 OBS, ACT = 24, 4
 FORWARD_BATCHES = (1, 16, 128)
@@ -46,6 +41,9 @@ def time_call(fn: Callable[[], object], number: int, repeats: int) -> float:
 
 
 def numpy_mlp(hidden, rng):
+    from synapto.ppo.adam import Adam
+    from synapto.ppo.nn import MLP, init_params
+
     sizes = (OBS, *hidden, ACT)
     net = MLP(sizes, init_params(sizes, rng))
     opt = Adam(net.params.size, 3e-4)
@@ -63,6 +61,9 @@ def numpy_mlp(hidden, rng):
 
 
 def numpy_dag(hidden, rng):
+    from synapto.agents.hebbian_dag import HebbianDAG
+    from synapto.envs import SpaceInfo
+
     space = SpaceInfo(OBS, ACT, False, -np.ones(ACT), np.ones(ACT), 1600)
     agent = HebbianDAG(space, tuple(hidden))
     genome = agent.init_genome(rng)
@@ -151,6 +152,8 @@ def run_nn(repeats: int = 5, scale: float = 1.0, torch: str = "auto") -> dict:
 
 
 def table(data: dict) -> str:
+    from synapto.bench.common import md_table
+
     cols = [f"forward_{b}" for b in FORWARD_BATCHES] + [f"train_{b}" for b in TRAIN_BATCHES]
     heads = (
         ["library", "network"]

@@ -32,12 +32,9 @@ from typing import Any
 import numpy as np
 import typer
 
-from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.common.declare import Request, command, multi_value_flags, opt
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
-from synapto.ppo.config import parse_hid, safe_name
-from synapto.store import PPORun
 
 SPLIT = (
     ("env", "env stepping"),
@@ -56,6 +53,8 @@ ORIGIN = (
 
 
 def summarise(run_path: Path) -> dict:
+    from synapto.store import PPORun
+
     with PPORun(run_path) as run:
         n = run.completed
         timing = {
@@ -158,6 +157,9 @@ def run_bench(
     out_dir: Path,
     log: Callable[[str], None] = print,
 ) -> dict:
+    from synapto.bench.common import cpu_count, load_average, run_logged
+    from synapto.ppo.config import safe_name
+
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -240,6 +242,8 @@ MULTI_VALUE_OPTIONS = multi_value_flags(BenchPPOOptions)
 
 def bench_ppo(request: Request) -> None:
     """The origin's Spinning Up PPO benchmark, scaled: wall time per seed at each process count."""
+    from synapto.ppo.config import parse_hid
+
     o = request.build(BenchPPOOptions)
     procs = o.procs or [1, 2]
     if any(p < 1 for p in procs):

@@ -26,14 +26,12 @@ from pathlib import Path
 
 import typer
 
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, run_logged
-from synapto.bench.learn import champion_summary, check_command
-from synapto.bench.sparsity_report import plot, render_markdown, summarise
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS
+from synapto.bench.sparsity_report import plot
 from synapto.common import declare
 from synapto.common.declare import Request, multi_value_flags, opt
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
-from synapto.store import RunData
 
 #: pruning levels: the target fraction of the dense network's connections (None: pruning off)
 LEVELS = {"off": None, "50": 0.5, "25": 0.25, "10": 0.1}
@@ -109,6 +107,8 @@ def command(
     max_env_steps: int | None,
     root: Path,
 ) -> list[str]:
+    from synapto.bench.common import evolve_command
+
     args = ["--env", setting.env, *mode_args(setting, agent, level, root)]
     args += ["--max-env-steps", str(max_env_steps or setting.max_env_steps), "--generations", "100000"]
     return evolve_command(*args, seed=seed, test_episodes=test_episodes, out=out, workers=workers)
@@ -116,6 +116,8 @@ def command(
 
 def finished(path: Path, test_episodes: int) -> bool:
     """A run file whose champion was tested on ``test_episodes`` episodes."""
+    from synapto.store import RunData
+
     if not path.exists():
         return False
     try:
@@ -140,6 +142,8 @@ def resumable(path: Path, cmd: Sequence[str]) -> bool:
 
 def dense_connections(path: Path) -> int:
     """The genome length of a run: its network's connections before any pruning."""
+    from synapto.store import RunData
+
     with RunData(path, kind="evolve") as run:
         return int(run.champion().genome.size)
 
@@ -184,6 +188,8 @@ def register(bench_app: typer.Typer) -> None:
 
 def bench_sparsity(request: Request) -> None:
     """Pruning levels side by side: test return against connections, with the Pareto front."""
+    from synapto.bench.learn import check_command
+
     o = request.build(SparsityOptions)
     envs, agents, levels = _checked_modes(o.envs, o.agents, o.levels)
     _check_numbers(o.workers, o.max_env_steps, o.bipedal_steps, o.test_episodes)
@@ -261,6 +267,8 @@ class Plan:
 
 def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
     """Every run of ``plan`` in turn; the report, its JSON and plot rewritten after each."""
+    from synapto.bench.sparsity_report import render_markdown, summarise
+
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     meta = plan.meta()
     runs: list[dict] = []
@@ -286,6 +294,9 @@ def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
 def _run_mode(plan: Plan, e: str, a: str, lv: str, s: int, keep_finished: bool) -> dict:
     """One run's champion summary: a finished run file reused, a stopped one resumed (with
     ``keep_finished``), else the run made."""
+    from synapto.bench.common import run_logged
+    from synapto.bench.learn import champion_summary
+
     cmd, out = plan.command(e, a, lv, s)
     mode = "reference" if a == "reference" else mode_name(a, lv)
     if keep_finished and finished(out, plan.test_episodes):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import typer
 
 from synapto.common.declare import Request, command
-from synapto.evolution.command import evolve_command
-from synapto.evolution.config import EVOLVE_OPTIONS
 
 #: evolve's help: the paragraphs are joined here (the help formatter keeps a docstring's line breaks)
 EVOLVE_HELP = (
@@ -25,9 +23,13 @@ EVOLVE_HELP = (
 
 def evolve(request: Request) -> None:
     """Evolve a population on an environment (coordinator + MPI workers)."""
+    from synapto.evolution.command import evolve_command
+
     evolve_command(request)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``evolve`` to ``app``."""
+    from synapto.evolution.config import EVOLVE_OPTIONS
+
     app.command(no_args_is_help=False, help=EVOLVE_HELP)(command(evolve, *EVOLVE_OPTIONS))

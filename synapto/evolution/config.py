@@ -30,7 +30,7 @@ from synapto.common.config import load_toml, one_seed
 from synapto.common.declare import flag, names, opt
 from synapto.common.errors import UsageError, on_command_line, option
 from synapto.common.options import hidden_layers, key_values, table
-from synapto.envs import EnvOptions, check_env_id
+from synapto.envs import EnvOptions, check_backend, check_env_id
 from synapto.evolution.run_options import (
     CHOOSE,
     EVOLVE_RUN_KEYS,
@@ -44,7 +44,6 @@ from synapto.evolution.run_options import (
     resolve_population,
 )
 from synapto.evolution.strategies import strategy_class
-from synapto.evolution.worker.fast_box2d import check_backend
 
 #: whether building an EvolveConfig looks its env id up (not for a stored config: :meth:`EvolveConfig.from_json`)
 _CHECK_ENV = contextvars.ContextVar("synapto_check_env", default=True)

@@ -1,7 +1,7 @@
 """Command line of the PPO baseline: ``ppo`` and ``ppo-eval`` (``bench ppo`` is :mod:`synapto.bench.ppo`'s).
 
 :func:`register` adds the commands to synapto's typer apps.  ``ppo``'s options are the
-fields of :class:`synapto.ppo.config.PPOConfig` and :class:`synapto.ppo.command.RunOptions`;
+fields of :class:`synapto.ppo.config.PPOConfig` and :class:`synapto.ppo.config.RunOptions`;
 :func:`synapto.ppo.command.ppo_command` does the rest.  Option names and
 defaults follow Spinning Up (``python -m spinup.run ppo``), with its underscore
 spellings accepted too (synapto's main() reads ``--a_b`` as ``--a-b``), so an origin command carries over::
@@ -20,9 +20,7 @@ import typer
 from synapto.common.declare import Request, command, multi_value_flags
 from synapto.common.errors import UsageError
 from synapto.common.logs import say as _log
-from synapto.ppo.command import RunOptions, ppo_command
-from synapto.ppo.config import PPOConfig
-from synapto.ppo.evaluate import evaluate_run
+from synapto.ppo.config import PPOConfig, RunOptions
 
 #: options taking several space-separated values; synapto's main() rewrites
 #: ``--hid 32 32`` to ``--hid 32 --hid 32`` for these
@@ -31,6 +29,8 @@ MULTI_VALUE_OPTIONS = multi_value_flags(PPOConfig)
 
 def ppo(request: Request) -> None:
     """Train PPO (Spinning Up's PPO-clip, in numpy) with MPI: reproducible and resumable."""
+    from synapto.ppo.command import ppo_command
+
     ppo_command(request)
 
 
@@ -49,6 +49,8 @@ def ppo_eval(
     ] = None,
 ):
     """Test a trained policy deterministically (mean action) on the test seed stream."""
+    from synapto.ppo.evaluate import evaluate_run
+
     if episodes < 1:
         raise UsageError(f"--episodes must be an integer >= 1, got {episodes}")
     if max_ep_len is not None and max_ep_len < 1:

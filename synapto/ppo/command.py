@@ -12,80 +12,32 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
-from synapto.common.declare import Request, names, opt
+from synapto.common.declare import Request, names
 from synapto.common.errors import UsageError
 from synapto.common.logs import say as _log
 from synapto.common.options import agree, check_distinct, out_for_seed
 from synapto.common.shell import next_lines, synapto_command
 from synapto.envs import space_info
 from synapto.parallel.launch import start_ranks, under_mpi, world
-from synapto.ppo.config import EXEC, RUN, TRACK, PPOConfig, build_config, load_ppo_toml, parse_hid, safe_name
+from synapto.ppo.config import (
+    PPOConfig,
+    RunOptions,
+    build_config,
+    load_ppo_toml,
+    parse_hid,
+    safe_name,
+)
 from synapto.ppo.progress import log_dir
 from synapto.ppo.threads import update_threads
 from synapto.ppo.train import local_envs, train
 from synapto.resources import check_memory as check_need, ppo_memory
 from synapto.store import PPORun, check_output_path, check_writable
 from synapto.tracking.writers import tracking_callbacks
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """``synapto ppo``'s options beside :class:`synapto.ppo.config.PPOConfig`'s: how and where it runs."""
-
-    cpu: int = opt(
-        1,
-        panel=EXEC,
-        after="seed",
-        help="MPI processes: relaunch under `mpiexec -n N` (when started by mpirun/mpiexec, N must match).",
-    )
-    out: Path | None = opt(
-        None,
-        panel=RUN,
-        config=True,
-        help="Run file (.h5); progress.txt and config.json go in the folder of the same name without .h5. "
-        "With several seeds _s<seed> is inserted before .h5.",
-        show_default="runs/ppo_<env>_s<seed>.h5",
-    )
-    config: Path | None = opt(
-        None,
-        panel=RUN,
-        help="TOML file of options, or a shipped one's name (ppo_bipedal); command-line options override it.",
-        show_default=False,
-    )
-    resume: Path | None = opt(
-        None,
-        panel=RUN,
-        help="Continue a stopped PPO run file bit-identically (same number of processes; "
-        "only --epochs and --cpu may be given).",
-        show_default=False,
-    )
-    force: bool = opt(False, panel=RUN, flags=("--force",), help="Overwrite existing output files.")
-    check: bool = opt(
-        False,
-        panel=EXEC,
-        flags=("--check",),
-        help="Check the options, the config and the output paths, print what would run, and exit "
-        "without running or writing anything.",
-    )
-    tensorboard: Path | None = opt(
-        None,
-        panel=TRACK,
-        help="Write every epoch's statistics as TensorBoard scalars into this folder, stepped by env "
-        "steps (TotalEnvInteracts; run/generation: the epoch; needs the tensorboard extra).",
-        show_default="off",
-    )
-    live_log: Path | None = opt(
-        None,
-        panel=TRACK,
-        help="Append every epoch's statistics to this file as it runs: .csv or .jsonl (column generation: the epoch).",
-        show_default="off",
-    )
 
 
 def ppo_command(request: Request) -> None:

@@ -12,12 +12,6 @@ from synapto.common.declare import Request, command, multi_value_flags, opt
 from synapto.common.errors import UsageError
 from synapto.common.logs import say
 from synapto.common.shell import next_lines, synapto_command
-from synapto.evolution.config import file_values
-from synapto.evolution.run_options import check_task_timeout
-from synapto.tune.base import load_base, with_params
-from synapto.tune.best import best_path, trials_dir, write_best
-from synapto.tune.space import check_space, load_space
-from synapto.tune.storage import check_writable, creating, open_reader, open_storage
 
 PRUNERS = ("median", "halving", "hyperband", "none")
 
@@ -99,6 +93,12 @@ def tune(request: Request) -> None:
 
 def _plan(o: TuneOptions) -> dict:
     """Everything checked before anything is written (one line, exit 2)."""
+    from synapto.evolution.config import file_values
+    from synapto.evolution.run_options import check_task_timeout
+    from synapto.tune.base import load_base
+    from synapto.tune.space import check_space, load_space
+    from synapto.tune.storage import check_writable
+
     assert o.space is not None and o.study is not None  # (tune() refuses a study without them)
 
     for name, value, low in (
@@ -172,6 +172,8 @@ def _run(plan: dict, sampler_seed: int, log) -> None:
     import optuna
     import typer
 
+    from synapto.tune.best import best_path, trials_dir
+    from synapto.tune.storage import creating, open_storage
     from synapto.tune.study import identity, make_pruner, open_study, requeue, run_trials
     from synapto.tune.trial import Objective, TrialStopped
 
@@ -209,6 +211,8 @@ def next_steps(plan: dict, best: Path) -> str:
     """What a study wrote and the commands that follow it, as they run from a fresh shell: its
     report, and the best config on seeds never used in tuning (the space's benchmark seeds,
     else the first seeds above the tuning seeds)."""
+    from synapto.tune.best import trials_dir
+
     named = [] if plan["name"] == _default_name(plan["study"]) else ["--study-name", plan["name"]]
     seeds = list(plan["space"].benchmark_seeds) or [max(plan["seeds"]) + 1 + i for i in range(3)]
     return next_lines(
@@ -221,6 +225,9 @@ def next_steps(plan: dict, best: Path) -> str:
 
 def _write_best(study, plan: dict, path: Path) -> bool:
     from optuna.trial import TrialState
+
+    from synapto.tune.base import with_params
+    from synapto.tune.best import write_best
 
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return False
@@ -241,6 +248,7 @@ def _write_best(study, plan: dict, path: Path) -> bool:
 
 def _report(study: str, name: str | None, log) -> None:
     from synapto.tune.report import report
+    from synapto.tune.storage import open_reader
 
     if "://" not in study and not Path(study).is_file():
         raise UsageError(f"--report {study!r}: no such study file")

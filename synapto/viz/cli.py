@@ -11,11 +11,6 @@ from typing import Annotated
 
 import typer
 
-from synapto.viz.draw import draw_run
-from synapto.viz.export import csv_export, policy_export
-from synapto.viz.plot import plot_runs
-from synapto.viz.render import render_run
-
 RUNS_HELP = "Run files (.h5) of `synapto evolve` or `synapto ppo`."
 
 
@@ -65,6 +60,8 @@ def plot(
     dpi: Annotated[int, typer.Option(help="Dots per inch (text size relative to the picture).")] = 100,
 ):
     """Learning curves of evolution and PPO runs (mean and band over seeds)."""
+    from synapto.viz.plot import plot_runs
+
     plot_runs(
         runs,
         out,
@@ -105,6 +102,8 @@ def render(
     ] = None,
 ):
     """Play the champion (or an individual, or a PPO policy) headless and write an animation."""
+    from synapto.viz.render import render_run
+
     render_run(
         run,
         out,
@@ -147,6 +146,8 @@ def draw(
     ] = False,
 ):
     """Draw the champion's network: surviving connections, width by weight (and Hebbian activity)."""
+    from synapto.viz.draw import draw_run
+
     draw_run(
         run,
         out,
@@ -189,6 +190,8 @@ def export(
     ] = None,
 ):
     """Statistics as CSV (per generation or epoch), or a run's policy as ONNX / .npz."""
+    from synapto.viz.export import csv_export, policy_export
+
     writes = []  # every output is checked before any is written
     if onnx is not None or npz is not None:
         writes.append(policy_export(runs, onnx, npz, log=_log, onnx_obs_dtype=onnx_obs_dtype))

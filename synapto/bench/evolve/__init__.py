@@ -57,7 +57,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from synapto.bench.common import Logged, cpu_count, load_average, run_logged
+from synapto.bench.common import Logged, run_logged
 from synapto.bench.evolve.projection import PROJECT_RANKS, derive, project, simulate_farm
 from synapto.bench.evolve.raw import build_sample, ceiling, measure_raw, raw_process, raw_summary
 from synapto.bench.evolve.report import markdown, plot
@@ -74,7 +74,6 @@ from synapto.bench.evolve.runs import (
     summarise_run,
 )
 from synapto.common.folders import check_out_dir
-from synapto.store import differences
 
 __all__ = [
     "MULTI_VALUE_OPTIONS",
@@ -112,6 +111,8 @@ MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")
 # --------------------------------------------------------------------------- the benchmark
 def _new_result(s: Settings, workers: list[int]) -> dict[str, Any]:
     """The benchmark's result before its runs: the settings, the machine, empty records."""
+    from synapto.bench.common import cpu_count
+
     return {
         "settings": {
             **asdict(s),
@@ -134,6 +135,8 @@ def _new_result(s: Settings, workers: list[int]) -> dict[str, Any]:
 
 
 def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
+    from synapto.store import differences
+
     s.check()
     out_dir = Path(s.out_dir)
     runs_dir = out_dir / "runs"
@@ -188,6 +191,8 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
 
 def _timed_run(s: Settings, n: int, sched: str, seed: int, out: Path, result: dict, log) -> None:
     """One evolve run at ``n`` workers, its summary appended to ``result["runs"]``."""
+    from synapto.bench.common import load_average
+
     cmd = evolve_command(s, n, sched, seed, out)
     load0 = load_average()
     log(f"seed {seed}, {n} worker(s), {sched}: {shlex.join(cmd[1:])}")

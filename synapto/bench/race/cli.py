@@ -11,11 +11,6 @@ from pathlib import Path
 
 import typer
 
-from synapto.bench.race import load as race_load
-from synapto.bench.race.racing import Setup, plan, race
-from synapto.bench.race.reproject import reproject
-from synapto.bench.race.sb3 import ALGOS, require_extra
-from synapto.bench.race.thresholds import parse_thresholds
 from synapto.common.declare import Request, command, flag, opt
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
@@ -23,6 +18,8 @@ from synapto.common.folders import check_out_dir
 
 def check(o: RaceOptions, seeds: list[int]) -> None:
     """Every option's own check, one line and exit 2 for the first that fails."""
+    from synapto.bench.race.sb3 import ALGOS, require_extra
+
     if o.workers < 1:
         raise UsageError(f"--workers must be an integer >= 1, got {o.workers}")
     if len(set(seeds)) != len(seeds):
@@ -61,6 +58,9 @@ def command_line(evolve_config, ppo_config, threshold, options: dict) -> str:
 
 
 def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
+    from synapto.bench.race import load as race_load
+    from synapto.bench.race.racing import Setup, race
+
     for t in tasks:
         if t["task"] not in setup_args["thresholds"]:
             raise UsageError(f"{t['task']} has no threshold; pass --threshold {t['task']}=X")
@@ -74,6 +74,8 @@ def start(tasks, setup_args: dict, max_busy: float, allow_load: bool) -> None:
 
 
 def reproject_only(paths, threshold: list[str], out_dir: Path, coordinator_us: float, per_worker, words) -> None:
+    from synapto.bench.race.reproject import reproject
+
     command = command_line([], [], threshold, words)
     reproject(paths, threshold, out_dir, coordinator_us * 1e-6, per_worker, command)
 
@@ -157,6 +159,9 @@ def register(bench_app: typer.Typer) -> None:
 
 def bench_race(request: Request) -> None:
     """Evolution against PPO or SB3 on the same cores: wall time and env steps to each task's threshold."""
+    from synapto.bench.race.racing import plan
+    from synapto.bench.race.thresholds import parse_thresholds
+
     o = request.build(RaceOptions)
     seeds = list(o.seeds or [1])
     check(o, seeds)

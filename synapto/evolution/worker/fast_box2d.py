@@ -55,24 +55,10 @@ from synapto.evolution.worker.evaluate import Evaluator
 from synapto.evolution.worker.tasks import Episodes, EvalResult, SampleContext
 from synapto.shaping import FALL_PENALTY, Shaping
 
-#: gymnasium ids whose training episodes envpool runs (its task of the same id)
-COVERED = ("BipedalWalker-v3", "LunarLander-v3", "LunarLanderContinuous-v3")
 #: envpool's seeds lie in int32's range: an episode's seed is taken modulo this
 SEED_MOD = 1 << 31
 #: drop ended rows from the policy when at most this fraction of its rows still runs
 COMPACT_AT = 0.75
-
-
-def check_backend(env_id: str, envs) -> None:
-    """One-line error if the run's ``train_backend`` cannot run ``env_id`` (pure: no import)."""
-    if envs.train_backend != "envpool":
-        return
-    if env_id not in COVERED:
-        raise UsageError(f"env option train_backend=envpool covers {', '.join(COVERED)}, not {env_id}")
-    if envs.make:
-        raise UsageError(
-            f"env option train_backend=envpool takes no options of the env itself, got {', '.join(sorted(envs.make))}"
-        )
 
 
 def require(cfg, agent=None) -> None:
