@@ -15,31 +15,13 @@ from typing import Annotated, Any
 import typer
 
 from synapto import __version__
-from synapto.bench.compare import register as compare_register
-from synapto.bench.envs import register as envs_register
-from synapto.bench.evolve import MULTI_VALUE_OPTIONS as bench_evolve_multi, register as bench_evolve_register
-from synapto.bench.farm import register as farm_register
-from synapto.bench.learn import register as learn_register
-from synapto.bench.nn import register as nn_register
-from synapto.bench.ppo import MULTI_VALUE_OPTIONS as bench_ppo_multi, register as bench_ppo_register
-from synapto.bench.race import MULTI_VALUE_OPTIONS as race_multi, register as race_register
-from synapto.bench.sparsity import MULTI_VALUE_OPTIONS as sparsity_multi, register as sparsity_register
-from synapto.commands import register as commands_register
 from synapto.common.declare import multi_value_flags
 from synapto.common.errors import DiskFullError, TrackingError, UsageError, command_line_names
 from synapto.common.logs import setup
-from synapto.evolution.cli import register as evolve_register
-from synapto.evolution.config import EVOLVE_OPTIONS
 from synapto.parallel.launch import announce, env_rank, record_crash, record_exit
-from synapto.ppo.cli import MULTI_VALUE_OPTIONS as ppo_multi, register as ppo_register
-from synapto.tune.cli import MULTI_VALUE_OPTIONS as tune_multi, register as tune_register
-from synapto.viz.cli import register as viz_register
 
 #: -h works as --help, for every command (click hands help_option_names down to subcommands)
 HELP = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP)
-bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
-app.add_typer(bench_app, name="bench")
 
 
 def expand_multi(argv: list[str], names) -> list[str]:
@@ -100,7 +82,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _global(
     version: Annotated[
         bool,
@@ -122,32 +103,75 @@ def hoist_global_flags(argv: list[str]) -> list[str]:
     return [*flags, *(a for a in argv if a not in GLOBAL_FLAGS)] if flags else argv
 
 
-def _register_optional() -> frozenset[str]:
-    """Register the commands, from their packages: evolve, bench (learn, compare, envs, nn, evolve, farm, race,
-    ppo), ppo, tune, replay, slurm-script, and the pictures (plot, render, draw, export; need the plot extra
-    only when run).  Returns the flags of their options that take several space-separated values."""
-    evolve_register(app)
-    envs_register(bench_app)
-    nn_register(bench_app)
-    learn_register(bench_app)
-    compare_register(bench_app)
-    sparsity_register(bench_app)
-    bench_evolve_register(bench_app)
-    farm_register(bench_app)
-    race_register(bench_app)
-    viz_register(app)
-    ppo_register(app)
-    bench_ppo_register(bench_app)
-    tune_register(app)
-    commands_register(app)
-    evolve_multi = multi_value_flags(*EVOLVE_OPTIONS)
-    multi = (evolve_multi, bench_evolve_multi, ppo_multi, bench_ppo_multi, sparsity_multi, race_multi, tune_multi)
-    return frozenset({"--backend", "--mode"}).union(*multi)
+# Each command's module loads when that command runs (or for the list of commands): a process,
+# each MPI rank included, loads the options and the work of its own command only.
+def _evolve(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.evolution.cli import register
+    from synapto.evolution.config import EVOLVE_OPTIONS
+
+    register(app)
+    return frozenset(multi_value_flags(*EVOLVE_OPTIONS))
 
 
-#: options taking several space-separated values (``--hidden 8 8``); main() rewrites
-#: them to click's repeated form (``--hidden 8 --hidden 8``).
-MULTI_VALUE_OPTIONS = _register_optional()
+def _bench(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.bench import compare, envs, evolve, farm, learn, nn, ppo, race, sparsity
+
+    for module in (envs, nn, learn, compare, sparsity, evolve, farm, race, ppo):
+        module.register(bench_app)
+    multi = (evolve, ppo, sparsity, race)
+    return frozenset({"--backend", "--mode"}).union(*(m.MULTI_VALUE_OPTIONS for m in multi))
+
+
+def _viz(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.viz.cli import register
+
+    register(app)
+    return frozenset()
+
+
+def _ppo(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.ppo.cli import MULTI_VALUE_OPTIONS, register
+
+    register(app)
+    return frozenset(MULTI_VALUE_OPTIONS)
+
+
+def _tune(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.tune.cli import MULTI_VALUE_OPTIONS, register
+
+    register(app)
+    return frozenset(MULTI_VALUE_OPTIONS)
+
+
+def _commands(app: typer.Typer, bench_app: typer.Typer) -> frozenset[str]:
+    from synapto.commands import register
+
+    register(app)
+    return frozenset()
+
+
+#: the commands by name, each with the function that registers it, in the order of the help
+COMMANDS = (
+    (("evolve",), _evolve),
+    (("bench",), _bench),
+    (("plot", "render", "draw", "export"), _viz),
+    (("ppo", "ppo-eval"), _ppo),
+    (("tune",), _tune),
+    (("replay", "show", "slurm-script"), _commands),
+)
+
+
+def build_app(argv: list[str]) -> tuple[typer.Typer, frozenset[str]]:
+    """The app for ``argv``: its command alone, or every command (no command, an unknown one)
+    for the list; and the flags of their options that take several space-separated values
+    (``--hidden 8 8``), which :func:`_main` rewrites to click's repeated form."""
+    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP)
+    bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks.")
+    app.add_typer(bench_app, name="bench")
+    app.callback()(_global)
+    name = next((a for a in argv if not a.startswith("-")), None)
+    chosen = [add for names, add in COMMANDS if name in names] or [add for _, add in COMMANDS]
+    return app, frozenset().union(*(add(app, bench_app) for add in chosen))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -181,7 +205,9 @@ def dashed(argv: list[str]) -> list[str]:
 
 def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]  # paths given by the API or tests
-    argv = hoist_global_flags(expand_multi(dashed(list(argv)), MULTI_VALUE_OPTIONS))
+    argv = dashed(list(argv))
+    app, multi = build_app(argv)
+    argv = hoist_global_flags(expand_multi(argv, multi))
     try:
         with command_line_names():  # errors name the flags
             rc = app(args=argv, prog_name="synapto", standalone_mode=False)

@@ -296,20 +296,36 @@ def test_command_modules_are_the_ones_synapto_cli_registers():
     assert {module_name(PKG.parent / f) for f in found} <= registered, found
 
 
-def test_building_the_command_line_loads_no_run():
-    """What `synapto -h` and every process start load: the commands' options, not their work."""
-    code = "import sys, synapto.cli; print(' '.join(m for m in sys.modules if m.startswith('synapto')))"
-    loaded = set(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    )
-    work = {
-        "synapto.evolution.loop",
-        "synapto.ppo.train",
-        "synapto.viz.draw",
-        "synapto.bench.race.racing",
-        "synapto.tune.study",
-    }
-    assert not loaded & work, sorted(loaded & work)
+def modules_loaded_by(code: str) -> set[str]:
+    """The modules of synapto that a fresh interpreter has loaded after ``code``."""
+    code += "; import sys; print(' '.join(m for m in sys.modules if m.startswith('synapto')))"
+    return set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+
+
+#: the work of the commands: what building the command line must not load
+WORK = {
+    "synapto.evolution.loop",
+    "synapto.evolution.generation",
+    "synapto.parallel.coordinator",
+    "synapto.ppo.train",
+    "synapto.viz.draw",
+    "synapto.bench.race.racing",
+    "synapto.tune.study",
+}
+
+
+def test_the_command_list_loads_the_options_of_every_command_and_no_work():
+    loaded = modules_loaded_by("import synapto.cli as c; c.build_app([])")
+    assert {"synapto.evolution.cli", "synapto.ppo.cli", "synapto.bench.race.cli", "synapto.tune.cli"} <= loaded
+    assert not loaded & WORK, sorted(loaded & WORK)
+
+
+def test_a_command_loads_its_own_options_only():
+    """Every process start (each MPI rank of a run) builds the command line for its command."""
+    loaded = modules_loaded_by("import synapto.cli as c; c.build_app(['-q', 'ppo', '--hid', '8'])")
+    assert "synapto.ppo.cli" in loaded
+    others = {m for m in loaded if m.startswith(("synapto.bench", "synapto.evolution", "synapto.viz", "synapto.tune"))}
+    assert not others and not loaded & WORK, sorted(others | (loaded & WORK))
 
 
 def test_lazy_imports_are_found():
@@ -322,11 +338,12 @@ def test_imports_inside_functions_follow_the_rule(path):
     on and a circle shows at once.  A function imports only (a) a library of
     :data:`LAZY_LIBRARIES` (heavy or optional: what a command does not use it neither loads
     nor needs installed), (b) a module of synapto that :data:`LAZY_INTERNAL` names for its file,
-    with the reason, (c) in a command module (one that defines ``register(app)``, which
-    synapto.cli calls at every start to build the command line), any module of synapto: the
-    work of a command loads when that command runs, so each process (each MPI rank) pays only
-    for its own.  The standard library and numpy load at the top."""
-    if is_command_module(path):
+    with the reason, (c) in synapto.cli and in a command module (one that defines
+    ``register(app)``), any module of synapto: synapto.cli loads a command's module when that
+    command runs (all of them for the list of commands), and a command module loads the work
+    of a command when it runs, so each process (each MPI rank) pays only for its own command.
+    The standard library and numpy load at the top."""
+    if is_command_module(path) or rel(path) == "synapto/cli.py":
         return
     wrong = [
         f"line {line}: {name}"
