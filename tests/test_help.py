@@ -10,11 +10,11 @@ import pytest
 import typer
 
 from synapto import __version__
-from synapto.cli import app, main
+from synapto.cli import build_app, main
 
 
 def commands(group=None, prefix=()):
-    group = group or typer.main.get_command(app)
+    group = group or typer.main.get_command(build_app([])[0])  # every command
     for name, cmd in sorted(group.commands.items()):
         if hasattr(cmd, "commands"):
             yield from commands(cmd, (*prefix, name))
