@@ -31,5 +31,5 @@ from synapto.common.declare import multi_value_flags
 
 __all__ = ["MULTI_VALUE_OPTIONS", "register"]
 
-#: options taking several space-separated values (see synapto.cli.MULTI_VALUE_OPTIONS)
+#: options taking several space-separated values (see synapto.cli.build_app)
 MULTI_VALUE_OPTIONS = multi_value_flags(RaceOptions)
