@@ -87,10 +87,11 @@ from synapto.common.errors import DiskFullError, RunFileError, UsageError, optio
 from synapto.store.checkpoint import checkpoint_path
 from synapto.store.evolve_rows import PER_GENERATION, PER_GENERATION_GROUPS, STATS, Extras, per_generation
 from synapto.store.files import (
-    close_quietly,
+    build_file,
     estimate_size,
+    filling,
     fixed_dataset,
-    new_file,
+    layout_size,
     open_append,
     open_run,
     put_row,
@@ -161,11 +162,7 @@ class EvolveRunWriter:
     @classmethod
     def estimated_size(cls, config, n_params: int, extras: Extras = Extras(), rows: int | None = None) -> int:
         """An upper estimate of the run file's size in bytes (its metadata never changes after creation)."""
-        datasets, fixed = cls.layout(config, n_params, extras, rows)
-        return estimate_size(
-            [(n, tail, dtype) for _, n, tail, dtype in datasets],
-            [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed],
-        )
+        return layout_size(*cls.layout(config, n_params, extras, rows))
 
     @classmethod
     def build(
@@ -181,33 +178,16 @@ class EvolveRunWriter:
         """Write a new run file at ``path`` (a temporary name: see :meth:`create`) and
         return it open; every dataset at its final size, ``/completed`` = 0.  Its disk
         space is reserved first, so a full disk is met before HDF5 writes."""
-        datasets, fixed = cls.layout(config, n_params, extras, rows)
         attrs = {
             "n_params": n_params,
             "agent_name": agent_name,
             **extras.attrs,
             **({"samples": extras.samples} if extras.samples else {}),
         }
-        f = new_file(
-            path,
-            "evolve",
-            config.to_json(),
-            attrs,
-            run_id=run_id,
-            reserve=cls.estimated_size(config, n_params, extras, datasets[0][1]),
-        )
-        try:
-            for name, n, tail, dtype in datasets:
-                rows_dataset(f, name, n, tail, dtype)
-            if config.select_episodes:
-                _selection(f, 0, n_params, config.select_episodes)
-            for name, data, checksum in fixed:
-                fixed_dataset(f, name, data, checksum=checksum)
-            f.flush()
-        except BaseException:
-            close_quietly(f, discard=path)
-            raise
-        return f
+        S = config.select_episodes
+        between = (lambda f: _selection(f, 0, n_params, S)) if S else None
+        layout = cls.layout(config, n_params, extras, rows)
+        return build_file(path, "evolve", config.to_json(), attrs, layout, run_id=run_id, between=between)
 
     @classmethod
     def create(
@@ -302,8 +282,7 @@ class EvolveRunWriter:
             shutil.copyfile(path, tmp)
             extra = estimate_size([(C, (n_params,), "f8"), (C, (S,), "f8"), *[(C, (), "f8")] * 4], [])
             reserve_space(tmp, os.path.getsize(tmp) + extra)  # room for what is added: see files.create_file
-            f = open_append(tmp)
-            try:
+            with filling(open_append(tmp), tmp) as f:
                 for name in values:
                     del f[f"selection/{name}"]
                 _selection(f, C, n_params, S, values)
@@ -311,10 +290,6 @@ class EvolveRunWriter:
                 f["selection/chosen"][0] = selection.chosen
                 f["champion/selection_fitness"][0] = selection.fitness[selection.chosen]
                 f.flush()
-            except BaseException:
-                close_quietly(f, discard=tmp)
-                raise
-            f.close()
 
         try:
             replace_file(path, build, ".selection.tmp", "writing the final selection")
@@ -438,7 +413,7 @@ def rebuild_prefix(
 
     def write(tmp: Path) -> None:
         f = EvolveRunWriter.build(tmp, config, n_params, agent_name, extras, run_id=run_id, rows=capacity)
-        try:
+        with filling(f, tmp):
             if created:
                 f.attrs["created"] = created
             for name, values in data.items():
@@ -447,10 +422,6 @@ def rebuild_prefix(
             f.flush()
             f["completed"][0] = generations
             f.flush()
-        except BaseException:
-            close_quietly(f, discard=tmp)
-            raise
-        f.close()
 
         faults.point("rebuild", generations)  # the new file is whole, the old one still in place
 

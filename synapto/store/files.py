@@ -73,14 +73,7 @@ def h5py():
 
 def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for key, pkg in (
-        ("synapto", "synapto-evo"),
-        ("numpy", "numpy"),
-        ("gymnasium", "gymnasium"),
-        ("h5py", "h5py"),
-        ("mpi4py", "mpi4py"),
-        ("box2d", "box2d"),
-    ):
+    for key, pkg in (("synapto", "synapto-evo"), *((n, n) for n in ("numpy", "gymnasium", "h5py", "mpi4py", "box2d"))):
         try:
             out[key] = version(pkg)
         except PackageNotFoundError:
@@ -142,6 +135,17 @@ def writing(path: str | Path, what: str):
         raise
 
 
+@contextmanager
+def filling(f, path: Path):
+    """``f``, a new file at ``path``, to fill: closed after, or discarded if filling fails (:func:`close_quietly`)."""
+    try:
+        yield f
+    except BaseException:
+        close_quietly(f, discard=path)
+        raise
+    f.close()
+
+
 # ----------------------------------------------------------------------------- reading
 def _stored_eof(path: Path) -> int | None:
     """The end-of-file address a version-2/3 superblock at offset 0 records, or None."""
@@ -164,13 +168,13 @@ def _open_read(p: Path):
     A version-2 file (SWMR) whose writer was killed keeps its superblock's "open for
     write" flag, which a plain open refuses; it is opened in SWMR-read mode instead,
     after the end-of-file check that mode skips (a truncated file would hang there)."""
-    h5 = h5py()
+    h5, unreadable = h5py(), f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?)"
     try:
         return h5.File(p, "r", locking=False)
     except OSError as exc:
         first = str(exc).splitlines()[0]
         if "already open for write" not in first:
-            raise RunFileError(f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): {first}") from None
+            raise RunFileError(f"{unreadable}: {first}") from None
     eof = _stored_eof(p)
     if eof is None or p.stat().st_size < eof:
         raise RunFileError(
@@ -179,9 +183,7 @@ def _open_read(p: Path):
     try:
         return h5.File(p, "r", swmr=True, locking=False)
     except OSError as exc:
-        raise RunFileError(
-            f"{str(p)!r} is not a readable HDF5 file (truncated or corrupted?): {str(exc).splitlines()[0]}"
-        ) from None
+        raise RunFileError(f"{unreadable}: {str(exc).splitlines()[0]}") from None
 
 
 def check_metadata(f, what: str) -> None:
@@ -198,9 +200,8 @@ def check_metadata(f, what: str) -> None:
             list(obj.attrs.keys())
         list(f.attrs.keys())
     except Exception as exc:
-        raise RunFileError(
-            f"{what} is corrupted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-        ) from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RunFileError(f"{what} is corrupted ({first})") from None
 
 
 def open_run(path: str | Path, kind: str | None = None):
@@ -383,6 +384,30 @@ def new_file(
     for k, v in {**package_attrs(kind, config_json, run_id), **(extra_attrs or {})}.items():
         f.attrs[k] = v
     f.create_dataset("completed", data=np.zeros(1, dtype=np.int64))
+    return f
+
+
+def layout_size(rows: list, fixed: list) -> int:
+    """:func:`estimate_size` of ``(name, rows, tail, dtype)`` per-row and ``(name, data, checksum)`` fixed datasets."""
+    return estimate_size([(n, t, d) for _, n, t, d in rows], [(np.shape(v), np.asarray(v).dtype) for _, v, _ in fixed])
+
+
+def build_file(path: Path, kind: str, config_json: str, attrs: Mapping, layout: tuple, run_id=None, between=None):
+    """:func:`new_file` holding the datasets of ``layout`` (``(rows, fixed)`` as :func:`layout_size`)
+    at their final size, its space reserved first; ``between(f)`` runs after the per-row ones."""
+    rows, fixed = layout
+    f = new_file(Path(path), kind, config_json, attrs, run_id=run_id, reserve=layout_size(rows, fixed))
+    try:
+        for name, n, tail, dtype in rows:
+            rows_dataset(f, name, n, tail, dtype)
+        if between is not None:
+            between(f)
+        for name, data, checksum in fixed:
+            fixed_dataset(f, name, data, checksum=checksum)
+        f.flush()
+    except BaseException:
+        close_quietly(f, discard=Path(path))
+        raise
     return f
 
 

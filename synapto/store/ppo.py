@@ -49,17 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from synapto.common.errors import RunFileError, UsageError
-from synapto.store.files import (
-    close_quietly,
-    estimate_size,
-    fixed_dataset,
-    new_file,
-    open_append,
-    open_run,
-    put_row,
-    rows_dataset,
-    writing,
-)
+from synapto.store.files import build_file, filling, open_append, open_run, put_row, writing
 from synapto.store.replace import replace_file, rewrite
 
 #: Spinning Up's progress.txt columns, in its order; the run file keeps all but Time under /stats
@@ -149,15 +139,10 @@ def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
         fixed += [(f"{group}/pi", np.full(n_pi, np.nan), True), (f"{group}/v", np.full(n_v, np.nan), True)]
     for slot in ("slot0", "slot1"):
         fixed.append((f"checkpoint/{slot}/completed", np.full(1, -1, np.int64), False))
-        for name, n in (
-            ("pi", n_pi),
-            ("pi_adam_m", n_pi),
-            ("pi_adam_v", n_pi),
-            ("v", n_v),
-            ("v_adam_m", n_v),
-            ("v_adam_v", n_v),
-        ):
-            fixed.append((f"checkpoint/{slot}/{name}", np.full(n, np.nan), True))
+        for net, n in (("pi", n_pi), ("v", n_v)):
+            fixed += [
+                (f"checkpoint/{slot}/{net}{part}", np.full(n, np.nan), True) for part in ("", "_adam_m", "_adam_v")
+            ]
         fixed += [
             (f"checkpoint/{slot}/pi_adam_t", np.zeros(1, np.int64), True),
             (f"checkpoint/{slot}/v_adam_t", np.zeros(1, np.int64), True),
@@ -181,22 +166,8 @@ def _layout(cfg, n_pi: int, n_v: int, obs_dim: int) -> tuple[list, list]:
 def _build(path: Path, cfg, attrs: dict, n_pi: int, n_v: int, run_id: str | None = None):
     """A new PPO run file at ``path``, open: every dataset at its final size, nothing done;
     its disk space reserved first (see :func:`synapto.store.files.create_file`)."""
-    rows, fixed = _layout(cfg, n_pi, n_v, int(attrs["obs_dim"]))
-    size = estimate_size(
-        [(n, tail, dtype) for _, n, tail, dtype in rows],
-        [(np.shape(data), np.asarray(data).dtype) for _, data, _ in fixed],
-    )
-    f = new_file(Path(path), "ppo", cfg.to_json(), attrs, run_id=run_id, reserve=size)
-    try:
-        for name, n, tail, dtype in rows:
-            rows_dataset(f, name, n, tail, dtype)
-        for name, data, checksum in fixed:
-            fixed_dataset(f, name, data, checksum=checksum)
-        f.flush()
-    except BaseException:
-        close_quietly(f, discard=Path(path))
-        raise
-    return f
+    layout = _layout(cfg, n_pi, n_v, int(attrs["obs_dim"]))
+    return build_file(path, "ppo", cfg.to_json(), attrs, layout, run_id=run_id)
 
 
 class PPORunWriter:
@@ -213,14 +184,9 @@ class PPORunWriter:
         path = Path(path)
         if path.exists() and not overwrite:
             raise UsageError(f"--out {str(path)!r} exists; pass --force to overwrite it")
-        attrs = {
-            "ranks": ranks,
-            "obs_dim": space.obs_dim,
-            "act_dim": space.act_dim,
-            "discrete": int(space.discrete),
-            "n_pi": n_pi,
-            "n_v": n_v,
-        }
+        attrs = dict(
+            ranks=ranks, obs_dim=space.obs_dim, act_dim=space.act_dim, discrete=int(space.discrete), n_pi=n_pi, n_v=n_v
+        )
         replace_file(path, lambda tmp: _build(tmp, cfg, attrs, n_pi, n_v).close(), ".new.tmp", "creating the run file")
         return cls(open_append(path), cfg)
 
@@ -374,8 +340,7 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
             raise RunFileError(f"{str(path)!r} is corrupted ({str(exc).splitlines()[0]})") from None
 
     def write(tmp: Path) -> None:
-        f = _build(tmp, cfg, attrs, n_pi, n_v, run_id=run_id)
-        try:
+        with filling(_build(tmp, cfg, attrs, n_pi, n_v, run_id=run_id), tmp) as f:
             if created:
                 f.attrs["created"] = created
             for name, data in stats.items():
@@ -393,10 +358,6 @@ def prepare_resume(path: Path, cfg, ranks: int) -> tuple[PPORunWriter, dict, int
             f.flush()
             f["completed"][0] = done
             f.flush()
-        except BaseException:
-            close_quietly(f, discard=tmp)
-            raise
-        f.close()
 
     with writing(path, "rebuilding it to resume"):
         f = rewrite(path, write)
