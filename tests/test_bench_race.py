@@ -491,7 +491,7 @@ def test_race_json_keeps_the_projection_and_max_minutes_reports_not_reached(tmp_
 
 
 def test_several_thresholds_parse():
-    from synapto.bench.race.thresholds import parse_thresholds
+    from synapto.bench.race.runs import parse_thresholds
 
     got = parse_thresholds(["BipedalWalker-v3=280,300", "BipedalWalker-v3=320", "X-v0=1"])
     assert got["BipedalWalker-v3"] == [280.0, 300.0, 320.0] and got["X-v0"] == [1.0]

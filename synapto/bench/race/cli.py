@@ -160,7 +160,7 @@ def register(bench_app: typer.Typer) -> None:
 def bench_race(request: Request) -> None:
     """Evolution against PPO or SB3 on the same cores: wall time and env steps to each task's threshold."""
     from synapto.bench.race.racing import plan
-    from synapto.bench.race.thresholds import parse_thresholds
+    from synapto.bench.race.runs import parse_thresholds
 
     o = request.build(RaceOptions)
     seeds = list(o.seeds or [1])

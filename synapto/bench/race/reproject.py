@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synapto.bench.race.project_report import PROJECTION_INTRO, projection_lines
 from synapto.bench.race.projection import project
-from synapto.bench.race.thresholds import given_thresholds
+from synapto.bench.race.report import PROJECTION_INTRO, projection_lines
+from synapto.bench.race.runs import given_thresholds
 from synapto.common.errors import UsageError
 
 
