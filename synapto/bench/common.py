@@ -6,7 +6,7 @@
 * :func:`fit_amdahl`, :func:`amdahl` -- the serial fraction of Amdahl's law fitted
   to measured speed-ups, and the speed-up it predicts;
 * :func:`shares` -- parts of a total as fractions that sum to 1;
-* :func:`md_table` -- a Markdown table;
+* :func:`md_table` -- a Markdown table; :func:`pyplot` -- matplotlib's, where it is installed;
 * :func:`cpu_count`, :func:`load_average` -- the cores this process may use, and the
   machine's 1-minute load average, printed beside every timing;
 * :func:`run_logged` -- the one way a benchmark runs a command: its output time-stamped
@@ -110,6 +110,18 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]], align: st
     for row in rows:
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return "\n".join(lines)
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend; None without matplotlib (the benchmark draws no plot)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
 
 
 def cpu_count() -> int:

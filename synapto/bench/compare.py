@@ -46,6 +46,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from synapto.bench.common import md_table, pyplot
 from synapto.common.errors import UsageError
 from synapto.common.seeding import test_seeds
 
@@ -263,8 +264,6 @@ def _t(x: float) -> str:
 
 
 def markdown(rows: list[dict], command: str, episodes: int) -> str:
-    from synapto.bench.common import md_table
-
     table = md_table(
         [
             "task (threshold)",
@@ -300,12 +299,8 @@ def markdown(rows: list[dict], command: str, episodes: int) -> str:
 
 
 def plot(curves: list[Curve], thresholds: dict[str, float], out: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     envs = sorted({c.env for c in curves})
     fig, axes = plt.subplots(len(envs), 2, figsize=(11, 3.4 * len(envs)), squeeze=False)
@@ -376,20 +371,24 @@ def compare(
     return result
 
 
+def threshold_item(item: str, several: bool = False) -> tuple[str, list[float]]:
+    """A ``--threshold ENV=NUMBER`` item (``ENV=NUMBER[,NUMBER...]`` where ``several``): its
+    task and numbers (one-line errors)."""
+    env, sep, values = item.partition("=")
+    try:
+        xs = [float(v) for v in (values.split(",") if several else [values])]
+    except ValueError:
+        sep = ""
+    if not sep or not env.strip():
+        raise UsageError(f"--threshold expects ENV=NUMBER{'[,NUMBER...]' if several else ''}, got {item!r}")
+    if not all(math.isfinite(x) for x in xs):  # nan is never reached, inf always or never
+        raise UsageError(f"--threshold {item!r}: the threshold must be a finite number")
+    return env.strip(), xs
+
+
 def parse_thresholds(items: list[str]) -> dict[str, float]:
     """:data:`THRESHOLDS` with ``--threshold ENV=NUMBER`` items over them (one-line errors)."""
-    thresholds = dict(THRESHOLDS)
-    for item in items:
-        env, sep, value = item.partition("=")
-        try:
-            thresholds[env.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not env.strip():
-            raise UsageError(f"--threshold expects ENV=NUMBER, got {item!r}")
-        if not math.isfinite(thresholds[env.strip()]):  # nan is never reached, inf always or never
-            raise UsageError(f"--threshold {item!r}: the threshold must be a finite number")
-    return thresholds
+    return {**THRESHOLDS, **{env: xs[0] for env, xs in map(threshold_item, items)}}
 
 
 def refuse_repeated_runs(paths) -> None:

@@ -33,6 +33,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from synapto.bench.common import pyplot
 from synapto.common import seeding
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
@@ -252,12 +253,8 @@ def table(data: dict) -> str:
 
 
 def plot(data: dict, path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
     keys = []

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, pyplot
 from synapto.common import declare
 from synapto.common.declare import Request, opt
 from synapto.common.errors import UsageError
@@ -237,12 +237,8 @@ def _seeds_table(runs: dict) -> str:
 
 
 def plot(path: Path, runs: dict, meta: dict) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(runs), 3.5))
     for x, items in enumerate(runs.values()):

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from synapto.bench.common import md_table, mean_std
+from synapto.bench.common import md_table, mean_std, pyplot
 from synapto.bench.learn import SOLVED
 
 #: connection counts marked on the plot's log axis
@@ -122,12 +122,8 @@ def _modes_table(rows: list[dict], thr: float | None) -> str:
 
 
 def plot(path: Path, summary: list[dict], runs: list[dict]) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     envs = list(dict.fromkeys(s["env"] for s in summary))
     fig, axes = plt.subplots(1, len(envs), figsize=(6.2 * len(envs), 4.4), squeeze=False)

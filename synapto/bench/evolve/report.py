@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synapto.bench.common import amdahl, fmt_mean_std, md_table, mean_std
+from synapto.bench.common import amdahl, fmt_mean_std, md_table, mean_std, pyplot
 from synapto.bench.evolve.projection import PROJECT_RANKS
 from synapto.bench.evolve.runs import PARTS
 
@@ -298,12 +298,8 @@ def _assumptions(s: dict) -> list[str]:
 
 
 def plot(result: dict, path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception:
+    plt = pyplot()
+    if plt is None:
         return False
     rows = result["rows"]
     ticks = sorted({max(r["workers"], 1) for r in rows})

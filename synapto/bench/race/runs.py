@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from synapto.bench.common import children_cpu, run_logged
-from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve
+from synapto.bench.compare import THRESHOLDS, Cache, Curve, evolve_curve, ppo_curve, threshold_item
 from synapto.bench.race.load import measure
 from synapto.bench.race.sb3 import sb3_curve
 from synapto.common.errors import UsageError
@@ -197,16 +197,8 @@ def given_thresholds(items: list[str]) -> dict[str, list[float]]:
     """The ``--threshold ENV=X[,Y...]`` items, per task (repeats add to its list)."""
     given: dict[str, list[float]] = {}
     for item in items:
-        env, sep, values = item.partition("=")
-        try:
-            xs = [float(v) for v in values.split(",")]
-        except ValueError:
-            sep = ""
-        if not sep or not env.strip():
-            raise UsageError(f"--threshold expects ENV=NUMBER[,NUMBER...], got {item!r}")
-        if not all(math.isfinite(x) for x in xs):  # nan is never reached, inf always or never
-            raise UsageError(f"--threshold {item!r}: the threshold must be a finite number")
-        mine = given.setdefault(env.strip(), [])
+        env, xs = threshold_item(item, several=True)
+        mine = given.setdefault(env, [])
         mine += [x for x in xs if x not in mine]
     return given
 
