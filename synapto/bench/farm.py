@@ -47,28 +47,11 @@ KEY_GENOME = 2720
 CONFIGS = (("experiments/bipedal_solve.toml", 400_000), ("experiments/lunarlander_learn.toml", 300_000))
 #: the GA at deep-neuroevolution scale (genomes as lineages, :mod:`synapto.lineage`):
 #: LunarLander with pruned-mlp networks of 68 k and 1.06 M weights (label, options, env steps)
+_GA = ["--population", "32", "--episodes", "1", "--generations", "1000", "--seed", "3"]
 GA_RUNS = tuple(
     (
         f"ga, pruned-mlp {a}x{a} ({label})",
-        [
-            "--env",
-            "LunarLander-v3",
-            "--agent",
-            "pruned-mlp",
-            "--hidden",
-            str(a),
-            str(a),
-            "--strategy",
-            "ga",
-            "--population",
-            "32",
-            "--episodes",
-            "1",
-            "--generations",
-            "1000",
-            "--seed",
-            "3",
-        ],
+        ["--env", "LunarLander-v3", "--agent", "pruned-mlp", "--hidden", str(a), str(a), "--strategy", "ga", *_GA],
         budget,
     )
     for a, label, budget in ((256, "68 k weights", 150_000), (1024, "1 M weights", 60_000))
@@ -142,18 +125,8 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
     with tempfile.TemporaryDirectory() as tmp:
         for W in workers_list:
             out = Path(tmp) / f"probe{W}.json"
-            cmd = [
-                find_mpiexec(),
-                "-n",
-                str(W + 1),
-                sys.executable,
-                "-m",
-                "synapto.bench.farm",
-                "probe",
-                str(out),
-                str(tasks_per_worker),
-                str(repeats),
-            ]
+            cmd = [find_mpiexec(), "-n", str(W + 1), sys.executable, "-m", "synapto.bench.farm", "probe", str(out)]
+            cmd += [str(tasks_per_worker), str(repeats)]
             log(f"farm probe: {W} worker(s) ...")
             run_logged(cmd, Path(tmp) / f"probe{W}.log")
             rows += json.loads(out.read_text())
@@ -174,24 +147,9 @@ def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[di
                 for W in workers if r % 2 == 0 else tuple(reversed(workers)):
                     out = Path(tmp) / f"run{W}.h5"
                     label, options = config if isinstance(config, tuple) else (str(config), ["--config", str(config)])
-                    cmd = [
-                        sys.executable,
-                        "-m",
-                        "synapto",
-                        "evolve",
-                        *options,
-                        "--workers",
-                        str(W),
-                        "--max-env-steps",
-                        str(budget),
-                        "--select-episodes",
-                        "0",
-                        "--test-episodes",
-                        "0",
-                        "--out",
-                        str(out),
-                        "--force",
-                    ]
+                    cmd = [sys.executable, "-m", "synapto", "evolve", *options, "--workers", str(W)]
+                    cmd += ["--max-env-steps", str(budget), "--select-episodes", "0", "--test-episodes", "0"]
+                    cmd += ["--out", str(out), "--force"]
                     log(f"farm config: {label} with {W} worker(s), {budget:,} env steps ...")
                     logged = run_logged(cmd, Path(tmp) / f"run{W}.log")
                     cpu = next((float(m.group(1)) for _, line in logged.lines if (m := _DONE.search(line))), math.nan)
