@@ -21,7 +21,9 @@ import pytest
 from conftest import _env, assert_same_run
 
 from synapto.bench.common import amdahl, fit_amdahl, md_table, mean_std, shares, speedups
-from synapto.bench.evolve import PARTS, breakdown, ceiling, loop_times, productive_share, simulate_farm
+from synapto.bench.evolve.projection import simulate_farm
+from synapto.bench.evolve.raw import ceiling
+from synapto.bench.evolve.runs import PARTS, breakdown, loop_times, productive_share
 
 
 # ----------------------------------------------------------------------------- arithmetic

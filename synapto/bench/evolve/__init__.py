@@ -57,52 +57,12 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from synapto.bench.common import Logged, run_logged
-from synapto.bench.evolve.projection import PROJECT_RANKS, derive, project, simulate_farm
-from synapto.bench.evolve.raw import build_sample, ceiling, measure_raw, raw_process, raw_summary
+from synapto.bench.common import run_logged
+from synapto.bench.evolve.projection import derive
+from synapto.bench.evolve.raw import build_sample, measure_raw, raw_summary
 from synapto.bench.evolve.report import markdown, plot
-from synapto.bench.evolve.runs import (
-    PARTS,
-    REFERENCE_MODE,
-    Settings,
-    breakdown,
-    evolve_command,
-    loop_times,
-    productive_share,
-    read_run,
-    run_work,
-    summarise_run,
-)
+from synapto.bench.evolve.runs import REFERENCE_MODE, Settings, evolve_command, read_run, summarise_run
 from synapto.common.folders import check_out_dir
-
-__all__ = [
-    "MULTI_VALUE_OPTIONS",
-    "PARTS",
-    "PROJECT_RANKS",
-    "REFERENCE_MODE",
-    "Logged",
-    "Settings",
-    "breakdown",
-    "build_sample",
-    "ceiling",
-    "derive",
-    "evolve_command",
-    "loop_times",
-    "markdown",
-    "measure_raw",
-    "plot",
-    "productive_share",
-    "project",
-    "raw_process",
-    "raw_summary",
-    "read_run",
-    "register",
-    "run_bench",
-    "run_logged",
-    "run_work",
-    "simulate_farm",
-    "summarise_run",
-]
 
 #: options taking several values (synapto's main() expands them)
 MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")

@@ -89,22 +89,9 @@ def evolve_command(s: Settings, workers: int, schedule: str, seed: int, out: Pat
         s.agent,
         "--hidden",
         *map(str, s.hidden),
-        "--population",
-        str(s.population),
-        "--generations",
-        str(s.generations),
-        "--episodes",
-        str(s.episodes),
-        "--seed",
-        str(seed),
-        "--test-episodes",
-        "0",
-        "--schedule",
-        schedule,
-        "--out",
-        str(out),
-        "--force",
     ]
+    cmd += ["--population", str(s.population), "--generations", str(s.generations), "--episodes", str(s.episodes)]
+    cmd += ["--seed", str(seed), "--test-episodes", "0", "--schedule", schedule, "--out", str(out), "--force"]
     if workers > 0:
         cmd += ["--workers", str(workers)]
     return cmd + list(s.evolve_options)

@@ -46,19 +46,8 @@ def ppo_processes(n_envs: int, cores: int) -> int:
 
 
 def command(method: str, config: str, workers: int, processes: int, seed: int, out: Path) -> list[str]:
-    base = [
-        sys.executable,
-        "-m",
-        "synapto",
-        method,
-        "--config",
-        str(config),
-        "--seed",
-        str(seed),
-        "--out",
-        str(out),
-        "--force",
-    ]
+    base = [sys.executable, "-m", "synapto", method, "--config", str(config), "--seed", str(seed), "--out", str(out)]
+    base += ["--force"]
     return base + (["--workers", str(workers)] if method == "evolve" else ["--cpu", str(processes)])
 
 
