@@ -74,18 +74,8 @@ BUDGETS = {
         {
             "openai-es": [
                 *["--strategy", "openai-es", "--agent", "pruned-mlp", "--hidden", "40", "40", "--population", "64"],
-                *[
-                    "--episodes",
-                    "1",
-                    "--obs-norm",
-                    "--validate-top",
-                    "2",
-                    "--validate-episodes",
-                    "4",
-                    "--sigma",
-                    "0.05",
-                ],
-                *["--lr", "0.02", "--strategy-option", "prune_every=20"],
+                *["--episodes", "1", "--obs-norm", "--validate-top", "2", "--validate-episodes", "4"],
+                *["--sigma", "0.05", "--lr", "0.02", "--strategy-option", "prune_every=20"],
             ],
         },
     ),

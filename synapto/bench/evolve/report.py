@@ -88,18 +88,9 @@ def _runs_table(result: dict) -> list[str]:
     lines.append(
         md_table(
             [
-                "workers",
-                "schedule",
-                f"wall per seed {'/'.join(map(str, seeds))} (s)",
-                "wall mean ± std (s)",
-                "loop mean ± std (s)",
-                "env steps/s",
-                "steps/s per worker",
-                "speed-up",
-                "efficiency",
-                "raw ceiling (steps/s)",
-                "ratio to raw",
-                "ratio, side by side",
+                *["workers", "schedule", f"wall per seed {'/'.join(map(str, seeds))} (s)", "wall mean ± std (s)"],
+                *["loop mean ± std (s)", "env steps/s", "steps/s per worker", "speed-up", "efficiency"],
+                *["raw ceiling (steps/s)", "ratio to raw", "ratio, side by side"],
             ],
             table,
         )
@@ -129,19 +120,10 @@ def _raw_ceiling(result: dict) -> list[str]:
         "columns run synapto's `evaluate` on the same evaluations in the same processes, interleaved.",
         "",
     ]
-    header = [
-        "seed",
-        "after the runs at (workers)",
-        "processes",
-        "sample episodes / steps",
-        "make + reset + close (ms/episode)",
-        "step (µs)",
-        "ceiling, fresh env (steps/s)",
-        "ceiling, reused env (steps/s)",
-        "run ratio",
-        "side by side: raw / evaluate (steps/s)",
-        "evaluate / raw (wall / cpu)",
-    ]
+    header = ["seed", "after the runs at (workers)", "processes", "sample episodes / steps"]
+    header += ["make + reset + close (ms/episode)", "step (µs)", "ceiling, fresh env (steps/s)"]
+    header += ["ceiling, reused env (steps/s)", "run ratio", "side by side: raw / evaluate (steps/s)"]
+    header += ["evaluate / raw (wall / cpu)"]
     lines.append(md_table(header, [_raw_row(r, runs) for r in result["raw"]]))
     mean_len = [r["env_steps"] / r["episodes"] for r in runs if r["episodes"]]
     lines += [

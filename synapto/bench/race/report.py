@@ -164,17 +164,8 @@ def _per_threshold(run: dict, cell) -> str:
 def runs_table(runs: list[dict]) -> str:
     return md_table(
         [
-            "task (threshold)",
-            "method",
-            "seed",
-            "cores (processes)",
-            "other load before (cores)",
-            "wall to threshold",
-            "env steps to it",
-            "final test",
-            "wall, env steps in all",
-            "with start-up",
-            "CPU s",
+            *["task (threshold)", "method", "seed", "cores (processes)", "other load before (cores)"],
+            *["wall to threshold", "env steps to it", "final test", "wall, env steps in all", "with start-up", "CPU s"],
         ],
         [
             [
