@@ -90,18 +90,8 @@ def bench_mpi(n: int, workers: int, with_agent: bool, batched: bool, steps: int)
     """Steps/s of farming ``n`` one-episode evaluations to ``workers`` MPI ranks (a subprocess)."""
     from synapto.parallel.launch import find_mpiexec
 
-    cmd = [
-        find_mpiexec(),
-        "-n",
-        str(workers + 1),
-        sys.executable,
-        "-m",
-        "synapto.bench.envs",
-        str(n),
-        str(int(with_agent)),
-        str(int(batched)),
-        str(steps),
-    ]
+    cmd = [find_mpiexec(), "-n", str(workers + 1), sys.executable, "-m", "synapto.bench.envs", str(n)]
+    cmd += [str(int(with_agent)), str(int(batched)), str(steps)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "HYDRA_"))}
     env.pop("SYNAPTO_LAUNCHED", None)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
@@ -240,13 +230,8 @@ def table(data: dict) -> str:
     from synapto.bench.common import md_table
 
     ns = sorted({r["envs"] for r in data["results"]})
-    keys = []
-    for r in data["results"]:
-        k = (r["backend"], r["agent"])
-        if k not in keys:
-            keys.append(k)
     rows = []
-    for b, a in keys:
+    for b, a in dict.fromkeys((r["backend"], r["agent"]) for r in data["results"]):
         by_n = {r["envs"]: r["steps_per_s"] for r in data["results"] if (r["backend"], r["agent"]) == (b, a)}
         rows.append([b, "agent" if a else "random", *(f"{by_n[n]:,.0f}" if n in by_n else "–" for n in ns)])
     return md_table(["backend", "actions", *(f"n={n}" for n in ns)], rows, align="ll" + "r" * len(ns))
@@ -257,11 +242,7 @@ def plot(data: dict, path: Path) -> bool:
     if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    keys = []
-    for r in data["results"]:
-        if (r["backend"], r["agent"]) not in keys:
-            keys.append((r["backend"], r["agent"]))
-    for b, a in keys:
+    for b, a in dict.fromkeys((r["backend"], r["agent"]) for r in data["results"]):
         pts = sorted((r["envs"], r["steps_per_s"]) for r in data["results"] if (r["backend"], r["agent"]) == (b, a))
         ax.plot(*zip(*pts), marker="o", linestyle="-" if a else "--", label=f"{b} ({'agent' if a else 'random'})")
     ax.set_xscale("log", base=2)
