@@ -173,6 +173,10 @@ except ImportError:  # pragma: no cover
     pass
 
 
+def _result(backend: str, agent: bool, n: int, sps: float, busy: int) -> dict:
+    return dict(backend=backend, agent=agent, envs=n, steps_per_s=sps, per_core=sps / busy, cores=busy)
+
+
 def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, backends) -> dict:
     from synapto.bench.common import cpu_count
 
@@ -191,17 +195,7 @@ def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, back
                 else:
                     sps = bench_gym(backend, n, steps, with_agent)
                     procs = n + 1 if backend == "async" else 1
-                busy = min(procs, cores)
-                results.append(
-                    {
-                        "backend": backend,
-                        "agent": with_agent,
-                        "envs": n,
-                        "steps_per_s": sps,
-                        "per_core": sps / busy,
-                        "cores": busy,
-                    }
-                )
+                results.append(_result(backend, with_agent, n, sps, min(procs, cores)))
                 print(
                     f"  {backend:>6} {'agent' if with_agent else 'random':>6} n={n:<6} {sps:>14,.0f} steps/s",
                     flush=True,
@@ -211,17 +205,7 @@ def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, back
             if n > max_serial * 16:
                 continue
             sps = bench_mpi(n, workers, True, True, steps)
-            busy = min(workers + 1, cores)
-            results.append(
-                {
-                    "backend": "mpi-batched",
-                    "agent": True,
-                    "envs": n,
-                    "steps_per_s": sps,
-                    "per_core": sps / busy,
-                    "cores": busy,
-                }
-            )
+            results.append(_result("mpi-batched", True, n, sps, min(workers + 1, cores)))
             print(f"  mpi-batched  agent n={n:<6} {sps:>14,.0f} steps/s", flush=True)
     return {"env": ENV, "steps": steps, "workers": workers, "cores": cores, "results": results}
 
