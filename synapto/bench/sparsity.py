@@ -60,25 +60,17 @@ SETTINGS = {
     "LunarLander-v3": Setting(
         "LunarLander-v3",
         2_750_000,
-        {
-            "pruned-mlp": "experiments/lunarlander_sparse.toml",
-            "hebbian-dag": "experiments/lunarlander_hebbian.toml",
-        },
+        {"pruned-mlp": "experiments/lunarlander_sparse.toml", "hebbian-dag": "experiments/lunarlander_hebbian.toml"},
         _reference(64, 4),
     ),
     # the shaped configs that walk within 10 M env steps (docs/results.md), each cut to a level
     "BipedalWalker-v3": Setting(
         "BipedalWalker-v3",
         10_000_000,
-        {
-            "pruned-mlp": "experiments/bipedal_fast.toml",
-            "hebbian-dag": "experiments/bipedal_hebbian.toml",
-        },
+        {"pruned-mlp": "experiments/bipedal_fast.toml", "hebbian-dag": "experiments/bipedal_hebbian.toml"},
         _reference(138, 8),
     ),
 }
-#: agent options of a config's runs for the other agent, where an env has one config for both (none now)
-OTHER_AGENT: dict[str, dict[str, list[str]]] = {}
 
 
 def mode_name(agent: str, level: str) -> str:
@@ -89,7 +81,7 @@ def mode_args(setting: Setting, agent: str, level: str, root: Path) -> list[str]
     """The evolve options of one mode (``agent`` ``reference``: the reference algorithm)."""
     if agent == "reference":
         return list(setting.reference)
-    args = ["--config", str(root / setting.configs[agent]), *OTHER_AGENT.get(setting.env, {}).get(agent, [])]
+    args = ["--config", str(root / setting.configs[agent])]
     fraction = LEVELS[level]
     if fraction is None:
         return [*args, "--prune", "off", "--strategy-option", "prune_to=0"]
