@@ -141,8 +141,8 @@ def load_average() -> float:
 
 
 #: variables that make a process an MPI rank: a child launched from under mpiexec drops them
-MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED", "MPI_LOCALNRANKS")
-MPI_VARS += ("MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
+MPI_VARS: tuple[str, ...] = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SYNAPTO_LAUNCHED")
+MPI_VARS += ("MPI_LOCALNRANKS", "MPI_LOCALRANKID", "HYDRA_CONTROL_FD")
 
 
 def child_env() -> dict:

@@ -337,9 +337,17 @@ class RunData:
         norm = (c["obs_mean"][()], c["obs_std"][()]) if "obs_mean" in c else None
         sel = float(c["selection_fitness"][0]) if "selection_fitness" in c else None
         ends = (c["test_outcomes"][()], c["test_action_cost"][()]) if "test_outcomes" in c else (None, None)
-        tests = [c[k][()] for k in ("test_seeds", "test_returns", "test_steps")]
         return Champion(
-            c["genome"][()], float(c["fitness"][0]), int(c["generation"][0]), *tests, self.tested, norm, sel, *ends
+            c["genome"][()],
+            float(c["fitness"][0]),
+            int(c["generation"][0]),
+            c["test_seeds"][()],
+            c["test_returns"][()],
+            c["test_steps"][()],
+            self.tested,
+            norm,
+            sel,
+            *ends,
         )
 
     def obs_norm(self, generation: int) -> tuple[np.ndarray, np.ndarray] | None:
