@@ -49,6 +49,7 @@ import typer
 from synapto.bench.common import md_table, pyplot
 from synapto.common.errors import UsageError
 from synapto.common.seeding import test_seeds
+from synapto.envs import make_env
 
 THRESHOLDS = {
     "LunarLander-v3": 200.0,
@@ -128,7 +129,6 @@ def evolve_method(cfg) -> str:
 
 def evolve_curve(path: Path, points: int, episodes: int, cache: Cache, log) -> Curve:
     from synapto.agents import build_agent
-    from synapto.envs import make_env
     from synapto.evolution.config import EvolveConfig
     from synapto.store import RunData
 

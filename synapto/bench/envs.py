@@ -33,10 +33,11 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from synapto.bench.common import pyplot
+from synapto.bench.common import cpu_count, md_table, pyplot
 from synapto.common import seeding
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
+from synapto.envs import _gym, space_info
 
 ENV = "CartPole-v1"
 DEFAULT_NS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
@@ -61,8 +62,6 @@ def _policy(n: int, seed: int = 0):
 
 def bench_gym(kind: str, n: int, steps: int, with_agent: bool) -> float:
     """Steps/s of ``n`` envs of ``kind`` (sync, async, vector) for about ``steps`` steps."""
-    from synapto.envs import _gym
-
     gym = _gym()
     mode = {"sync": "sync", "async": "async", "vector": "vector_entry_point"}[kind]
     kw = {"vector_kwargs": {"context": "fork"}} if kind == "async" else {}
@@ -150,8 +149,6 @@ try:
 
         @classmethod
         def for_env(cls):
-            from synapto.envs import space_info
-
             return cls(space_info(ENV), (1,))
 
         @property
@@ -178,8 +175,6 @@ def _result(backend: str, agent: bool, n: int, sps: float, busy: int) -> dict:
 
 
 def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, backends) -> dict:
-    from synapto.bench.common import cpu_count
-
     cores = cpu_count()
     results = []
     for backend in backends:
@@ -211,8 +206,6 @@ def run_envs(ns, steps: int, workers: int, max_async: int, max_serial: int, back
 
 
 def table(data: dict) -> str:
-    from synapto.bench.common import md_table
-
     ns = sorted({r["envs"] for r in data["results"]})
     rows = []
     for b, a in dict.fromkeys((r["backend"], r["agent"]) for r in data["results"]):

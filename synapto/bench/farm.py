@@ -35,6 +35,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from synapto.bench.common import cpu_count, load_average, md_table, run_logged
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
 from synapto.common.noise import KEY_WIDTH, Samples
@@ -118,7 +119,6 @@ def probe(out: str, tasks_per_worker: int, repeats: int) -> None:
 
 def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> list[dict]:
     """:func:`probe` under ``mpiexec -n W+1`` for each W of ``workers_list``."""
-    from synapto.bench.common import run_logged
     from synapto.parallel.launch import find_mpiexec
 
     rows = []
@@ -137,7 +137,6 @@ def run_probes(workers_list, tasks_per_worker: int, repeats: int, log=print) -> 
 def run_configs(configs, workers=(1, 2), repeats: int = 1, log=print) -> list[dict]:
     """Each config at each worker count on its env-step budget (counts alternating); a
     config is a path, or ``(label, evolve options)``."""
-    from synapto.bench.common import run_logged
     from synapto.store import RunData
 
     rows = []
@@ -225,8 +224,6 @@ def saturation(probes: list[dict], runs: list[dict]) -> dict:
 
 
 def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
-    from synapto.bench.common import cpu_count, load_average
-
     lines = [f"# bench farm ({cpu_count()} cores, load {load_average():.1f} at the end)", ""]
     if probes:
         lines += probe_section(probes)
@@ -245,8 +242,6 @@ def report(probes: list[dict], speed: list[dict], sat: dict) -> str:
 
 def probe_section(probes: list[dict]) -> list[str]:
     """The report's lines on the farm alone (zero-cost tasks)."""
-    from synapto.bench.common import cpu_count, md_table
-
     shared = " (ranks beyond the cores share them)" if max(p["workers"] for p in probes) + 1 > cpu_count() else ""
     ws = sorted({p["workers"] for p in probes})
     payloads = list(dict.fromkeys(p["payload"] for p in probes))
@@ -277,8 +272,6 @@ SPEED_COLUMNS += ["with start-up (s)", "speed-up", "run file / generation"]
 
 def speed_section(speed: list[dict]) -> list[str]:
     """The report's lines on the shipped configs at 1 and 2 workers."""
-    from synapto.bench.common import md_table
-
     rows = [
         [
             r["config"],

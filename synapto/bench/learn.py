@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, pyplot
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, md_table, mean_std, pyplot, run_logged
 from synapto.common import declare
 from synapto.common.declare import Request, opt
 from synapto.common.errors import UsageError
@@ -94,7 +94,6 @@ def command(
     max_env_steps: int | None,
 ) -> list[str]:
     """The ``synapto evolve`` command line of one run."""
-    from synapto.bench.common import evolve_command
 
     args = ["--env", env or budget.env, "--max-env-steps", str(max_env_steps or budget.max_env_steps)]
     args += ["--generations", "100000", *budget.modes[mode]]
@@ -137,8 +136,6 @@ def champion_summary(path: Path) -> dict:
 
 
 def summarise(runs: dict[str, list[dict]], threshold: float | None) -> dict[str, dict]:
-    from synapto.bench.common import mean_std
-
     out = {}
     for mode, items in runs.items():
         if not items:
@@ -177,8 +174,6 @@ def render_markdown(meta: dict, summary: dict, runs: dict) -> str:
 
 
 def _modes_table(meta: dict, summary: dict) -> str:
-    from synapto.bench.common import md_table
-
     thr = meta["threshold"]
     header = [
         "mode",
@@ -205,8 +200,6 @@ def _modes_table(meta: dict, summary: dict) -> str:
 
 
 def _seeds_table(runs: dict) -> str:
-    from synapto.bench.common import md_table
-
     header = ["mode", "seed", "run's champion fitness (-: the final centre)", "selection", "test", "generations"]
     rows = [
         [
@@ -321,7 +314,6 @@ def bench_learn(request: Request) -> None:
 def run_modes(modes: list[str], seeds: list[int], cmd_of, meta: dict, out_dir: Path) -> None:
     """Every mode at every seed in turn (``cmd_of(mode, seed)``: its command and run file);
     the report and its JSON rewritten after each run, the plot at the end."""
-    from synapto.bench.common import run_logged
 
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for m in modes:

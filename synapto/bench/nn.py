@@ -20,8 +20,10 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from synapto.bench.common import md_table
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
+from synapto.envs import SpaceInfo
 
 OBS, ACT = 24, 4
 FORWARD_BATCHES = (1, 16, 128)
@@ -62,7 +64,6 @@ def numpy_mlp(hidden, rng):
 
 def numpy_dag(hidden, rng):
     from synapto.agents.hebbian_dag import HebbianDAG
-    from synapto.envs import SpaceInfo
 
     space = SpaceInfo(OBS, ACT, False, -np.ones(ACT), np.ones(ACT), 1600)
     agent = HebbianDAG(space, tuple(hidden))
@@ -152,8 +153,6 @@ def run_nn(repeats: int = 5, scale: float = 1.0, torch: str = "auto") -> dict:
 
 
 def table(data: dict) -> str:
-    from synapto.bench.common import md_table
-
     cols = [f"forward_{b}" for b in FORWARD_BATCHES] + [f"train_{b}" for b in TRAIN_BATCHES]
     heads = (
         ["library", "network"]

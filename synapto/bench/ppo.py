@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.common.declare import Request, command, multi_value_flags, opt
 from synapto.common.errors import UsageError
 from synapto.common.folders import check_out_dir
@@ -157,7 +158,6 @@ def run_bench(
     out_dir: Path,
     log: Callable[[str], None] = print,
 ) -> dict:
-    from synapto.bench.common import cpu_count, load_average, run_logged
     from synapto.ppo.config import safe_name
 
     out_dir = Path(out_dir)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import typer
 
-from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS
+from synapto.bench.common import SEEDS, TEST_EPISODES, WORKERS, evolve_command, run_logged
 from synapto.bench.sparsity_report import plot
 from synapto.common import declare
 from synapto.common.declare import Request, multi_value_flags, opt
@@ -99,7 +99,6 @@ def command(
     max_env_steps: int | None,
     root: Path,
 ) -> list[str]:
-    from synapto.bench.common import evolve_command
 
     args = ["--env", setting.env, *mode_args(setting, agent, level, root)]
     args += ["--max-env-steps", str(max_env_steps or setting.max_env_steps), "--generations", "100000"]
@@ -286,7 +285,6 @@ def run_plan(plan: Plan, out_dir: Path, keep_finished: bool) -> None:
 def _run_mode(plan: Plan, e: str, a: str, lv: str, s: int, keep_finished: bool) -> dict:
     """One run's champion summary: a finished run file reused, a stopped one resumed (with
     ``keep_finished``), else the run made."""
-    from synapto.bench.common import run_logged
     from synapto.bench.learn import champion_summary
 
     cmd, out = plan.command(e, a, lv, s)

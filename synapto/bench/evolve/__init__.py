@@ -57,7 +57,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from synapto.bench.common import run_logged
+from synapto.bench.common import cpu_count, load_average, run_logged
 from synapto.bench.evolve.projection import derive
 from synapto.bench.evolve.raw import build_sample, measure_raw, raw_summary
 from synapto.bench.evolve.report import markdown, plot
@@ -71,8 +71,6 @@ MULTI_VALUE_OPTIONS = ("--hidden", "--seed", "--workers-list")
 # --------------------------------------------------------------------------- the benchmark
 def _new_result(s: Settings, workers: list[int]) -> dict[str, Any]:
     """The benchmark's result before its runs: the settings, the machine, empty records."""
-    from synapto.bench.common import cpu_count
-
     return {
         "settings": {
             **asdict(s),
@@ -151,8 +149,6 @@ def run_bench(s: Settings, log: Callable[[str], None] = print) -> dict:
 
 def _timed_run(s: Settings, n: int, sched: str, seed: int, out: Path, result: dict, log) -> None:
     """One evolve run at ``n`` workers, its summary appended to ``result["runs"]``."""
-    from synapto.bench.common import load_average
-
     cmd = evolve_command(s, n, sched, seed, out)
     load0 = load_average()
     log(f"seed {seed}, {n} worker(s), {sched}: {shlex.join(cmd[1:])}")
