@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import MPIEXEC, ROOT, _env, assert_same_run, finish, kill_group, run_cli, wait_for_line
@@ -61,7 +62,9 @@ def launcher(tmp_path):
 
 @pytest.mark.slow
 def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, capsys):
-    (tmp_path / "c.toml").write_text(CONFIG)
+    # HoldCartPole: the SIGTERM lands while evaluations are held, not after a fast run ended
+    (tmp_path / "c.toml").write_text(CONFIG.replace('"CartPole-v1"', '"failing_env:HoldCartPole-v0"'))
+    hold = tmp_path / "hold"
     job = tmp_path / "job.sh"
     job.write_text(script(capsys))
     env = {
@@ -71,12 +74,21 @@ def test_a_requeued_job_resumes_its_run_to_the_uninterrupted_results(tmp_path, c
         "PYTHONUNBUFFERED": "1",
         "SYNAPTO_MPIEXEC": str(launcher(tmp_path)),
         "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SYNAPTO_TEST_HOLD": str(hold),
     }
     first = subprocess.Popen(
         ["bash", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
     wait_for_line(first, "gen    1 ")
+    hold.touch()
+    held = hold.with_name(hold.name + ".held")
+    for _ in range(6000):  # an evaluation is held (bounded: 60 s)
+        if held.exists():
+            break
+        time.sleep(0.01)
+    assert held.exists(), "no evaluation held"
     kill_group(first, signal.SIGTERM)  # Slurm's --signal=B:TERM ahead of the time limit
+    hold.unlink()
     out, err = finish(first)
     assert first.returncode == 143, out + err
     again = subprocess.run(["bash", job], capture_output=True, text=True, env=env, timeout=300)  # the requeue
